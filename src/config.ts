@@ -1,0 +1,180 @@
+import { z } from 'zod';
+import { CrsError } from './errors.ts';
+
+/**
+ * The whole configuration of crs-sync, read from the environment (a `.env` file is honoured by
+ * the CLI before this runs). Parsed once, frozen. Every setting is optional here because each
+ * command needs a different subset; `requireSettings` names what a command cannot run without,
+ * and every problem is reported at once.
+ */
+
+const identifier = /^[a-z_][a-z0-9_]{0,62}$/;
+
+const optionalString = z
+  .string()
+  .trim()
+  .transform((v) => (v === '' ? undefined : v))
+  .optional();
+
+const optionalUrl = optionalString.pipe(z.url({ protocol: /^https?$/ }).optional());
+
+function intSetting(def: number, min: number, max: number) {
+  return z.coerce.number().int().min(min).max(max).default(def);
+}
+
+const envSchema = z.object({
+  DATABASE_URL: optionalString.pipe(
+    z
+      .string()
+      .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// or postgresql:// URL')
+      .optional(),
+  ),
+  CRS_SCHEMA: z
+    .string()
+    .default('crs')
+    .refine((v) => identifier.test(v), 'must be a plain lower-case SQL identifier ([a-z_][a-z0-9_]*)'),
+  CRS_BASE_URL: optionalUrl,
+  CRS_LEGACY_BASE_URL: optionalUrl,
+  CRS_SERVICE_ACCOUNT_TOKEN: optionalString,
+  CRS_ACCESS_TOKEN: optionalString,
+  CRS_TOKEN_URL: optionalUrl,
+  CRS_CLIENT_ID: optionalString,
+  CRS_CLIENT_SECRET: optionalString,
+  CRS_API_KEY: optionalString,
+  TEMPORAL_ADDRESS: z.string().default('127.0.0.1:7233'),
+  TEMPORAL_NAMESPACE: z.string().default('default'),
+  TEMPORAL_TASK_QUEUE: z.string().default('crs-sync'),
+  TEMPORAL_API_KEY: optionalString,
+  TEMPORAL_TLS_CERT_PATH: optionalString,
+  TEMPORAL_TLS_KEY_PATH: optionalString,
+  TEMPORAL_TLS_CA_PATH: optionalString,
+  TEMPORAL_TLS_SERVER_NAME: optionalString,
+  CRS_LOOKBACK_DAYS: intSetting(3, 0, 365),
+  CRS_RATE_LIMIT_RPS: z.coerce.number().positive().max(10_000).default(10),
+  CRS_ENRICH_CONCURRENCY: intSetting(8, 1, 256),
+  CRS_HTTP_TIMEOUT_MS: intSetting(60_000, 100, 3_600_000),
+  CRS_MAX_LINE_BYTES: intSetting(16 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
+  CRS_BATCH_SIZE: intSetting(1000, 1, 50_000),
+  CRS_LOAD_CONNECTIONS: intSetting(4, 1, 64),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+});
+
+export type Env = z.infer<typeof envSchema>;
+
+export interface Config {
+  readonly databaseUrl: string | undefined;
+  readonly schema: string;
+  readonly api: {
+    readonly baseUrl: string | undefined;
+    readonly legacyBaseUrl: string | undefined;
+    readonly serviceAccountToken: string | undefined;
+    readonly accessToken: string | undefined;
+    readonly tokenUrl: string | undefined;
+    readonly clientId: string | undefined;
+    readonly clientSecret: string | undefined;
+    readonly apiKey: string | undefined;
+    readonly timeoutMs: number;
+    readonly rateLimitRps: number;
+  };
+  readonly temporal: {
+    readonly address: string;
+    readonly namespace: string;
+    readonly taskQueue: string;
+    readonly apiKey: string | undefined;
+    readonly tlsCertPath: string | undefined;
+    readonly tlsKeyPath: string | undefined;
+    readonly tlsCaPath: string | undefined;
+    readonly tlsServerName: string | undefined;
+  };
+  readonly lookbackDays: number;
+  readonly enrichConcurrency: number;
+  readonly maxLineBytes: number;
+  readonly batchSize: number;
+  readonly loadConnections: number;
+  readonly logLevel: Env['LOG_LEVEL'];
+}
+
+export function parseConfig(env: Record<string, string | undefined> = process.env): Config {
+  const result = envSchema.safeParse(env);
+  if (!result.success) {
+    const problems = result.error.issues.map((i) => `${i.path.join('.') || '(environment)'}: ${i.message}`);
+    throw new CrsError('CONFIG_INVALID', `invalid configuration:\n  - ${problems.join('\n  - ')}`, {
+      details: { problems },
+    });
+  }
+  const e = result.data;
+  const cfg: Config = {
+    databaseUrl: e.DATABASE_URL,
+    schema: e.CRS_SCHEMA,
+    api: {
+      baseUrl: e.CRS_BASE_URL?.replace(/\/+$/, ''),
+      legacyBaseUrl: e.CRS_LEGACY_BASE_URL?.replace(/\/+$/, ''),
+      serviceAccountToken: e.CRS_SERVICE_ACCOUNT_TOKEN,
+      accessToken: e.CRS_ACCESS_TOKEN,
+      tokenUrl: e.CRS_TOKEN_URL,
+      clientId: e.CRS_CLIENT_ID,
+      clientSecret: e.CRS_CLIENT_SECRET,
+      apiKey: e.CRS_API_KEY,
+      timeoutMs: e.CRS_HTTP_TIMEOUT_MS,
+      rateLimitRps: e.CRS_RATE_LIMIT_RPS,
+    },
+    temporal: {
+      address: e.TEMPORAL_ADDRESS,
+      namespace: e.TEMPORAL_NAMESPACE,
+      taskQueue: e.TEMPORAL_TASK_QUEUE,
+      apiKey: e.TEMPORAL_API_KEY,
+      tlsCertPath: e.TEMPORAL_TLS_CERT_PATH,
+      tlsKeyPath: e.TEMPORAL_TLS_KEY_PATH,
+      tlsCaPath: e.TEMPORAL_TLS_CA_PATH,
+      tlsServerName: e.TEMPORAL_TLS_SERVER_NAME,
+    },
+    lookbackDays: e.CRS_LOOKBACK_DAYS,
+    enrichConcurrency: e.CRS_ENRICH_CONCURRENCY,
+    maxLineBytes: e.CRS_MAX_LINE_BYTES,
+    batchSize: e.CRS_BATCH_SIZE,
+    loadConnections: e.CRS_LOAD_CONNECTIONS,
+    logLevel: e.LOG_LEVEL,
+  };
+  return deepFreeze(cfg);
+}
+
+/** Settings a command cannot run without, by environment variable name. */
+export type Requirement = 'export' | 'threads' | 'legacy';
+
+export function requireSettings(cfg: Config, needs: readonly Requirement[]): void {
+  const problems: string[] = [];
+  if (needs.includes('export') || needs.includes('threads')) {
+    if (!cfg.api.baseUrl) problems.push('CRS_BASE_URL: required (address of the service)');
+  }
+  if (needs.includes('export') && !cfg.api.serviceAccountToken) {
+    problems.push('CRS_SERVICE_ACCOUNT_TOKEN: required for the analytics export');
+  }
+  if (needs.includes('threads') && !cfg.api.accessToken) {
+    const exchange = [cfg.api.tokenUrl, cfg.api.clientId, cfg.api.clientSecret];
+    if (exchange.every((v) => v === undefined)) {
+      problems.push(
+        'CRS_ACCESS_TOKEN: required for the thread API, or instead CRS_TOKEN_URL + CRS_CLIENT_ID + CRS_CLIENT_SECRET',
+      );
+    } else {
+      if (!cfg.api.tokenUrl) problems.push('CRS_TOKEN_URL: required for token exchange');
+      if (!cfg.api.clientId) problems.push('CRS_CLIENT_ID: required for token exchange');
+      if (!cfg.api.clientSecret) problems.push('CRS_CLIENT_SECRET: required for token exchange');
+      if (!cfg.api.serviceAccountToken)
+        problems.push('CRS_SERVICE_ACCOUNT_TOKEN: required as the subject token of the exchange');
+    }
+  }
+  if (needs.includes('legacy')) {
+    if (!cfg.api.legacyBaseUrl) problems.push('CRS_LEGACY_BASE_URL: required for the legacy API');
+    if (!cfg.api.apiKey) problems.push('CRS_API_KEY: required for the legacy API');
+  }
+  if (problems.length > 0) {
+    throw new CrsError('CONFIG_INVALID', `invalid configuration:\n  - ${problems.join('\n  - ')}`, {
+      details: { problems },
+    });
+  }
+}
+
+function deepFreeze<T extends object>(o: T): T {
+  for (const v of Object.values(o)) if (v && typeof v === 'object') deepFreeze(v);
+  return Object.freeze(o);
+}
