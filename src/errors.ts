@@ -20,6 +20,7 @@ export type ErrorCode =
   | 'HTTP_CLIENT'
   | 'HTTP_NETWORK'
   | 'HTTP_TIMEOUT'
+  | 'HTTP_BAD_RESPONSE'
   | 'STREAM_CUT'
   | 'CANCELLED'
   | 'TEMPORAL_UNAVAILABLE'
