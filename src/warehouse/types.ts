@@ -1,0 +1,196 @@
+import type { ColumnType, Generated, Insertable, Selectable } from 'kysely';
+
+/** kysely types of the warehouse (DESIGN.md §5); the schema is the connection's search_path. */
+
+type Timestamp = ColumnType<Date, Date | string, Date | string>;
+type GeneratedTimestamp = ColumnType<Date, Date | string | undefined, Date | string>;
+/** `date` columns come back as 'YYYY-MM-DD' strings (see db.ts: the pg type parser is set so). */
+type DateText = ColumnType<string, string, string>;
+/** bigint columns are parsed to numbers (see db.ts): counts here stay far below 2^53. */
+type Count = ColumnType<number, number | undefined, number>;
+type Json = ColumnType<unknown, string | undefined | null, string | null>;
+
+export type EnrichStatus = 'pending' | 'done' | 'deleted' | 'forbidden' | 'failed';
+export type RunKind = 'scheduled' | 'backfill' | 'manual' | 'import' | 'replay';
+export type RunStatus = 'running' | 'succeeded' | 'failed' | 'cancelled';
+export type DayStatus = 'pending' | 'running' | 'complete' | 'failed';
+export type RejectSource = 'export' | 'history' | 'artifact' | 'file';
+
+export interface AnalyticsMessagesTable {
+  message_id: string;
+  thread_id: string;
+  user_id: string;
+  message_time: Timestamp;
+  message_date: DateText;
+  input: string;
+  response: string;
+  extra: Json;
+  record_hash: string;
+  _source_line: Count;
+  _load_id: string;
+  _loaded_at: GeneratedTimestamp;
+  _first_loaded_at: GeneratedTimestamp;
+  _deleted_at: Timestamp | null;
+}
+
+export interface ThreadsTable {
+  thread_id: string;
+  thread_name: string | null;
+  user_id: string | null;
+  first_message_at: Timestamp | null;
+  last_message_at: Timestamp | null;
+  message_count: Generated<number>;
+  enrich_status: ColumnType<EnrichStatus, EnrichStatus | undefined, EnrichStatus>;
+  enrich_requested_at: Timestamp | null;
+  enriched_at: Timestamp | null;
+  history_count: Generated<number>;
+  enrich_attempts: Generated<number>;
+  last_error: string | null;
+  _load_id: string | null;
+  _loaded_at: GeneratedTimestamp;
+}
+
+export interface ThreadMessagesTable {
+  message_id: string;
+  thread_id: string;
+  position: number;
+  role: string | null;
+  text: string | null;
+  created_at: Timestamp | null;
+  is_cancelled: Generated<boolean>;
+  raw: Json;
+  _load_id: string | null;
+  _loaded_at: GeneratedTimestamp;
+}
+
+export interface CitationsTable {
+  owner_kind: 'message' | 'artifact';
+  owner_id: string;
+  ordinal: number;
+  message_id: string | null;
+  artifact_id: string | null;
+  thread_id: string;
+  citation_id: string | null;
+  internal_id: string | null;
+  citation_type: string | null;
+  name: string | null;
+  inline_offset: number | null;
+  summary: string | null;
+  last_updated_at: Timestamp | null;
+  is_snippet: boolean | null;
+  extra: Json;
+  _load_id: string | null;
+  _loaded_at: GeneratedTimestamp;
+}
+
+export interface ArtifactsTable {
+  artifact_id: string;
+  thread_id: string;
+  message_id: string | null;
+  output_type: string | null;
+  title: string | null;
+  val: string | null;
+  val_json: Json;
+  resolved_text_objects: boolean | null;
+  raw: Json;
+  fetched_via: 'v2' | 'legacy';
+  _load_id: string | null;
+  _loaded_at: GeneratedTimestamp;
+}
+
+interface Counters {
+  rows_read: Count;
+  rows_inserted: Count;
+  rows_updated: Count;
+  rows_unchanged: Count;
+  rows_rejected: Count;
+}
+
+export interface SyncRunsTable extends Counters {
+  load_id: string;
+  kind: RunKind;
+  window_start: DateText | null;
+  window_end: DateText | null;
+  source: string | null;
+  workflow_id: string | null;
+  status: ColumnType<RunStatus, RunStatus | undefined, RunStatus>;
+  rows_deleted: Count;
+  bytes_read: Count;
+  started_at: GeneratedTimestamp;
+  finished_at: Timestamp | null;
+  error: string | null;
+}
+
+export interface SyncDaysTable extends Counters {
+  day: DateText;
+  status: ColumnType<DayStatus, DayStatus | undefined, DayStatus>;
+  rows_deleted: Count;
+  bytes: Count;
+  export_checksum: string | null;
+  lines_committed: Count;
+  attempts: Generated<number>;
+  started_at: Timestamp | null;
+  finished_at: Timestamp | null;
+  last_error: string | null;
+  _load_id: string | null;
+  _loaded_at: GeneratedTimestamp;
+}
+
+export interface LoadCheckpointsTable extends Counters {
+  load_key: string;
+  part: number;
+  parts: number;
+  lines_committed: Count;
+  updated_at: GeneratedTimestamp;
+}
+
+export interface LoadDayCountsTable {
+  load_key: string;
+  part: number;
+  day: DateText;
+  rows_read: Count;
+  rows_inserted: Count;
+  rows_updated: Count;
+  rows_unchanged: Count;
+}
+
+export interface RejectedRecordsTable {
+  id: Generated<string>;
+  _load_id: string;
+  source: RejectSource;
+  source_name: string | null;
+  day: DateText | null;
+  thread_id: string | null;
+  line_no: Count | null;
+  raw: string;
+  raw_bytes: Buffer | null;
+  raw_length: Count | null;
+  error_code: string;
+  error_detail: string;
+  received_at: GeneratedTimestamp;
+  replayed_at: Timestamp | null;
+  replay_result: string | null;
+}
+
+export interface Database {
+  analytics_messages: AnalyticsMessagesTable;
+  threads: ThreadsTable;
+  thread_messages: ThreadMessagesTable;
+  citations: CitationsTable;
+  artifacts: ArtifactsTable;
+  sync_runs: SyncRunsTable;
+  sync_days: SyncDaysTable;
+  load_checkpoints: LoadCheckpointsTable;
+  load_day_counts: LoadDayCountsTable;
+  rejected_records: RejectedRecordsTable;
+}
+
+export type AnalyticsMessage = Selectable<AnalyticsMessagesTable>;
+export type Thread = Selectable<ThreadsTable>;
+export type NewThreadMessage = Insertable<ThreadMessagesTable>;
+export type NewCitation = Insertable<CitationsTable>;
+export type NewArtifact = Insertable<ArtifactsTable>;
+export type SyncDay = Selectable<SyncDaysTable>;
+export type SyncRun = Selectable<SyncRunsTable>;
+export type RejectedRecord = Selectable<RejectedRecordsTable>;
+export type NewRejectedRecord = Insertable<RejectedRecordsTable>;
