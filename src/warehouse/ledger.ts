@@ -1,0 +1,177 @@
+import { addDays, formatISO, parseISO } from 'date-fns';
+import { type Kysely, sql } from 'kysely';
+import type { Database, RunKind, RunStatus } from './types.ts';
+
+/**
+ * The ledger: one row per run (`sync_runs`) and one per UTC day of the export (`sync_days`).
+ * Repositories are plain functions over `db` (or a transaction).
+ */
+
+export function utcDay(d: Date): string {
+  return d.toISOString().slice(0, 10);
+}
+
+export function dayRange(from: string, to: string): string[] {
+  const out: string[] = [];
+  for (let d = parseISO(from); formatISO(d, { representation: 'date' }) <= to; d = addDays(d, 1)) {
+    out.push(formatISO(d, { representation: 'date' }));
+  }
+  return out;
+}
+
+export function shiftDay(day: string, n: number): string {
+  return formatISO(addDays(parseISO(day), n), { representation: 'date' });
+}
+
+export interface StartRunInput {
+  loadId: string;
+  kind: RunKind;
+  windowStart?: string | null;
+  windowEnd?: string | null;
+  source?: string | null;
+  workflowId?: string | null;
+}
+
+/** Records a run; starting the same load id again (a resumed import, a retried activity) keeps its row. */
+export async function startRun(db: Kysely<Database>, r: StartRunInput): Promise<void> {
+  await db
+    .insertInto('sync_runs')
+    .values({
+      load_id: r.loadId,
+      kind: r.kind,
+      window_start: r.windowStart ?? null,
+      window_end: r.windowEnd ?? null,
+      source: r.source ?? null,
+      workflow_id: r.workflowId ?? null,
+      status: 'running',
+    })
+    .onConflict((oc) =>
+      oc.column('load_id').doUpdateSet({ status: 'running', finished_at: null, error: null }),
+    )
+    .execute();
+}
+
+export interface RunTotals {
+  rowsRead: number;
+  inserted: number;
+  updated: number;
+  unchanged: number;
+  rejected: number;
+  deleted: number;
+  bytes: number;
+}
+
+export async function finishRun(
+  db: Kysely<Database>,
+  loadId: string,
+  status: Exclude<RunStatus, 'running'>,
+  totals?: Partial<RunTotals>,
+  error?: string,
+): Promise<void> {
+  await db
+    .updateTable('sync_runs')
+    .set({
+      status,
+      finished_at: new Date(),
+      error: error ?? null,
+      ...(totals
+        ? {
+            rows_read: totals.rowsRead ?? 0,
+            rows_inserted: totals.inserted ?? 0,
+            rows_updated: totals.updated ?? 0,
+            rows_unchanged: totals.unchanged ?? 0,
+            rows_rejected: totals.rejected ?? 0,
+            rows_deleted: totals.deleted ?? 0,
+            bytes_read: totals.bytes ?? 0,
+          }
+        : {}),
+    })
+    .where('load_id', '=', loadId)
+    .execute();
+}
+
+/** Adds a day's figures to its run (a run of many days sums them as they finish). */
+export async function addToRun(db: Kysely<Database>, loadId: string, t: RunTotals): Promise<void> {
+  await db
+    .updateTable('sync_runs')
+    .set((eb) => ({
+      rows_read: eb('rows_read', '+', t.rowsRead),
+      rows_inserted: eb('rows_inserted', '+', t.inserted),
+      rows_updated: eb('rows_updated', '+', t.updated),
+      rows_unchanged: eb('rows_unchanged', '+', t.unchanged),
+      rows_rejected: eb('rows_rejected', '+', t.rejected),
+      rows_deleted: eb('rows_deleted', '+', t.deleted),
+      bytes_read: eb('bytes_read', '+', t.bytes),
+    }))
+    .where('load_id', '=', loadId)
+    .execute();
+}
+
+/** Marks a day as loading under a load id; counts one more attempt. */
+export async function markDayRunning(db: Kysely<Database>, day: string, loadId: string): Promise<void> {
+  await db
+    .insertInto('sync_days')
+    .values({ day, status: 'running', _load_id: loadId, started_at: new Date(), attempts: 1 })
+    .onConflict((oc) =>
+      oc.column('day').doUpdateSet((eb) => ({
+        status: 'running',
+        _load_id: loadId,
+        started_at: new Date(),
+        finished_at: null,
+        last_error: null,
+        attempts: eb('sync_days.attempts', '+', 1),
+      })),
+    )
+    .execute();
+}
+
+export async function markDayFailed(db: Kysely<Database>, day: string, error: string): Promise<void> {
+  await db
+    .updateTable('sync_days')
+    .set({ status: 'failed', last_error: error.slice(0, 2000), finished_at: new Date() })
+    .where('day', '=', day)
+    .execute();
+}
+
+/**
+ * The watermark: the last day of the unbroken run of complete days that starts at the earliest
+ * day in the ledger. A failed or missing day stops it, so a scheduled sync goes back to it.
+ */
+export async function getWatermark(db: Kysely<Database>): Promise<string | null> {
+  const r = await sql<{ watermark: string | null }>`
+    with d as (
+      select day, status, row_number() over (order by day) as n,
+             (day - (select min(day) from sync_days))::int + 1 as span
+      from sync_days
+    )
+    select max(day)::text as watermark from d
+    where n = span and status = 'complete'
+      and not exists (select 1 from d d2 where d2.day <= d.day and d2.status <> 'complete')`.execute(db);
+  return r.rows[0]?.watermark ?? null;
+}
+
+export interface WindowPlan {
+  from: string;
+  to: string;
+  days: string[];
+}
+
+/**
+ * The window of a scheduled sync: from the watermark minus the lookback (late data) to yesterday
+ * (UTC). With no ledger yet it is just yesterday; a caller passes explicit dates for backfills.
+ */
+export async function planWindow(
+  db: Kysely<Database>,
+  opts: { lookbackDays: number; now?: Date; from?: string; to?: string },
+): Promise<WindowPlan> {
+  const yesterday = shiftDay(utcDay(opts.now ?? new Date()), -1);
+  const to = opts.to ?? yesterday;
+  let from = opts.from;
+  if (!from) {
+    const wm = await getWatermark(db);
+    from = wm ? shiftDay(wm, -opts.lookbackDays + 1) : to;
+    if (wm && shiftDay(wm, 1) < from) from = shiftDay(wm, 1);
+  }
+  if (from > to) return { from, to, days: [] };
+  return { from, to, days: dayRange(from, to) };
+}
