@@ -1,0 +1,227 @@
+import { isUtf8 } from 'node:buffer';
+
+export type LineProblem = 'line_too_long' | 'invalid_utf8' | 'nul_byte';
+
+export interface SourceLine {
+  /** 1-based physical line number in the source (blank lines count, but are not yielded). */
+  lineNo: number;
+  /** The line decoded as UTF-8, without CR/LF (and without a leading BOM on line 1); '' when `problem` is set. */
+  text: string;
+  /** Bytes of the line in the source, without the line ending (and without the BOM on line 1). */
+  byteLength: number;
+  /** When set, the line must be quarantined, not parsed. */
+  problem?: LineProblem;
+  /** With a problem: the exact bytes (invalid_utf8, nul_byte), or the first maxPrefixBytes bytes (line_too_long). */
+  rawBytes?: Buffer;
+}
+
+export interface SplitOptions {
+  maxLineBytes: number;
+  /** How much of an over-long line is kept for the quarantine. Default 64 KiB. */
+  maxPrefixBytes?: number;
+}
+
+export interface SplitStats {
+  bytesRead: number;
+  linesSeen: number;
+  blankLines: number;
+}
+
+export const DEFAULT_MAX_PREFIX_BYTES = 64 * 1024;
+
+const LF = 10;
+const CR = 13;
+
+/**
+ * Splits a byte stream into lines, yielding the complete lines of each input chunk as one array
+ * (chunks that complete no line yield nothing). Blank lines (empty after removing CR) are counted
+ * but not yielded; a line of spaces is not blank and reaches the parser.
+ *
+ * Fast path: the complete lines of a chunk are checked for UTF-8 validity and NUL bytes with one
+ * `isUtf8` and one `indexOf(0)` over the whole span (LF cannot occur inside a multi-byte sequence,
+ * so the span is valid exactly when every line in it is); only a dirty span is re-checked per line.
+ *
+ * A line longer than `maxLineBytes` is never held whole: at most `maxLineBytes + 1` bytes are
+ * carried before the splitter switches to skipping, keeping only the first `maxPrefixBytes`.
+ */
+export async function* splitLines(
+  source: AsyncIterable<Uint8Array>,
+  opts: SplitOptions,
+  stats?: SplitStats,
+): AsyncGenerator<SourceLine[]> {
+  const maxLine = opts.maxLineBytes;
+  const maxPrefix = opts.maxPrefixBytes ?? DEFAULT_MAX_PREFIX_BYTES;
+  let lineNo = 0;
+
+  // The partial line carried over from earlier chunks.
+  let carry: Buffer[] = [];
+  let carryLen = 0;
+  // Skipping an over-long line: its prefix, its length so far, and its last byte (to drop a CR).
+  let skipping = false;
+  let prefix: Buffer[] = [];
+  let prefixLen = 0;
+  let skipLen = 0;
+  let skipLast = -1;
+
+  const st = stats ?? { bytesRead: 0, linesSeen: 0, blankLines: 0 };
+
+  const addPrefix = (b: Buffer): void => {
+    if (prefixLen >= maxPrefix) return;
+    const take = Math.min(b.length, maxPrefix - prefixLen);
+    // Copy: the prefix must not pin the (large) source chunk.
+    prefix.push(Buffer.from(b.subarray(0, take)));
+    prefixLen += take;
+  };
+
+  const startSkipping = (rest: Buffer): void => {
+    skipping = true;
+    prefix = [];
+    prefixLen = 0;
+    skipLen = carryLen + rest.length;
+    for (const c of carry) addPrefix(c);
+    addPrefix(rest);
+    skipLast =
+      rest.length > 0
+        ? rest[rest.length - 1]!
+        : carry[carry.length - 1]![carry[carry.length - 1]!.length - 1]!;
+    carry = [];
+    carryLen = 0;
+  };
+
+  // Line 1 may carry a 3-byte BOM that is not part of the line.
+  const carryLimit = (): number => maxLine + 1 + (lineNo === 0 ? 3 : 0);
+
+  const tooLongLine = (): SourceLine => {
+    let byteLength = skipLen - (skipLast === CR ? 1 : 0);
+    let raw = Buffer.concat(prefix, prefixLen);
+    if (lineNo === 1 && raw.length >= 3 && raw[0] === 0xef && raw[1] === 0xbb && raw[2] === 0xbf) {
+      raw = raw.subarray(3);
+      byteLength -= 3;
+    }
+    skipping = false;
+    prefix = [];
+    prefixLen = 0;
+    skipLen = 0;
+    skipLast = -1;
+    return { lineNo, text: '', byteLength, problem: 'line_too_long', rawBytes: raw };
+  };
+
+  /** One complete line held in `buf[s, e)` (line ending excluded, CR still included). */
+  const checkedLine = (buf: Buffer, s: number, e: number, clean: boolean, out: SourceLine[]): void => {
+    if (e > s && buf[e - 1] === CR) e--;
+    if (lineNo === 1 && e - s >= 3 && buf[s] === 0xef && buf[s + 1] === 0xbb && buf[s + 2] === 0xbf) s += 3;
+    const len = e - s;
+    if (len === 0) {
+      st.blankLines++;
+      return;
+    }
+    if (len > maxLine) {
+      out.push({
+        lineNo,
+        text: '',
+        byteLength: len,
+        problem: 'line_too_long',
+        rawBytes: Buffer.from(buf.subarray(s, s + Math.min(len, maxPrefix))),
+      });
+      return;
+    }
+    if (!clean) {
+      const view = buf.subarray(s, e);
+      if (!isUtf8(view)) {
+        out.push({ lineNo, text: '', byteLength: len, problem: 'invalid_utf8', rawBytes: Buffer.from(view) });
+        return;
+      }
+      if (view.indexOf(0) !== -1) {
+        out.push({ lineNo, text: '', byteLength: len, problem: 'nul_byte', rawBytes: Buffer.from(view) });
+        return;
+      }
+    }
+    out.push({ lineNo, text: buf.toString('utf8', s, e), byteLength: len });
+  };
+
+  for await (const chunk of source) {
+    const buf = Buffer.isBuffer(chunk)
+      ? chunk
+      : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+    st.bytesRead += buf.length;
+    if (buf.length === 0) continue;
+    const out: SourceLine[] = [];
+    let pos = 0;
+    let nl = buf.indexOf(LF, 0);
+
+    // Finish the line carried over from earlier chunks.
+    if (skipping || carryLen > 0) {
+      if (nl === -1) {
+        if (skipping) {
+          skipLen += buf.length;
+          skipLast = buf[buf.length - 1]!;
+          addPrefix(buf);
+        } else if (carryLen + buf.length > carryLimit()) {
+          startSkipping(buf);
+        } else {
+          carry.push(buf);
+          carryLen += buf.length;
+        }
+        continue;
+      }
+      lineNo++;
+      st.linesSeen++;
+      if (skipping) {
+        skipLen += nl;
+        if (nl > 0) {
+          skipLast = buf[nl - 1]!;
+          addPrefix(buf.subarray(0, nl));
+        }
+        out.push(tooLongLine());
+      } else {
+        carry.push(buf.subarray(0, nl));
+        const whole = Buffer.concat(carry, carryLen + nl);
+        carry = [];
+        carryLen = 0;
+        checkedLine(whole, 0, whole.length, false, out);
+      }
+      pos = nl + 1;
+      nl = pos < buf.length ? buf.indexOf(LF, pos) : -1;
+    }
+
+    // The complete lines lying wholly inside this chunk: [pos, lastNl).
+    if (nl !== -1) {
+      const lastNl = buf.lastIndexOf(LF);
+      const span = buf.subarray(pos, lastNl);
+      const clean = isUtf8(span) && span.indexOf(0) === -1;
+      while (nl !== -1) {
+        lineNo++;
+        st.linesSeen++;
+        checkedLine(buf, pos, nl, clean, out);
+        pos = nl + 1;
+        nl = pos < buf.length ? buf.indexOf(LF, pos) : -1;
+      }
+    }
+
+    // The start of a line that continues in the next chunk.
+    if (pos < buf.length) {
+      const rest = buf.subarray(pos);
+      if (rest.length > carryLimit()) startSkipping(rest);
+      else {
+        carry.push(rest);
+        carryLen = rest.length;
+      }
+    }
+    if (out.length > 0) yield out;
+  }
+
+  // The final line without a trailing LF.
+  if (skipping || carryLen > 0) {
+    lineNo++;
+    st.linesSeen++;
+    const out: SourceLine[] = [];
+    if (skipping) out.push(tooLongLine());
+    else {
+      const whole = Buffer.concat(carry, carryLen);
+      carry = [];
+      carryLen = 0;
+      checkedLine(whole, 0, whole.length, false, out);
+    }
+    if (out.length > 0) yield out;
+  }
+}
