@@ -83,11 +83,12 @@ export function parseRecord(text: string): ParseResult {
   }
   const obj = value as Record<string, unknown>;
 
-  let missing: string[] | undefined;
   for (const k of NAMED) {
-    if (!Object.hasOwn(obj, k)) (missing ??= []).push(JSON.stringify(k));
+    if (!Object.hasOwn(obj, k)) {
+      const missing = NAMED.filter((n) => !Object.hasOwn(obj, n)).map((n) => JSON.stringify(n));
+      return reject('missing_field', `missing ${missing.join(', ')}`);
+    }
   }
-  if (missing !== undefined) return reject('missing_field', `missing ${missing.join(', ')}`);
   for (const k of NAMED) {
     const v = obj[k];
     if (typeof v !== 'string') return reject('wrong_type', `"${k}": expected a string, got ${typeName(v)}`);
