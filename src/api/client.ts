@@ -1,0 +1,309 @@
+import type { Config } from '../config.ts';
+import { CrsError } from '../errors.ts';
+import type { Logger } from '../log.ts';
+import { createConcurrencyLimiter } from './concurrency.ts';
+import { createCredentials } from './credentials.ts';
+import { type ExportBody, exportBody } from './export-stream.ts';
+import { statusOf } from './http-error.ts';
+import {
+  DEFAULT_BASE_BACKOFF_MS,
+  DEFAULT_MAX_BACKOFF_MS,
+  DEFAULT_MAX_RETRIES,
+  DEFAULT_MAX_RETRY_AFTER_MS,
+  DEFAULT_PAGE_SIZE,
+  DEFAULT_RATE_WINDOW_MARGIN_MS,
+  DEFAULT_TOKEN_REFRESH_SKEW_MS,
+  MAX_PAGE_SIZE,
+} from './limits.ts';
+import { createRateLimiter, rateWindow } from './rate-limiter.ts';
+import { createSecretScrubber } from './secrets.ts';
+import { createTransport, type SendSpec, type TransportStats } from './transport.ts';
+
+export type ServiceClientOptions = Config['api'] & {
+  /** Most requests in flight at once (a streamed export holds one until its body ends). */
+  concurrency: number;
+  maxRetries?: number;
+  baseBackoffMs?: number;
+  maxBackoffMs?: number;
+  maxRetryAfterMs?: number;
+  tokenRefreshSkewMs?: number;
+  rateWindowMarginMs?: number;
+  /** Headers added to every request (e.g. the simulator's fault header in tests). Never credentials. */
+  extraHeaders?: Record<string, string>;
+  /** For deterministic tests of the jitter. */
+  random?: () => number;
+  fetch?: typeof fetch;
+};
+
+export interface CallOptions {
+  signal?: AbortSignal | undefined;
+}
+
+export interface ExportOptions extends CallOptions {
+  /** YYYY-MM-DD, inclusive from 00:00:00 UTC; omitted = from the first message. */
+  startDate?: string | undefined;
+  /** YYYY-MM-DD, inclusive to 23:59:59 UTC; omitted = to the last message. */
+  endDate?: string | undefined;
+}
+
+/** A thread list entry, as the service sends it (spec §2 shows only thread_id and thread_name). */
+export type ThreadEntry = Record<string, unknown> & { thread_id: string };
+/** A history entry, unvalidated beyond being an object: the caller checks the contract. */
+export type HistoryEntry = Record<string, unknown>;
+
+export interface HistoryPage {
+  /** start_index this page was requested with. */
+  startIndex: number;
+  messages: HistoryEntry[];
+  /** start_index of the next page (startIndex + messages.length). */
+  nextIndex: number;
+  /** True when this page was short, so the history ends here. */
+  last: boolean;
+}
+
+export interface ArtifactResult {
+  artifact_id: string;
+  /** The artifact object as received (spec §2: output_type, title, citations, val, resolved_text_objects). */
+  artifact: Record<string, unknown>;
+  fetched_via: 'v2' | 'legacy';
+}
+
+export interface ServiceClient {
+  exportMessages(opts: ExportOptions): Promise<ExportBody>;
+  listThreads(opts?: CallOptions): Promise<ThreadEntry[]>;
+  listMessages(
+    threadId: string,
+    opts?: CallOptions & { startIndex?: number; limitNum?: number },
+  ): Promise<HistoryEntry[]>;
+  historyFrom(
+    threadId: string,
+    startIndex?: number,
+    pageSize?: number,
+    opts?: CallOptions,
+  ): AsyncGenerator<HistoryPage, void, undefined>;
+  getArtifact(threadId: string, artifactId: string, opts?: CallOptions): Promise<ArtifactResult>;
+  /** The effective rate window (limit starts per windowMs) and counters, for benchmarks and logs. */
+  readonly rate: { limit: number; windowMs: number };
+  stats(): TransportStats;
+}
+
+const DAY = /^(\d{4})-(\d{2})-(\d{2})$/;
+
+function checkDay(name: string, v: string | undefined): void {
+  if (v === undefined) return;
+  const m = DAY.exec(v);
+  const ok = m !== null && new Date(`${v}T00:00:00Z`).toISOString().slice(0, 10) === v;
+  if (!ok)
+    throw new CrsError(
+      'USAGE',
+      `exportMessages: ${name} must be a date YYYY-MM-DD, got ${JSON.stringify(v)}`,
+    );
+}
+
+function checkIndex(name: string, v: number, min: number, max: number): void {
+  if (!Number.isInteger(v) || v < min || v > max) {
+    throw new CrsError('USAGE', `${name} must be an integer from ${min} to ${max}, got ${v}`);
+  }
+}
+
+function badResponse(operation: string, what: string, status?: number): CrsError {
+  return new CrsError('HTTP_BAD_RESPONSE', `${operation} failed: ${what}`, {
+    details: { operation, ...(status === undefined ? {} : { status }) },
+  });
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+export function createServiceClient(options: ServiceClientOptions, log: Logger): ServiceClient {
+  const o = options;
+  const clog = log.child({ component: 'crs-api' });
+  const scrubber = createSecretScrubber([o.serviceAccountToken, o.accessToken, o.clientSecret, o.apiKey]);
+  const window = rateWindow(o.rateLimitRps, o.rateWindowMarginMs ?? DEFAULT_RATE_WINDOW_MARGIN_MS);
+  const rate = createRateLimiter(window);
+  const concurrency = createConcurrencyLimiter(o.concurrency);
+  const extraHeaders = o.extraHeaders ?? {};
+
+  const transport = createTransport({
+    timeoutMs: o.timeoutMs,
+    maxRetries: o.maxRetries ?? DEFAULT_MAX_RETRIES,
+    baseBackoffMs: o.baseBackoffMs ?? DEFAULT_BASE_BACKOFF_MS,
+    maxBackoffMs: o.maxBackoffMs ?? DEFAULT_MAX_BACKOFF_MS,
+    maxRetryAfterMs: o.maxRetryAfterMs ?? DEFAULT_MAX_RETRY_AFTER_MS,
+    rate,
+    concurrency,
+    credentials: () => credentials,
+    scrubber,
+    log: clog,
+    random: o.random ?? Math.random,
+    fetch: o.fetch ?? globalThis.fetch,
+  });
+
+  const credentials = createCredentials(o, {
+    post: async (form) => {
+      const { body } = await transport.json({
+        operation: 'tokenExchange',
+        method: 'POST',
+        url: o.tokenUrl!,
+        auth: 'none',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' },
+        body: form.toString(),
+      });
+      return body;
+    },
+    scrubber,
+    log: clog,
+    refreshSkewMs: o.tokenRefreshSkewMs ?? DEFAULT_TOKEN_REFRESH_SKEW_MS,
+    now: Date.now,
+  });
+
+  function base(operation: string): string {
+    if (!o.baseUrl)
+      throw new CrsError('CONFIG_INVALID', `CRS_BASE_URL is not set; it is needed for ${operation}`);
+    return o.baseUrl.replace(/\/+$/, '');
+  }
+
+  const seg = encodeURIComponent;
+
+  function getJson(spec: Omit<SendSpec, 'method' | 'headers'>) {
+    return transport.json({
+      ...spec,
+      method: 'GET',
+      headers: { ...extraHeaders, accept: 'application/json' },
+    });
+  }
+
+  async function listMessages(
+    threadId: string,
+    opts: CallOptions & { startIndex?: number; limitNum?: number } = {},
+  ): Promise<HistoryEntry[]> {
+    const operation = 'listMessages';
+    const startIndex = opts.startIndex ?? 0;
+    const limitNum = opts.limitNum ?? DEFAULT_PAGE_SIZE;
+    checkIndex('startIndex', startIndex, 0, Number.MAX_SAFE_INTEGER);
+    checkIndex('limitNum', limitNum, 1, MAX_PAGE_SIZE);
+    const q = new URLSearchParams({ start_index: String(startIndex), limit_num: String(limitNum) });
+    const { body, status } = await getJson({
+      operation,
+      url: `${base(operation)}/v2/threads/${seg(threadId)}/messages?${q}`,
+      auth: 'access-token',
+      signal: opts.signal,
+    });
+    if (!isObject(body) || !Array.isArray(body.messages)) {
+      throw badResponse(operation, 'the answer has no messages array', status);
+    }
+    // Entries that are not objects are kept as they are: the enricher quarantines them.
+    return body.messages as HistoryEntry[];
+  }
+
+  async function legacyArtifact(threadId: string, artifactId: string, signal: AbortSignal | undefined) {
+    const operation = 'getArtifact.legacy';
+    const { body, status } = await getJson({
+      operation,
+      url: `${o.legacyBaseUrl!.replace(/\/+$/, '')}/client/v2/thread/${seg(threadId)}/artifact/${seg(artifactId)}`,
+      auth: 'api-key',
+      signal,
+    });
+    if (!isObject(body) || !isObject(body.artifact))
+      throw badResponse(operation, 'the answer has no artifact object', status);
+    const id =
+      typeof body.artifact_id === 'string' && body.artifact_id !== '' ? body.artifact_id : artifactId;
+    return { artifact_id: id, artifact: body.artifact, fetched_via: 'legacy' as const };
+  }
+
+  return {
+    rate: { limit: window.limit, windowMs: window.windowMs },
+    stats: () => ({ ...transport.stats }),
+
+    async exportMessages(opts: ExportOptions): Promise<ExportBody> {
+      const operation = 'exportMessages';
+      checkDay('startDate', opts.startDate);
+      checkDay('endDate', opts.endDate);
+      if (opts.startDate && opts.endDate && opts.startDate > opts.endDate) {
+        throw new CrsError(
+          'USAGE',
+          `exportMessages: startDate ${opts.startDate} is after endDate ${opts.endDate}`,
+        );
+      }
+      const q = new URLSearchParams();
+      if (opts.startDate) q.set('start_date', opts.startDate);
+      if (opts.endDate) q.set('end_date', opts.endDate);
+      const qs = q.size > 0 ? `?${q}` : '';
+      const open = await transport.stream({
+        operation,
+        method: 'GET',
+        url: `${base(operation)}/v2/analytics/messages${qs}`,
+        auth: 'service-account',
+        headers: {
+          ...extraHeaders,
+          accept: 'application/x-ndjson, application/jsonl, application/json, */*',
+        },
+        signal: opts.signal,
+      });
+      return exportBody(open, { operation, idleTimeoutMs: o.timeoutMs, scrubber, signal: opts.signal });
+    },
+
+    async listThreads(opts: CallOptions = {}): Promise<ThreadEntry[]> {
+      const operation = 'listThreads';
+      const { body, status } = await getJson({
+        operation,
+        url: `${base(operation)}/v2/threads`,
+        auth: 'access-token',
+        signal: opts.signal,
+      });
+      if (!isObject(body) || !Array.isArray(body.threads)) {
+        throw badResponse(operation, 'the answer has no threads array', status);
+      }
+      return body.threads.filter(
+        (t): t is ThreadEntry => isObject(t) && typeof t.thread_id === 'string' && t.thread_id !== '',
+      );
+    },
+
+    listMessages,
+
+    async *historyFrom(
+      threadId: string,
+      startIndex = 0,
+      pageSize = DEFAULT_PAGE_SIZE,
+      opts: CallOptions = {},
+    ) {
+      checkIndex('pageSize', pageSize, 1, MAX_PAGE_SIZE);
+      let index = startIndex;
+      for (;;) {
+        const messages = await listMessages(threadId, {
+          startIndex: index,
+          limitNum: pageSize,
+          signal: opts.signal,
+        });
+        const last = messages.length < pageSize;
+        const page: HistoryPage = { startIndex: index, messages, nextIndex: index + messages.length, last };
+        index = page.nextIndex;
+        yield page;
+        if (last) return;
+      }
+    },
+
+    async getArtifact(threadId: string, artifactId: string, opts: CallOptions = {}): Promise<ArtifactResult> {
+      const operation = 'getArtifact';
+      try {
+        const { body, status } = await getJson({
+          operation,
+          url: `${base(operation)}/v2/threads/${seg(threadId)}/artifacts/${seg(artifactId)}`,
+          auth: 'access-token',
+          signal: opts.signal,
+        });
+        if (!isObject(body) || !isObject(body.artifact)) {
+          throw badResponse(operation, 'the answer has no artifact object', status);
+        }
+        return { artifact_id: artifactId, artifact: body.artifact, fetched_via: 'v2' };
+      } catch (err) {
+        const status = statusOf(err);
+        const canFallBack = (status === 404 || status === 405) && o.apiKey && o.legacyBaseUrl;
+        if (!canFallBack) throw err;
+        clog.debug({ operation, status }, 'v2 artifact not available; trying the legacy path');
+        return legacyArtifact(threadId, artifactId, opts.signal);
+      }
+    },
+  };
+}

@@ -1,0 +1,131 @@
+import { Readable } from 'node:stream';
+import { CrsError } from '../errors.ts';
+import { fileNameFromContentDisposition } from './content-disposition.ts';
+import { cancelled } from './rate-limiter.ts';
+import type { SecretScrubber } from './secrets.ts';
+import { networkReason, type OpenStream } from './transport.ts';
+
+/**
+ * The body of one analytics export (spec §4.12), as it arrives. Iterate it once (for await, or
+ * `toNodeStream()`). Retries happened before the body started; once it flows, a cut connection
+ * or a stall longer than the idle timeout ends the iteration with CrsError 'STREAM_CUT'
+ * (retryable) — the caller restarts the request and skips what it already committed.
+ */
+export interface ExportBody extends AsyncIterable<Uint8Array> {
+  readonly status: number;
+  /** From Content-Disposition, e.g. message_history_20260101T000000Z.jsonl. */
+  readonly fileName: string | undefined;
+  readonly contentType: string | undefined;
+  /** Content-Length when the server sent one (then a short body is a STREAM_CUT too). */
+  readonly contentLength: number | undefined;
+  /** Bytes handed to the consumer so far. */
+  readonly bytesRead: number;
+  /** HTTP attempts it took to get the body started. */
+  readonly attempts: number;
+  /** True once the body ended normally. */
+  readonly complete: boolean;
+  toNodeStream(): Readable;
+  /** Stops the download and frees its connection; safe to call at any time. */
+  cancel(): Promise<void>;
+}
+
+class IdleTimeout extends Error {
+  constructor() {
+    super('no data within the idle timeout');
+    this.name = 'IdleTimeout';
+  }
+}
+
+export function exportBody(
+  open: OpenStream,
+  opts: {
+    operation: string;
+    idleTimeoutMs: number;
+    scrubber: SecretScrubber;
+    signal?: AbortSignal | undefined;
+  },
+): ExportBody {
+  const res = open.response;
+  const lengthHeader = res.headers.get('content-length');
+  const contentLength =
+    lengthHeader !== null && /^\d+$/.test(lengthHeader) ? Number(lengthHeader) : undefined;
+  let bytesRead = 0;
+  let complete = false;
+  let started = false;
+  let finished = false;
+  const reader = res.body?.getReader();
+
+  const finish = async (cancelBody: boolean) => {
+    if (finished) return;
+    finished = true;
+    if (cancelBody) await reader?.cancel().catch(() => {});
+    open.release();
+  };
+
+  const cut = (why: string, cause?: unknown) =>
+    new CrsError(
+      'STREAM_CUT',
+      `${opts.operation}: the export stream was cut after ${bytesRead} bytes (${why})`,
+      {
+        retryable: true,
+        cause,
+        details: { operation: opts.operation, bytesRead, contentLength },
+      },
+    );
+
+  async function* iterate(): AsyncGenerator<Uint8Array> {
+    if (started) throw new Error('an export body can be iterated only once');
+    started = true;
+    if (!reader) {
+      complete = true;
+      await finish(false);
+      return;
+    }
+    try {
+      for (;;) {
+        let idle: NodeJS.Timeout | undefined;
+        let chunk: Awaited<ReturnType<typeof reader.read>>;
+        try {
+          idle = setTimeout(() => open.abort(new IdleTimeout()), opts.idleTimeoutMs);
+          chunk = await reader.read();
+        } catch (err) {
+          if (open.callerAborted()) throw cancelled(opts.signal);
+          if (err instanceof IdleTimeout || (err as { cause?: unknown })?.cause instanceof IdleTimeout) {
+            throw cut(`no data for ${opts.idleTimeoutMs} ms`);
+          }
+          throw cut(opts.scrubber.scrub(networkReason(err)));
+        } finally {
+          clearTimeout(idle);
+        }
+        if (chunk.done) break;
+        bytesRead += chunk.value.byteLength;
+        yield chunk.value;
+      }
+      if (contentLength !== undefined && bytesRead < contentLength) {
+        throw cut(`${contentLength} bytes announced`);
+      }
+      complete = true;
+    } finally {
+      // Reached on normal end, on error, and when the consumer stops early (break/return).
+      await finish(!complete);
+    }
+  }
+
+  const body: ExportBody = {
+    status: res.status,
+    fileName: fileNameFromContentDisposition(res.headers.get('content-disposition')),
+    contentType: res.headers.get('content-type') ?? undefined,
+    contentLength,
+    get bytesRead() {
+      return bytesRead;
+    },
+    attempts: open.attempts,
+    get complete() {
+      return complete;
+    },
+    [Symbol.asyncIterator]: () => iterate(),
+    toNodeStream: () => Readable.from(iterate(), { objectMode: false }),
+    cancel: () => finish(true),
+  };
+  return body;
+}

@@ -1,0 +1,37 @@
+import { redactText } from '../log.ts';
+
+/**
+ * Every credential the client holds (configured ones and access tokens obtained by exchange).
+ * Text that came from outside — an upstream error body, a network error message — passes through
+ * `scrub` before it is put in an error message, an error's details or a log line, because a
+ * server may echo back what it was sent.
+ */
+export interface SecretScrubber {
+  add(secret: string | undefined): void;
+  scrub(text: string): string;
+}
+
+// Shorter values are too likely to occur in ordinary text to be worth masking (and are not
+// realistic credentials).
+const MIN_SECRET_LENGTH = 6;
+
+export function createSecretScrubber(initial: ReadonlyArray<string | undefined>): SecretScrubber {
+  const secrets = new Set<string>();
+  const add = (s: string | undefined) => {
+    if (s !== undefined && s.length >= MIN_SECRET_LENGTH) secrets.add(s);
+  };
+  initial.forEach(add);
+  return {
+    add,
+    scrub(text: string): string {
+      let out = text;
+      // Longest first, so a secret that contains another is masked whole.
+      for (const s of [...secrets].sort((a, b) => b.length - a.length)) {
+        out = out.split(s).join('[redacted]');
+        const encoded = encodeURIComponent(s);
+        if (encoded !== s) out = out.split(encoded).join('[redacted]');
+      }
+      return redactText(out);
+    },
+  };
+}

@@ -1,0 +1,265 @@
+import { CrsError } from '../errors.ts';
+import type { Logger } from '../log.ts';
+import { retryDelay } from './backoff.ts';
+import type { ConcurrencyLimiter } from './concurrency.ts';
+import { httpStatusError } from './http-error.ts';
+import { cancelled, type RateLimiter } from './rate-limiter.ts';
+import { parseRetryAfter } from './retry-after.ts';
+import type { SecretScrubber } from './secrets.ts';
+
+/** Which credential a request carries (spec §5). */
+export type AuthScheme = 'service-account' | 'access-token' | 'api-key' | 'none';
+
+export interface AuthHeader {
+  name: string;
+  value: string;
+}
+
+export interface Credentials {
+  /** The header for `scheme` (none for 'none'); may run a token exchange. */
+  header(scheme: AuthScheme, signal: AbortSignal | undefined): Promise<AuthHeader | undefined>;
+  /** After a 401: forget `used`; true when a fresh credential can be obtained (one refresh). */
+  invalidate(scheme: AuthScheme, used: string): boolean;
+}
+
+export interface SendSpec {
+  /** Operation name used in errors and logs, e.g. 'listMessages'. */
+  operation: string;
+  method: 'GET' | 'POST';
+  url: string;
+  auth: AuthScheme;
+  headers?: Record<string, string>;
+  body?: string;
+  signal?: AbortSignal | undefined;
+}
+
+export interface JsonResult {
+  status: number;
+  body: unknown;
+  attempts: number;
+}
+
+/** A 2xx response whose body the caller now owns, with the concurrency slot still held. */
+export interface OpenStream {
+  response: Response;
+  attempts: number;
+  /** Aborts the underlying request (used for idle timeouts and early cancel). */
+  abort(reason: unknown): void;
+  /** Gives back the concurrency slot; idempotent. */
+  release(): void;
+  /** True when the abort came from the caller's signal. */
+  callerAborted(): boolean;
+}
+
+export interface TransportOptions {
+  timeoutMs: number;
+  maxRetries: number;
+  baseBackoffMs: number;
+  maxBackoffMs: number;
+  maxRetryAfterMs: number;
+  rate: RateLimiter;
+  concurrency: ConcurrencyLimiter;
+  credentials: () => Credentials;
+  scrubber: SecretScrubber;
+  log: Logger;
+  random: () => number;
+  fetch: typeof fetch;
+}
+
+export interface TransportStats {
+  /** HTTP attempts started (each took one rate grant). */
+  requests: number;
+  retries: number;
+  tokenRefreshes: number;
+}
+
+export interface Transport {
+  json(spec: SendSpec): Promise<JsonResult>;
+  /** Retries until a 2xx answer's headers arrive; the body is then the caller's (no more retries). */
+  stream(spec: SendSpec): Promise<OpenStream>;
+  readonly stats: TransportStats;
+}
+
+// Error bodies are read only this far: enough for any error object, not a whole page by accident.
+const MAX_ERROR_BODY_BYTES = 64 * 1024;
+
+class TimeoutSignal extends Error {
+  constructor() {
+    super('request timed out');
+    this.name = 'TimeoutSignal';
+  }
+}
+
+export function createTransport(o: TransportOptions): Transport {
+  const stats: TransportStats = { requests: 0, retries: 0, tokenRefreshes: 0 };
+  const scrub = (s: string) => o.scrubber.scrub(s);
+
+  function failure(spec: SendSpec, err: unknown, timedOut: boolean, attempts: number): CrsError {
+    if (spec.signal?.aborted) return cancelled(spec.signal);
+    if (err instanceof CrsError) return err;
+    if (timedOut) {
+      return new CrsError('HTTP_TIMEOUT', `${spec.operation} failed: no answer within ${o.timeoutMs} ms`, {
+        retryable: true,
+        details: { operation: spec.operation, attempts },
+      });
+    }
+    const reason = scrub(networkReason(err));
+    return new CrsError('HTTP_NETWORK', `${spec.operation} failed: network error (${reason})`, {
+      retryable: true,
+      details: { operation: spec.operation, attempts, reason },
+    });
+  }
+
+  async function wait(spec: SendSpec, retry: number, err: CrsError, retryAfterMs: number | undefined) {
+    const delayMs = retryDelay(retry, retryAfterMs, {
+      baseMs: o.baseBackoffMs,
+      capMs: o.maxBackoffMs,
+      maxRetryAfterMs: o.maxRetryAfterMs,
+      random: o.random,
+    });
+    stats.retries++;
+    o.log.warn(
+      {
+        operation: spec.operation,
+        code: err.code,
+        status: err.details?.status,
+        retry: retry + 1,
+        maxRetries: o.maxRetries,
+        delayMs,
+        retryAfterMs,
+      },
+      'crs request failed; retrying',
+    );
+    await sleep(delayMs, spec.signal);
+  }
+
+  async function run(spec: SendSpec, mode: 'json'): Promise<JsonResult>;
+  async function run(spec: SendSpec, mode: 'stream'): Promise<OpenStream>;
+  async function run(spec: SendSpec, mode: 'json' | 'stream'): Promise<JsonResult | OpenStream> {
+    let retry = 0;
+    let attempts = 0;
+    let refreshed = false;
+    for (;;) {
+      if (spec.signal?.aborted) throw cancelled(spec.signal);
+      // Credentials first: a token exchange needs a concurrency slot of its own.
+      const auth = await o.credentials().header(spec.auth, spec.signal);
+      const release = await o.concurrency.acquire(spec.signal);
+      const ctrl = new AbortController();
+      let timedOut = false;
+      let timer: NodeJS.Timeout | undefined;
+      const signal = spec.signal ? AbortSignal.any([spec.signal, ctrl.signal]) : ctrl.signal;
+      let response: Response | undefined;
+      let text = '';
+      try {
+        await o.rate.acquire(spec.signal);
+        attempts++;
+        stats.requests++;
+        timer = setTimeout(() => {
+          timedOut = true;
+          ctrl.abort(new TimeoutSignal());
+        }, o.timeoutMs);
+        const headers: Record<string, string> = { ...spec.headers };
+        if (auth) headers[auth.name] = auth.value;
+        response = await o.fetch(spec.url, { method: spec.method, headers, body: spec.body, signal });
+        if (response.ok && mode === 'stream') {
+          clearTimeout(timer);
+          const res = response;
+          return {
+            response: res,
+            attempts,
+            abort: (reason) => ctrl.abort(reason),
+            release,
+            callerAborted: () => spec.signal?.aborted === true,
+          };
+        }
+        text = response.ok ? await response.text() : await readCapped(response, MAX_ERROR_BODY_BYTES);
+      } catch (err) {
+        clearTimeout(timer);
+        release();
+        const e = failure(spec, err, timedOut, attempts);
+        if (!e.retryable || retry >= o.maxRetries) throw e;
+        await wait(spec, retry++, e, undefined);
+        continue;
+      }
+      clearTimeout(timer);
+      release();
+
+      if (response.ok) {
+        try {
+          return { status: response.status, body: text === '' ? undefined : JSON.parse(text), attempts };
+        } catch {
+          throw new CrsError('HTTP_BAD_RESPONSE', `${spec.operation} failed: the answer is not valid JSON`, {
+            details: { operation: spec.operation, status: response.status, attempts },
+          });
+        }
+      }
+      if (
+        response.status === 401 &&
+        !refreshed &&
+        auth &&
+        o.credentials().invalidate(spec.auth, auth.value)
+      ) {
+        // One refresh per call; a second 401 is a real authorization failure.
+        refreshed = true;
+        stats.tokenRefreshes++;
+        o.log.info({ operation: spec.operation }, 'crs access token rejected; refreshing it once');
+        continue;
+      }
+      const e = httpStatusError(spec.operation, response.status, text, scrub, {
+        attempts,
+        note: response.status === 401 && refreshed ? 'after refreshing the access token' : undefined,
+      });
+      if (!e.retryable || retry >= o.maxRetries) throw e;
+      await wait(spec, retry++, e, parseRetryAfter(response.headers.get('retry-after')));
+    }
+  }
+
+  return {
+    stats,
+    json: (spec) => run(spec, 'json'),
+    stream: (spec) => run(spec, 'stream'),
+  };
+}
+
+/** A short, secret-free description of a fetch failure (undici puts the reason in `cause`). */
+export function networkReason(err: unknown): string {
+  const cause = err instanceof Error && err.cause instanceof Error ? err.cause : err;
+  if (cause instanceof Error) {
+    const code = (cause as { code?: unknown }).code;
+    return typeof code === 'string' ? `${code}: ${cause.message}` : cause.message;
+  }
+  return String(cause);
+}
+
+async function readCapped(res: Response, maxBytes: number): Promise<string> {
+  if (!res.body) return '';
+  const reader = res.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  try {
+    while (size < maxBytes) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      chunks.push(value);
+      size += value.byteLength;
+    }
+  } finally {
+    await reader.cancel().catch(() => {});
+  }
+  return Buffer.concat(chunks).subarray(0, maxBytes).toString('utf8');
+}
+
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  if (signal?.aborted) return Promise.reject(cancelled(signal));
+  return new Promise((resolve, reject) => {
+    const onAbort = () => {
+      clearTimeout(t);
+      reject(cancelled(signal));
+    };
+    const t = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
