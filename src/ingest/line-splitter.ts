@@ -25,6 +25,8 @@ export interface SplitStats {
   bytesRead: number;
   linesSeen: number;
   blankLines: number;
+  /** Most bytes ever held for one partial line (carry or over-long prefix): the splitter's own memory bound. */
+  peakLineBytes?: number;
 }
 
 export const DEFAULT_MAX_PREFIX_BYTES = 64 * 1024;
@@ -62,19 +64,31 @@ export async function* splitLines(
   let prefixLen = 0;
   let skipLen = 0;
   let skipLast = -1;
+  let prefixSlack = 0;
 
   const st = stats ?? { bytesRead: 0, linesSeen: 0, blankLines: 0 };
+  let peak = st.peakLineBytes ?? 0;
+  const held = (n: number): void => {
+    if (n > peak) {
+      peak = n;
+      st.peakLineBytes = n;
+    }
+  };
 
   const addPrefix = (b: Buffer): void => {
-    if (prefixLen >= maxPrefix) return;
-    const take = Math.min(b.length, maxPrefix - prefixLen);
+    const want = maxPrefix + prefixSlack;
+    if (prefixLen >= want) return;
+    const take = Math.min(b.length, want - prefixLen);
     // Copy: the prefix must not pin the (large) source chunk.
     prefix.push(Buffer.from(b.subarray(0, take)));
     prefixLen += take;
+    held(prefixLen);
   };
 
   const startSkipping = (rest: Buffer): void => {
     skipping = true;
+    // Line 1 keeps 3 bytes more, for a BOM that is removed at the end.
+    prefixSlack = lineNo === 0 ? 3 : 0;
     prefix = [];
     prefixLen = 0;
     skipLen = carryLen + rest.length;
@@ -98,6 +112,7 @@ export async function* splitLines(
       raw = raw.subarray(3);
       byteLength -= 3;
     }
+    if (raw.length > maxPrefix) raw = raw.subarray(0, maxPrefix);
     skipping = false;
     prefix = [];
     prefixLen = 0;
@@ -159,11 +174,13 @@ export async function* splitLines(
         } else if (carryLen + buf.length > carryLimit()) {
           startSkipping(buf);
         } else {
-          carry.push(buf);
+          carry.push(Buffer.from(buf));
           carryLen += buf.length;
+          held(carryLen);
         }
         continue;
       }
+      const limit = carryLimit();
       lineNo++;
       st.linesSeen++;
       if (skipping) {
@@ -172,6 +189,10 @@ export async function* splitLines(
           skipLast = buf[nl - 1]!;
           addPrefix(buf.subarray(0, nl));
         }
+        out.push(tooLongLine());
+      } else if (carryLen + nl > limit) {
+        // Too long once joined: never concatenate it.
+        startSkipping(buf.subarray(0, nl));
         out.push(tooLongLine());
       } else {
         carry.push(buf.subarray(0, nl));
@@ -203,8 +224,10 @@ export async function* splitLines(
       const rest = buf.subarray(pos);
       if (rest.length > carryLimit()) startSkipping(rest);
       else {
-        carry.push(rest);
+        // Copied: a small tail must not pin the whole chunk, and the source may reuse its buffer.
+        carry.push(Buffer.from(rest));
         carryLen = rest.length;
+        held(carryLen);
       }
     }
     if (out.length > 0) yield out;

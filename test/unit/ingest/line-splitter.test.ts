@@ -1,0 +1,265 @@
+import { describe, expect, it } from 'vitest';
+import { type SourceLine, type SplitStats, splitLines } from '../../../src/ingest/line-splitter.ts';
+
+async function* chunksOf(parts: Uint8Array[]): AsyncGenerator<Uint8Array> {
+  for (const p of parts) yield p;
+}
+
+async function collect(
+  parts: Uint8Array[],
+  maxLineBytes = 1024,
+  maxPrefixBytes?: number,
+  stats?: SplitStats,
+) {
+  const batches: SourceLine[][] = [];
+  const opts = maxPrefixBytes === undefined ? { maxLineBytes } : { maxLineBytes, maxPrefixBytes };
+  for await (const batch of splitLines(chunksOf(parts), opts, stats)) batches.push(batch);
+  return batches;
+}
+
+async function lines(input: Buffer, maxLineBytes = 1024, maxPrefixBytes?: number) {
+  return (await collect([input], maxLineBytes, maxPrefixBytes)).flat();
+}
+
+/** Comparable form: Buffers as hex. */
+function plain(ls: SourceLine[]) {
+  return ls.map((l) => ({ ...l, rawBytes: l.rawBytes?.toString('hex') }));
+}
+
+function splitAt(buf: Buffer, cuts: number[]): Buffer[] {
+  const out: Buffer[] = [];
+  let prev = 0;
+  for (const c of [...cuts, buf.length]) {
+    out.push(buf.subarray(prev, c));
+    prev = c;
+  }
+  return out;
+}
+
+// A small deterministic PRNG (mulberry32) so a failing chunking can be reproduced.
+function rng(seed: number): () => number {
+  let a = seed;
+  return () => {
+    a = (a + 0x6d2b79f5) | 0;
+    let t = Math.imul(a ^ (a >>> 15), 1 | a);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const BOM = Buffer.from([0xef, 0xbb, 0xbf]);
+
+describe('splitLines', () => {
+  it('when lines end in LF or CRLF, then both endings are removed and line numbers count every physical line', async () => {
+    const ls = await lines(Buffer.from('a\nbb\r\n\r\n\ncc\r\nd'));
+    expect(ls.map((l) => [l.lineNo, l.text, l.byteLength])).toEqual([
+      [1, 'a', 1],
+      [2, 'bb', 2],
+      [5, 'cc', 2],
+      [6, 'd', 1],
+    ]);
+    expect(ls.every((l) => l.problem === undefined && l.rawBytes === undefined)).toBe(true);
+  });
+
+  it('when blank lines occur, then they are counted in stats but not yielded', async () => {
+    const stats: SplitStats = { bytesRead: 0, linesSeen: 0, blankLines: 0 };
+    const batches = await collect([Buffer.from('\n{"a":1}\n\r\n\n{"b":2}\n\n')], 1024, undefined, stats);
+    expect(batches.flat().map((l) => l.lineNo)).toEqual([2, 5]);
+    expect(stats).toMatchObject({ bytesRead: 21, linesSeen: 6, blankLines: 4 });
+  });
+
+  it('when the last line has no LF, then it is yielded too', async () => {
+    const ls = await lines(Buffer.from('x\ny'));
+    expect(ls.map((l) => l.text)).toEqual(['x', 'y']);
+  });
+
+  it('when the last line ends in a lone CR, then the CR is removed', async () => {
+    const ls = await lines(Buffer.from('x\ny\r'));
+    expect(ls.map((l) => l.text)).toEqual(['x', 'y']);
+  });
+
+  it('when the source is empty, then nothing is yielded', async () => {
+    expect(await collect([])).toEqual([]);
+    expect(await collect([Buffer.alloc(0)])).toEqual([]);
+  });
+
+  it('when a chunk holds several lines, then they come as one array per chunk', async () => {
+    const batches = await collect([Buffer.from('a\nb\nc'), Buffer.from('d\ne\n')]);
+    expect(batches.map((b) => b.map((l) => l.text))).toEqual([
+      ['a', 'b'],
+      ['cd', 'e'],
+    ]);
+  });
+
+  it('when line 1 starts with a UTF-8 BOM, then the BOM is not part of the text or byte length', async () => {
+    const ls = await lines(Buffer.concat([BOM, Buffer.from('{"a":1}\r\n'), BOM, Buffer.from('x\n')]));
+    expect(ls[0]).toEqual({ lineNo: 1, text: '{"a":1}', byteLength: 7 });
+    // Only a BOM at the start of the source is special.
+    expect(ls[1]).toEqual({ lineNo: 2, text: '\ufeffx', byteLength: 4 });
+  });
+
+  it('when the source is only a BOM and a line ending, then line 1 is blank', async () => {
+    const stats: SplitStats = { bytesRead: 0, linesSeen: 0, blankLines: 0 };
+    expect(await collect([Buffer.concat([BOM, Buffer.from('\n')])], 10, undefined, stats)).toEqual([]);
+    expect(stats.blankLines).toBe(1);
+  });
+
+  it('when text is multi-byte UTF-8, then it is decoded and byteLength counts bytes', async () => {
+    const ls = await lines(Buffer.from('é😀中\n'));
+    expect(ls).toEqual([{ lineNo: 1, text: 'é😀中', byteLength: 9 }]);
+  });
+
+  it('when a line holds invalid UTF-8, then it is flagged with its exact bytes and its neighbours are intact', async () => {
+    const bad = [
+      Buffer.from([0x61, 0xff, 0x62]), // a byte never valid in UTF-8
+      Buffer.from([0xc0, 0x80]), // an overlong NUL
+      Buffer.from([0x7b, 0xe2, 0x82]), // a sequence cut short by the line end
+      Buffer.from([0xed, 0xa0, 0x80]), // an encoded surrogate
+    ];
+    for (const b of bad) {
+      const ls = await lines(Buffer.concat([Buffer.from('before\n'), b, Buffer.from('\r\nafter\n')]));
+      expect(ls).toEqual([
+        { lineNo: 1, text: 'before', byteLength: 6 },
+        { lineNo: 2, text: '', byteLength: b.length, problem: 'invalid_utf8', rawBytes: b },
+        { lineNo: 3, text: 'after', byteLength: 5 },
+      ]);
+    }
+  });
+
+  it('when a line holds a NUL byte, then it is flagged nul_byte with its exact bytes', async () => {
+    const raw = Buffer.from('{"a":"x\u0000y"}');
+    const ls = await lines(Buffer.concat([raw, Buffer.from('\nok')]));
+    expect(ls).toEqual([
+      { lineNo: 1, text: '', byteLength: raw.length, problem: 'nul_byte', rawBytes: raw },
+      { lineNo: 2, text: 'ok', byteLength: 2 },
+    ]);
+  });
+
+  it('when a line is exactly maxLineBytes (CR and BOM not counted), then it passes; one byte more, then it is too long', async () => {
+    const ten = 'abcdefghij';
+    const ls = await lines(Buffer.concat([BOM, Buffer.from(`${ten}\r\n${ten}\r\n${ten}k\r\n${ten}`)]), 10);
+    expect(ls.map((l) => [l.text, l.problem, l.byteLength])).toEqual([
+      [ten, undefined, 10],
+      [ten, undefined, 10],
+      ['', 'line_too_long', 11],
+      [ten, undefined, 10],
+    ]);
+    expect(ls[2]!.rawBytes!.toString()).toBe(`${ten}k`);
+  });
+
+  it('when a 50 MB line meets a 1 MiB limit, then only a prefix is kept and the following lines are intact', async () => {
+    const MiB = 1024 * 1024;
+    const piece = Buffer.alloc(MiB, 0x78); // 'x'
+    async function* source(): AsyncGenerator<Uint8Array> {
+      yield Buffer.from('{"first":1}\n{"long":"');
+      for (let i = 0; i < 50; i++) yield piece;
+      yield Buffer.from('"}\r\n{"next":2}\n{"last":3}');
+    }
+    const stats: SplitStats = { bytesRead: 0, linesSeen: 0, blankLines: 0 };
+    const out: SourceLine[] = [];
+    for await (const batch of splitLines(source(), { maxLineBytes: MiB }, stats)) out.push(...batch);
+
+    expect(out.map((l) => [l.lineNo, l.text, l.problem])).toEqual([
+      [1, '{"first":1}', undefined],
+      [2, '', 'line_too_long'],
+      [3, '{"next":2}', undefined],
+      [4, '{"last":3}', undefined],
+    ]);
+    const long = out[1]!;
+    expect(long.byteLength).toBe(50 * MiB + 11);
+    expect(long.rawBytes!.length).toBe(64 * 1024);
+    expect(long.rawBytes!.subarray(0, 10).toString()).toBe('{"long":"x');
+    // Never more than the limit (+ CR and BOM slack) was held for the line.
+    expect(stats.peakLineBytes).toBeLessThanOrEqual(MiB + 4);
+    expect(stats.bytesRead).toBe(50 * MiB + 21 + 25);
+  });
+
+  it('when a too-long line arrives in one chunk, then rawBytes is the first maxPrefixBytes bytes', async () => {
+    const ls = await lines(Buffer.from(`${'y'.repeat(100)}\nz`), 20, 8);
+    expect(ls[0]).toMatchObject({ lineNo: 1, problem: 'line_too_long', byteLength: 100, text: '' });
+    expect(ls[0]!.rawBytes!.toString()).toBe('yyyyyyyy');
+    expect(ls[1]).toEqual({ lineNo: 2, text: 'z', byteLength: 1 });
+  });
+
+  it('when a too-long line starts with a BOM, then the prefix excludes the BOM', async () => {
+    const ls = await lines(Buffer.concat([BOM, Buffer.from('q'.repeat(30))]), 10, 5);
+    expect(ls[0]).toMatchObject({ lineNo: 1, problem: 'line_too_long', byteLength: 30 });
+    expect(ls[0]!.rawBytes!.toString()).toBe('qqqqq');
+  });
+
+  it('when a chunk is a Uint8Array view into a larger buffer, then only its own bytes are read', async () => {
+    const backing = new TextEncoder().encode('IGNOREa\nb\nIGNORE');
+    const view = new Uint8Array(backing.buffer, 6, 4);
+    const ls = (await collect([view])).flat();
+    expect(ls.map((l) => l.text)).toEqual(['a', 'b']);
+  });
+
+  it('when the source reuses its chunk buffer, then a carried partial line is not corrupted', async () => {
+    const shared = Buffer.alloc(5);
+    async function* source(): AsyncGenerator<Uint8Array> {
+      for (const s of ['ab\ncd', 'ef\ngh']) {
+        shared.write(s, 'latin1');
+        yield shared;
+      }
+    }
+    const out: string[] = [];
+    for await (const batch of splitLines(source(), { maxLineBytes: 100 }))
+      out.push(...batch.map((l) => l.text));
+    expect(out).toEqual(['ab', 'cdef', 'gh']);
+  });
+
+  describe('chunk boundaries', () => {
+    const input = Buffer.concat([
+      BOM,
+      Buffer.from('{"t":"é😀中"}\r\n'),
+      Buffer.from('\r\n'),
+      Buffer.from([0x41, 0xf0, 0x9f, 0x98, 0x0a]), // a 4-byte character cut short: invalid
+      Buffer.from('naïve\r\n'),
+      Buffer.from(`${'long😀'.repeat(10)}\r\n`), // 80 bytes: over the limit below
+      Buffer.from('nul\u0000byte\n'),
+      Buffer.from('\n\n'),
+      Buffer.from('中文\r\n'),
+      Buffer.from('last line, no LF 😀'),
+    ]);
+    const limit = 40;
+    const prefix = 7;
+
+    it('when the input is fed byte by byte, then the lines equal those of one chunk', async () => {
+      const whole = plain(await lines(input, limit, prefix));
+      expect(whole.map((l) => l.problem ?? l.text)).toEqual([
+        '{"t":"é😀中"}',
+        'invalid_utf8',
+        'naïve',
+        'line_too_long',
+        'nul_byte',
+        '中文',
+        'last line, no LF 😀',
+      ]);
+      expect(whole.map((l) => l.lineNo)).toEqual([1, 3, 4, 5, 6, 9, 10]);
+      const bytes = [...input].map((b) => Buffer.from([b]));
+      expect(plain((await collect(bytes, limit, prefix)).flat())).toEqual(whole);
+    });
+
+    it('when the input is cut at every single position, then the lines equal those of one chunk', async () => {
+      const whole = plain(await lines(input, limit, prefix));
+      for (let c = 1; c < input.length; c++) {
+        expect(plain((await collect(splitAt(input, [c]), limit, prefix)).flat())).toEqual(whole);
+      }
+    });
+
+    it('when the input is cut into random chunkings, then the lines equal those of one chunk', async () => {
+      const whole = plain(await lines(input, limit, prefix));
+      const random = rng(20261122);
+      for (let round = 0; round < 300; round++) {
+        const cuts = new Set<number>();
+        const n = 1 + Math.floor(random() * 12);
+        for (let i = 0; i < n; i++) cuts.add(1 + Math.floor(random() * (input.length - 1)));
+        const parts = splitAt(
+          input,
+          [...cuts].sort((a, b) => a - b),
+        );
+        expect(plain((await collect(parts, limit, prefix)).flat()), `cuts ${[...cuts]}`).toEqual(whole);
+      }
+    });
+  });
+});
