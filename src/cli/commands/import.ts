@@ -1,11 +1,151 @@
-import type { Command } from 'commander';
-import { CrsError } from '../../errors.ts';
+import cliProgress from 'cli-progress';
+import { type Command, Option } from 'commander';
+import { CrsError, EXIT_FAILURE } from '../../errors.ts';
+import { importFile } from '../../ingest/import-file.ts';
+import type { LoadSummary } from '../../ingest/load.ts';
+import { loadContext, openConfiguredWarehouse } from '../context.ts';
+import { formatBytes, formatDuration, renderTable } from '../table.ts';
+
+const DATE = /^\d{4}-\d{2}-\d{2}$/;
 
 export function registerImport(program: Command): void {
   program
     .command('import')
-    .description('(not built yet)')
-    .action(() => {
-      throw new CrsError('USAGE', 'import is not built yet');
-    });
+    .summary('load a JSONL export file (or - for stdin) into the warehouse, without Temporal or HTTP')
+    .description(
+      'Loads a JSONL analytics export, as downloaded from the service, through the same parser and\n' +
+        'loader as the scheduled sync. One file may hold many days. Bad lines are quarantined in\n' +
+        'rejected_records (see `crs-sync rejects list`) and the rest still loads; the exit status is 1\n' +
+        'only when the load itself fails.\n\n' +
+        'An interrupted import resumes where it stopped when run again on the same unchanged file\n' +
+        '(or with the same --load-id). Re-importing a file changes no row.\n\n' +
+        'With --from/--to the file is declared the complete export of those UTC days: rows of those\n' +
+        'days that the file lacks are marked deleted (_deleted_at), and the days are marked complete\n' +
+        'in the ledger. Without them, nothing is deleted.',
+    )
+    .argument('<file>', 'path of the JSONL file, or - to read standard input')
+    .option('--load-id <id>', 'load id to use or to resume (default: derived from the file)')
+    .option('--from <day>', 'first UTC day the file is the complete export of (YYYY-MM-DD)')
+    .option('--to <day>', 'last UTC day the file is the complete export of (YYYY-MM-DD)')
+    .addOption(new Option('--json', 'print the summary as JSON on stdout'))
+    .option('--no-progress', 'no progress bar on stderr')
+    .addHelpText(
+      'after',
+      '\nExamples:\n  crs-sync import message_history_20261121.jsonl\n' +
+        '  curl -s ... | crs-sync import - --load-id nightly-2026-11-21\n' +
+        '  crs-sync import week.jsonl --from 2026-11-14 --to 2026-11-20',
+    )
+    .action(
+      async (
+        file: string,
+        opts: { loadId?: string; from?: string; to?: string; json?: boolean; progress: boolean },
+      ) => {
+        if ((opts.from === undefined) !== (opts.to === undefined)) {
+          throw new CrsError('USAGE', '--from and --to go together');
+        }
+        if (opts.from && (!DATE.test(opts.from) || !DATE.test(opts.to!) || opts.from > opts.to!)) {
+          throw new CrsError('USAGE', '--from and --to must be dates YYYY-MM-DD with --from <= --to');
+        }
+        const ctx = loadContext();
+        const wh = await openConfiguredWarehouse(ctx);
+        const abort = new AbortController();
+        const onSignal = () => abort.abort(new Error('interrupted'));
+        process.once('SIGINT', onSignal);
+        process.once('SIGTERM', onSignal);
+        const showBar = opts.progress && process.stderr.isTTY === true && !opts.json;
+        let bar: cliProgress.SingleBar | null = null;
+        try {
+          const summary = await importFile(wh.warehouse, ctx.config, ctx.log, {
+            file,
+            ...(opts.loadId ? { loadId: opts.loadId } : {}),
+            completeDays: opts.from ? { from: opts.from, to: opts.to! } : null,
+            signal: abort.signal,
+            onStart: ({ loadId, totalBytes, resuming }) => {
+              ctx.log.info({ loadId, warehouse: wh.description, resuming }, 'import started');
+              if (showBar) {
+                bar = new cliProgress.SingleBar(
+                  {
+                    stream: process.stderr,
+                    format: totalBytes
+                      ? ' {bar} {percentage}% | {mb}/{totalMb} MB | {rows} rows | {rejected} rejected | eta {eta_formatted}'
+                      : ' {mb} MB | {rows} rows | {rejected} rejected',
+                    hideCursor: true,
+                    clearOnComplete: true,
+                  },
+                  cliProgress.Presets.shades_classic,
+                );
+                bar.start(totalBytes ?? 1, 0, {
+                  mb: '0',
+                  totalMb: ((totalBytes ?? 0) / 1e6).toFixed(0),
+                  rows: 0,
+                  rejected: 0,
+                });
+              }
+            },
+            onProgress: (p) =>
+              bar?.update(p.bytesRead, {
+                mb: (p.bytesRead / 1e6).toFixed(0),
+                rows: p.rowsRead.toLocaleString('en-US'),
+                rejected: p.rejected,
+              }),
+          });
+          (bar as cliProgress.SingleBar | null)?.stop();
+          printSummary(summary, opts.json === true);
+        } catch (err) {
+          (bar as cliProgress.SingleBar | null)?.stop();
+          if (err instanceof CrsError && err.code === 'CANCELLED') {
+            process.stderr.write('crs-sync: import interrupted; run the same command again to resume it\n');
+            process.exitCode = EXIT_FAILURE;
+            return;
+          }
+          throw err;
+        } finally {
+          process.off('SIGINT', onSignal);
+          process.off('SIGTERM', onSignal);
+          await wh.close();
+        }
+      },
+    );
+}
+
+function printSummary(s: LoadSummary, json: boolean): void {
+  if (json) {
+    process.stdout.write(`${JSON.stringify(s, null, 2)}\n`);
+    return;
+  }
+  const secs = Math.max(s.elapsedMs, 1) / 1000;
+  const rows: (string | number)[][] = [
+    ['load id', s.loadId],
+    ['lines read', s.linesRead],
+    ['bytes read', formatBytes(s.bytesRead)],
+    ['records read', s.rowsRead],
+    ['inserted', s.inserted],
+    ['updated', s.updated],
+    ['unchanged', s.unchanged],
+    ['rejected', s.rejected],
+    ['marked deleted', s.deleted],
+    ['threads queued for enrichment', s.threadsQueued],
+    ['elapsed', formatDuration(s.elapsedMs)],
+    [
+      'throughput',
+      `${Math.round(s.linesRead / secs).toLocaleString('en-US')} lines/s, ${(s.bytesRead / 1e6 / secs).toFixed(1)} MB/s`,
+    ],
+  ];
+  if (s.resumed) rows.splice(1, 0, ['resumed from line', s.resumedFromLine]);
+  process.stdout.write(
+    `${renderTable(
+      ['import', ''],
+      rows.map((r) => [String(r[0]), typeof r[1] === 'number' ? r[1].toLocaleString('en-US') : r[1]!]),
+    )}\n`,
+  );
+  if (s.days.length > 0 && s.days.length <= 62) {
+    process.stdout.write(
+      `\n${renderTable(
+        ['day (UTC)', 'read', 'inserted', 'updated', 'unchanged', 'rejected', 'deleted'],
+        s.days.map((d) => [d.day, d.rowsRead, d.inserted, d.updated, d.unchanged, d.rejected, d.deleted]),
+      )}\n`,
+    );
+  }
+  if (s.rejected > 0)
+    process.stdout.write('\nRejected lines are in rejected_records: crs-sync rejects list\n');
 }

@@ -1,0 +1,193 @@
+import type { Warehouse } from '../warehouse/db.ts';
+import { dayRange } from '../warehouse/ledger.ts';
+
+/**
+ * What a load does once every line is merged: soft-deletes rows of complete days that the
+ * source no longer holds, refreshes the queued threads' aggregates and writes the day ledger.
+ * Every step is idempotent, so a load that stopped in here finishes the same when run again.
+ */
+
+export interface DaySummary {
+  day: string;
+  rowsRead: number;
+  inserted: number;
+  updated: number;
+  unchanged: number;
+  rejected: number;
+  deleted: number;
+}
+
+export interface FinalizeResult {
+  rowsRead: number;
+  inserted: number;
+  updated: number;
+  unchanged: number;
+  rejected: number;
+  deleted: number;
+  threadsQueued: number;
+  days: DaySummary[];
+}
+
+export interface FinalizeInput {
+  loadId: string;
+  loadKey: string;
+  /** Message ids the source held, by UTC day (only when completeDays is set). */
+  seen: Map<string, string[]> | null;
+  completeDays: { from: string; to: string } | null;
+  ledgerDay: string | null;
+  bytes: number;
+}
+
+const ID_CHUNK = 20_000;
+
+export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<FinalizeResult> {
+  const pool = w.pool;
+  const tot = await pool.query<{
+    r: number;
+    i: number;
+    u: number;
+    n: number;
+    j: number;
+  }>(
+    `select coalesce(sum(rows_read),0)::bigint r, coalesce(sum(rows_inserted),0)::bigint i,
+            coalesce(sum(rows_updated),0)::bigint u, coalesce(sum(rows_unchanged),0)::bigint n,
+            coalesce(sum(rows_rejected),0)::bigint j
+     from load_checkpoints where load_key = $1`,
+    [f.loadKey],
+  );
+  const t = tot.rows[0]!;
+  const perDay = await pool.query<{ day: string; r: number; i: number; u: number; n: number }>(
+    `select day::text, sum(rows_read)::bigint r, sum(rows_inserted)::bigint i, sum(rows_updated)::bigint u,
+            sum(rows_unchanged)::bigint n
+     from load_day_counts where load_key = $1 group by day order by day`,
+    [f.loadKey],
+  );
+  const rejectsPerDay = await pool.query<{ day: string; j: number }>(
+    `select day::text, count(*)::bigint j from rejected_records
+     where _load_id = $1 and day is not null group by day`,
+    [f.loadId],
+  );
+  const rej = new Map(rejectsPerDay.rows.map((r) => [r.day, r.j]));
+  const days = new Map<string, DaySummary>();
+  for (const r of perDay.rows) {
+    days.set(r.day, {
+      day: r.day,
+      rowsRead: r.r + (rej.get(r.day) ?? 0),
+      inserted: r.i,
+      updated: r.u,
+      unchanged: r.n,
+      rejected: rej.get(r.day) ?? 0,
+      deleted: 0,
+    });
+  }
+  if (f.ledgerDay) {
+    // Every line of a day's export belongs to that day, rejected ones included.
+    days.set(f.ledgerDay, {
+      day: f.ledgerDay,
+      rowsRead: t.r,
+      inserted: t.i,
+      updated: t.u,
+      unchanged: t.n,
+      rejected: t.j,
+      deleted: 0,
+    });
+  }
+
+  const complete = f.completeDays ? dayRange(f.completeDays.from, f.completeDays.to) : [];
+  let deleted = 0;
+  for (const day of complete) {
+    const summary = days.get(day) ?? {
+      day,
+      rowsRead: 0,
+      inserted: 0,
+      updated: 0,
+      unchanged: 0,
+      rejected: 0,
+      deleted: 0,
+    };
+    days.set(day, summary);
+    const client = await pool.connect();
+    try {
+      await client.query('begin');
+      await client.query('create temp table crs_seen (message_id uuid primary key) on commit drop');
+      const ids = f.seen?.get(day) ?? [];
+      for (let i = 0; i < ids.length; i += ID_CHUNK) {
+        await client.query('insert into crs_seen select unnest($1::uuid[]) on conflict do nothing', [
+          ids.slice(i, i + ID_CHUNK),
+        ]);
+      }
+      const del = await client.query(
+        `update analytics_messages m set _deleted_at = now()
+         where m.message_date = $1 and m._deleted_at is null
+           and not exists (select 1 from crs_seen s where s.message_id = m.message_id)`,
+        [day],
+      );
+      summary.deleted = del.rowCount ?? 0;
+      deleted += summary.deleted;
+      await upsertDay(client, summary, f, true);
+      await client.query('commit');
+    } catch (err) {
+      await client.query('rollback').catch(() => {});
+      throw err;
+    } finally {
+      client.release();
+    }
+  }
+
+  // Aggregates of the threads this load queued, from all their live rows.
+  const threads = await pool.query<{ n: number }>(
+    `with a as (
+       select m.thread_id, min(m.message_time) first_at, max(m.message_time) last_at, count(*) n
+       from analytics_messages m
+       where m._deleted_at is null and m.thread_id in (select thread_id from threads where _load_id = $1)
+       group by m.thread_id)
+     update threads t set first_message_at = a.first_at, last_message_at = a.last_at, message_count = a.n
+     from a where t.thread_id = a.thread_id
+     returning (t.enrich_status = 'pending')::int as n`,
+    [f.loadId],
+  );
+  const threadsQueued = threads.rows.reduce((s, r) => s + r.n, 0);
+
+  return {
+    rowsRead: t.r,
+    inserted: t.i,
+    updated: t.u,
+    unchanged: t.n,
+    rejected: t.j,
+    deleted,
+    threadsQueued,
+    days: [...days.values()].sort((a, b) => a.day.localeCompare(b.day)),
+  };
+}
+
+async function upsertDay(
+  client: { query: (text: string, values: unknown[]) => Promise<unknown> },
+  d: DaySummary,
+  f: FinalizeInput,
+  complete: boolean,
+): Promise<void> {
+  await client.query(
+    `insert into sync_days (day, status, rows_read, rows_inserted, rows_updated, rows_unchanged, rows_rejected,
+       rows_deleted, bytes, lines_committed, started_at, finished_at, _load_id, attempts)
+     values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now(), now(), $11, 1)
+     on conflict (day) do update set status = excluded.status, rows_read = excluded.rows_read,
+       rows_inserted = excluded.rows_inserted, rows_updated = excluded.rows_updated,
+       rows_unchanged = excluded.rows_unchanged, rows_rejected = excluded.rows_rejected,
+       rows_deleted = excluded.rows_deleted, bytes = excluded.bytes,
+       lines_committed = greatest(sync_days.lines_committed, excluded.lines_committed),
+       finished_at = now(), last_error = null, _load_id = excluded._load_id, _loaded_at = now()`,
+    [
+      d.day,
+      complete ? 'complete' : 'pending',
+      d.rowsRead,
+      d.inserted,
+      d.updated,
+      d.unchanged,
+      d.rejected,
+      d.deleted,
+      f.ledgerDay === d.day ? f.bytes : 0,
+      f.ledgerDay === d.day ? d.rowsRead : 0,
+      f.loadId,
+    ],
+  );
+}

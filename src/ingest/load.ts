@@ -1,0 +1,331 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type pg from 'pg';
+import { CrsError, errorMessage, isCrsError } from '../errors.ts';
+import type { Logger } from '../log.ts';
+import type { Warehouse } from '../warehouse/db.ts';
+import { type FinalizeResult, finalizeLoad } from './finalize.ts';
+import { type SourceLine, type SplitStats, splitLines } from './line-splitter.ts';
+import { type BatchCounts, mergeBatch, type PendingReject, type PendingRow } from './merge.ts';
+import { parseRecord, rejectCodeForLineProblem } from './record-parser.ts';
+
+/**
+ * The loader: a byte stream of export lines into the warehouse, exactly once.
+ *
+ * Lines are parsed in order and routed to one of `parts` key partitions by message id. Each
+ * partition owns one connection and merges its batches strictly in line order, so the later
+ * line of a key always wins, while the partitions run in parallel (one connection tops out near
+ * 29k rows/s here; four reach ~45k). Each batch commits with its partition's checkpoint (the
+ * line up to which the partition is complete), so a load stopped anywhere and started again with
+ * the same load key skips exactly the lines already merged, and its counters end as if it had
+ * never stopped.
+ */
+
+export interface LoadProgress {
+  linesRead: number;
+  bytesRead: number;
+  /** Lines of the source of which every one is committed (the slowest partition's checkpoint). */
+  linesCommitted: number;
+  rowsRead: number;
+  rejected: number;
+}
+
+export interface LoadRequest {
+  warehouse: Warehouse;
+  log: Logger;
+  loadId: string;
+  /** Checkpoint key: the load id for an import, load id + day for an export day. */
+  loadKey: string;
+  source: 'export' | 'file';
+  sourceName: string;
+  /** Opens the source from its first byte; called again after a retryable cut. */
+  open: (attempt: number) => Promise<AsyncIterable<Uint8Array>>;
+  /** UTC days of which this source holds every record: rows of them it lacks are marked deleted. */
+  completeDays?: { from: string; to: string } | null;
+  /** The sync_days row this load is the export of (mirrors the checkpoint in the same transaction). */
+  ledgerDay?: string | null;
+  batchSize: number;
+  parts: number;
+  maxLineBytes: number;
+  /** How often a cut stream is reopened before the load fails (retryably). */
+  maxReopens?: number;
+  signal?: AbortSignal;
+  onProgress?: (p: LoadProgress) => void;
+}
+
+export interface LoadSummary extends FinalizeResult {
+  loadId: string;
+  linesRead: number;
+  bytesRead: number;
+  /** Whether lines were skipped because an earlier attempt had committed them. */
+  resumed: boolean;
+  resumedFromLine: number;
+  elapsedMs: number;
+}
+
+interface Partition {
+  index: number;
+  client: pg.PoolClient;
+  rows: PendingRow[];
+  rejects: PendingReject[];
+  committed: number;
+  inflight: Promise<void> | null;
+}
+
+const RETRYABLE_PG = new Set(['40001', '40P01', '57P01', '08006', '08003', '08000', '53300']);
+
+function partOf(messageId: string, parts: number): number {
+  // The last 8 hex digits are random in v4 and v7 UUIDs alike (v7 starts with a timestamp).
+  return Number.parseInt(messageId.slice(-8), 16) % parts;
+}
+
+function renderRaw(bytes: Buffer): string {
+  return bytes.toString('utf8').replaceAll('\u0000', '\\u0000');
+}
+
+function dayOfRaw(text: string): string | null {
+  // Best effort, for the quarantine's `day` column: the date of a time-looking value.
+  const m = /"Message Time"\s*:\s*"(\d{4}-\d{2}-\d{2})/.exec(text);
+  return m ? (m[1] ?? null) : null;
+}
+
+export async function runLoad(req: LoadRequest): Promise<LoadSummary> {
+  const started = Date.now();
+  const { warehouse, log } = req;
+  const pool = warehouse.pool;
+
+  // Checkpoint rows: created once per load key; an existing load keeps its partition count.
+  await pool.query(
+    `insert into load_checkpoints (load_key, part, parts)
+     select $1, g, $2 from generate_series(0, $2 - 1) g
+     on conflict (load_key, part) do nothing`,
+    [req.loadKey, req.parts],
+  );
+  const cp = await pool.query<{ part: number; parts: number; lines_committed: number }>(
+    'select part, parts, lines_committed from load_checkpoints where load_key = $1 order by part',
+    [req.loadKey],
+  );
+  const parts = cp.rows[0]?.parts ?? req.parts;
+  const committedAtStart = cp.rows.map((r) => r.lines_committed);
+  const resumedFromLine = Math.min(...committedAtStart);
+  const resumed = committedAtStart.some((c) => c > 0);
+  if (resumed) log.info({ loadKey: req.loadKey, resumedFromLine }, 'resuming load from its checkpoint');
+
+  const partitions: Partition[] = [];
+  try {
+    for (let i = 0; i < parts; i++) {
+      partitions.push({
+        index: i,
+        client: await pool.connect(),
+        rows: [],
+        rejects: [],
+        committed: committedAtStart[i] ?? 0,
+        inflight: null,
+      });
+    }
+  } catch (err) {
+    for (const p of partitions) p.client.release();
+    throw new CrsError('DB_UNAVAILABLE', `cannot open warehouse connections: ${errorMessage(err)}`, {
+      retryable: true,
+      cause: err,
+    });
+  }
+
+  const totals = { rowsRead: 0, rejected: 0 };
+  let failure: unknown = null;
+  const stats: SplitStats = { bytesRead: 0, linesSeen: 0, blankLines: 0 };
+  let lastLine = 0;
+  const seen = req.completeDays ? new Map<string, string[]>() : null;
+
+  const progress = (): LoadProgress => ({
+    linesRead: lastLine,
+    bytesRead: stats.bytesRead,
+    linesCommitted: Math.min(...partitions.map((p) => p.committed)),
+    rowsRead: totals.rowsRead,
+    rejected: totals.rejected,
+  });
+  let lastProgressAt = 0;
+  const report = (force = false) => {
+    const now = Date.now();
+    if (!req.onProgress || (!force && now - lastProgressAt < 250)) return;
+    lastProgressAt = now;
+    req.onProgress(progress());
+  };
+
+  const runBatch = async (p: Partition, rows: PendingRow[], rejects: PendingReject[], upto: number) => {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const c: BatchCounts = await mergeBatch(p.client, rows, rejects, {
+          loadId: req.loadId,
+          loadKey: req.loadKey,
+          part: p.index,
+          uptoLine: upto,
+          source: req.source,
+          sourceName: req.sourceName,
+          ledgerDay: req.ledgerDay ?? null,
+        });
+        p.committed = upto;
+        totals.rowsRead += c.read;
+        totals.rejected += c.rejected;
+        report();
+        return;
+      } catch (err) {
+        const code = (err as { code?: string }).code;
+        if (code && RETRYABLE_PG.has(code) && attempt < 4 && code.startsWith('40')) {
+          await sleep(50 * attempt);
+          continue;
+        }
+        throw err;
+      }
+    }
+  };
+
+  const flush = async (p: Partition, upto: number) => {
+    if (p.inflight) await p.inflight;
+    if (failure) throw failure;
+    const rows = p.rows;
+    const rejects = p.rejects;
+    p.rows = [];
+    p.rejects = [];
+    p.inflight = runBatch(p, rows, rejects, upto).then(
+      () => {
+        p.inflight = null;
+      },
+      (err) => {
+        p.inflight = null;
+        failure ??= err;
+      },
+    );
+  };
+
+  const take = async (line: SourceLine) => {
+    let part: number;
+    let row: PendingRow | null = null;
+    let rej: PendingReject | null = null;
+    if (line.problem) {
+      const bytes = line.rawBytes ?? Buffer.alloc(0);
+      part = line.lineNo % parts;
+      rej = {
+        lineNo: line.lineNo,
+        code: rejectCodeForLineProblem(line.problem),
+        detail:
+          line.problem === 'line_too_long'
+            ? `line of ${line.byteLength} bytes exceeds the limit of ${req.maxLineBytes} bytes (first ${bytes.length} bytes kept)`
+            : line.problem === 'invalid_utf8'
+              ? 'line is not valid UTF-8 (exact bytes kept in raw_bytes)'
+              : 'line contains a NUL byte, which PostgreSQL text cannot hold (exact bytes kept in raw_bytes)',
+        raw: renderRaw(bytes),
+        rawBytes: bytes,
+        rawLength: line.byteLength,
+        day: req.ledgerDay ?? null,
+      };
+    } else {
+      const parsed = parseRecord(line.text);
+      if (parsed.ok) {
+        part = partOf(parsed.record.messageId, parts);
+        row = { lineNo: line.lineNo, record: parsed.record };
+        if (seen) {
+          const d = parsed.record.messageDate;
+          let ids = seen.get(d);
+          if (!ids) {
+            ids = [];
+            seen.set(d, ids);
+          }
+          ids.push(parsed.record.messageId);
+        }
+      } else {
+        part = line.lineNo % parts;
+        rej = {
+          lineNo: line.lineNo,
+          code: parsed.code,
+          detail: parsed.detail,
+          raw: line.text,
+          rawBytes: null,
+          rawLength: line.byteLength,
+          day: req.ledgerDay ?? dayOfRaw(line.text),
+        };
+      }
+    }
+    const p = partitions[part]!;
+    if (line.lineNo <= p.committed) return; // merged by an earlier attempt
+    if (row) p.rows.push(row);
+    else if (rej) p.rejects.push(rej);
+    if (p.rows.length + p.rejects.length >= req.batchSize) await flush(p, line.lineNo);
+  };
+
+  try {
+    const maxReopens = req.maxReopens ?? 5;
+    for (let attempt = 0; ; attempt++) {
+      // After a cut, the stream starts again from its first line; lines up to `lastLine` are
+      // already in a partition (buffered or committed) and are skipped.
+      const skipUpTo = lastLine;
+      try {
+        const stream = await req.open(attempt);
+        const lineStats: SplitStats = { bytesRead: 0, linesSeen: 0, blankLines: 0 };
+        for await (const lines of splitLines(stream, { maxLineBytes: req.maxLineBytes }, lineStats)) {
+          if (req.signal?.aborted)
+            throw new CrsError('CANCELLED', 'load cancelled', { cause: req.signal.reason });
+          if (failure) throw failure;
+          for (const line of lines) {
+            if (line.lineNo <= skipUpTo) continue;
+            await take(line);
+            lastLine = line.lineNo;
+          }
+          stats.bytesRead = Math.max(stats.bytesRead, lineStats.bytesRead);
+          report();
+        }
+        // Blank lines at the end still count as read.
+        lastLine = Math.max(lastLine, lineStats.linesSeen);
+        stats.bytesRead = Math.max(stats.bytesRead, lineStats.bytesRead);
+        break;
+      } catch (err) {
+        if (
+          failure ||
+          !isCrsError(err) ||
+          !err.retryable ||
+          err.code === 'CANCELLED' ||
+          attempt >= maxReopens
+        ) {
+          throw err;
+        }
+        log.warn({ err, attempt: attempt + 1, afterLine: lastLine }, 'source stream failed; reopening it');
+        await sleep(Math.min(250 * 2 ** attempt, 5000), undefined, { signal: req.signal });
+      }
+    }
+    // Every partition ends at the last line, so the checkpoint shows the whole source merged.
+    for (const p of partitions) await flush(p, lastLine);
+    await Promise.all(partitions.map((p) => p.inflight));
+    if (failure) throw failure;
+  } catch (err) {
+    failure ??= err;
+    await Promise.allSettled(partitions.map((p) => p.inflight));
+  } finally {
+    for (const p of partitions) p.client.release(failure !== null && !isCrsError(failure));
+  }
+  if (failure) {
+    if (isCrsError(failure)) throw failure;
+    const code = (failure as { code?: string }).code;
+    throw new CrsError('LOAD_FAILED', `load ${req.loadId} failed: ${errorMessage(failure)}`, {
+      retryable: code !== undefined && RETRYABLE_PG.has(code),
+      cause: failure,
+    });
+  }
+  report(true);
+
+  const fin = await finalizeLoad(warehouse, {
+    loadId: req.loadId,
+    loadKey: req.loadKey,
+    seen,
+    completeDays: req.completeDays ?? null,
+    ledgerDay: req.ledgerDay ?? null,
+    bytes: stats.bytesRead,
+  });
+  return {
+    ...fin,
+    loadId: req.loadId,
+    linesRead: lastLine,
+    bytesRead: stats.bytesRead,
+    resumed,
+    resumedFromLine,
+    elapsedMs: Date.now() - started,
+  };
+}

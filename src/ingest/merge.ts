@@ -1,0 +1,293 @@
+import type pg from 'pg';
+import type { ExportRecord } from './record-parser.ts';
+
+/**
+ * One batch of one key partition, merged in one transaction together with the partition's
+ * checkpoint: data and checkpoint commit or roll back together, so a retried load resumes
+ * exactly where the last commit left it.
+ *
+ * This is the loader's hot path, so it talks to `pg` directly with hand-built statements that
+ * are prepared once per connection and batch size (planning a 10,000-parameter INSERT on every
+ * batch costs more than executing it).
+ */
+
+export interface PendingRow {
+  lineNo: number;
+  record: ExportRecord;
+}
+
+export interface PendingReject {
+  lineNo: number;
+  code: string;
+  detail: string;
+  raw: string;
+  rawBytes: Buffer | null;
+  rawLength: number;
+  day: string | null;
+}
+
+export interface BatchTarget {
+  loadId: string;
+  loadKey: string;
+  part: number;
+  /** Every line of this partition up to here is in the batch or committed before it. */
+  uptoLine: number;
+  source: 'export' | 'file';
+  sourceName: string;
+  /** The sync_days row whose lines_committed mirrors this load's checkpoint (export day loads). */
+  ledgerDay: string | null;
+}
+
+export interface BatchCounts {
+  read: number;
+  inserted: number;
+  updated: number;
+  unchanged: number;
+  rejected: number;
+  /** Per UTC day of the records: read, inserted, updated, unchanged. */
+  days: Map<string, [number, number, number, number]>;
+}
+
+const COLUMNS = [
+  'message_id',
+  'thread_id',
+  'user_id',
+  'message_time',
+  'message_date',
+  'input',
+  'response',
+  'extra',
+  'record_hash',
+  '_source_line',
+  '_load_id',
+] as const;
+const CASTS = [
+  'uuid',
+  'uuid',
+  'uuid',
+  'timestamptz',
+  'date',
+  'text',
+  'text',
+  'jsonb',
+  'text',
+  'bigint',
+  'text',
+];
+
+const upsertText = new Map<number, string>();
+function upsertSql(n: number): string {
+  let s = upsertText.get(n);
+  if (s) return s;
+  const width = COLUMNS.length;
+  const rows: string[] = [];
+  for (let r = 0; r < n; r++) {
+    const cells: string[] = [];
+    for (let c = 0; c < width; c++) cells.push(`$${r * width + c + 1}::${CASTS[c]}`);
+    rows.push(`(${cells.join(',')})`);
+  }
+  s =
+    `insert into analytics_messages (${COLUMNS.join(',')}) values ${rows.join(',')} ` +
+    'on conflict (message_id) do update set thread_id = excluded.thread_id, user_id = excluded.user_id, ' +
+    'message_time = excluded.message_time, message_date = excluded.message_date, input = excluded.input, ' +
+    'response = excluded.response, extra = excluded.extra, record_hash = excluded.record_hash, ' +
+    '_source_line = excluded._source_line, _load_id = excluded._load_id, _loaded_at = now(), _deleted_at = null';
+  upsertText.set(n, s);
+  return s;
+}
+
+const LOOKUP_SQL =
+  'select message_id::text as id, record_hash as h, _deleted_at is not null as d from analytics_messages where message_id = any($1::uuid[])';
+
+const THREADS_SQL = `
+  insert into threads (thread_id, user_id, enrich_status, enrich_requested_at, _load_id)
+  select t.thread_id, t.user_id, 'pending', now(), $3
+  from unnest($1::uuid[], $2::uuid[]) as t(thread_id, user_id)
+  order by t.thread_id
+  on conflict (thread_id) do update set
+    enrich_status = case when threads.enrich_status = 'deleted' then 'deleted' else 'pending' end,
+    enrich_requested_at = now(),
+    user_id = coalesce(threads.user_id, excluded.user_id),
+    _load_id = excluded._load_id`;
+
+const REJECTS_SQL = `
+  insert into rejected_records (_load_id, source, source_name, day, line_no, raw, raw_bytes, raw_length, error_code, error_detail)
+  select $1, $2, $3, r.day, r.line_no, r.raw, r.raw_bytes, r.raw_length, r.code, r.detail
+  from unnest($4::date[], $5::bigint[], $6::text[], $7::bytea[], $8::bigint[], $9::text[], $10::text[])
+    as r(day, line_no, raw, raw_bytes, raw_length, code, detail)
+  on conflict (_load_id, source, coalesce(source_name, ''), line_no) where line_no is not null do nothing`;
+
+const CHECKPOINT_SQL = `
+  update load_checkpoints set lines_committed = $3, rows_read = rows_read + $4, rows_inserted = rows_inserted + $5,
+    rows_updated = rows_updated + $6, rows_unchanged = rows_unchanged + $7, rows_rejected = rows_rejected + $8,
+    updated_at = now()
+  where load_key = $1 and part = $2`;
+
+const DAY_COUNTS_SQL = `
+  insert into load_day_counts (load_key, part, day, rows_read, rows_inserted, rows_updated, rows_unchanged)
+  select $1, $2, d.day, d.r, d.i, d.u, d.n
+  from unnest($3::date[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[]) as d(day, r, i, u, n)
+  on conflict (load_key, part, day) do update set rows_read = load_day_counts.rows_read + excluded.rows_read,
+    rows_inserted = load_day_counts.rows_inserted + excluded.rows_inserted,
+    rows_updated = load_day_counts.rows_updated + excluded.rows_updated,
+    rows_unchanged = load_day_counts.rows_unchanged + excluded.rows_unchanged`;
+
+const LEDGER_DAY_SQL = `
+  update sync_days set lines_committed = (select min(lines_committed) from load_checkpoints where load_key = $1)
+  where day = $2`;
+
+function bump(days: BatchCounts['days'], day: string, slot: 1 | 2 | 3): void {
+  let c = days.get(day);
+  if (!c) {
+    c = [0, 0, 0, 0];
+    days.set(day, c);
+  }
+  c[0]++;
+  c[slot]++;
+}
+
+/**
+ * Decides, row by row in line order, what each record does to the warehouse (insert, update,
+ * nothing), as if the lines were applied one at a time; then writes only the final version of
+ * each changed key. A key twice in a batch is therefore legal (the later line wins) and counts
+ * the same as it would spread over two batches.
+ */
+export async function mergeBatch(
+  client: pg.PoolClient,
+  rows: PendingRow[],
+  rejects: PendingReject[],
+  t: BatchTarget,
+): Promise<BatchCounts> {
+  const counts: BatchCounts = {
+    read: 0,
+    inserted: 0,
+    updated: 0,
+    unchanged: 0,
+    rejected: 0,
+    days: new Map(),
+  };
+  await client.query('begin');
+  try {
+    const state = new Map<string, { hash: string; deleted: boolean }>();
+    if (rows.length > 0) {
+      const ids = rows.map((r) => r.record.messageId);
+      const found = await client.query<{ id: string; h: string; d: boolean }>({
+        name: 'crs_lookup',
+        text: LOOKUP_SQL,
+        values: [ids],
+      });
+      for (const f of found.rows) state.set(f.id, { hash: f.h, deleted: f.d });
+    }
+    const finalVersion = new Map<string, PendingRow>();
+    for (const row of rows) {
+      const r = row.record;
+      const cur = state.get(r.messageId);
+      counts.read++;
+      if (!cur) {
+        counts.inserted++;
+        bump(counts.days, r.messageDate, 1);
+        finalVersion.set(r.messageId, row);
+      } else if (cur.hash !== r.recordHash || cur.deleted) {
+        counts.updated++;
+        bump(counts.days, r.messageDate, 2);
+        finalVersion.set(r.messageId, row);
+      } else {
+        counts.unchanged++;
+        bump(counts.days, r.messageDate, 3);
+        // An earlier line of this batch may have changed the key; this line restores the stored
+        // version, which is what must be written then.
+        if (finalVersion.has(r.messageId)) finalVersion.set(r.messageId, row);
+      }
+      state.set(r.messageId, { hash: r.recordHash, deleted: false });
+    }
+
+    if (finalVersion.size > 0) {
+      const write = [...finalVersion.values()];
+      const values: unknown[] = new Array(write.length * COLUMNS.length);
+      let i = 0;
+      for (const { lineNo, record: r } of write) {
+        values[i++] = r.messageId;
+        values[i++] = r.threadId;
+        values[i++] = r.userId;
+        values[i++] = r.messageTime;
+        values[i++] = r.messageDate;
+        values[i++] = r.input;
+        values[i++] = r.response;
+        values[i++] = r.extra === null ? null : JSON.stringify(r.extra);
+        values[i++] = r.recordHash;
+        values[i++] = lineNo;
+        values[i++] = t.loadId;
+      }
+      await client.query({ name: `crs_upsert_${write.length}`, text: upsertSql(write.length), values });
+
+      // Threads whose messages changed are queued for enrichment.
+      const threads = new Map<string, string>();
+      for (const { record: r } of write) threads.set(r.threadId, r.userId);
+      await client.query({
+        name: 'crs_threads',
+        text: THREADS_SQL,
+        values: [[...threads.keys()], [...threads.values()], t.loadId],
+      });
+    }
+
+    if (rejects.length > 0) {
+      counts.read += rejects.length;
+      counts.rejected += rejects.length;
+      await client.query({
+        name: 'crs_rejects',
+        text: REJECTS_SQL,
+        values: [
+          t.loadId,
+          t.source,
+          t.sourceName,
+          rejects.map((r) => r.day),
+          rejects.map((r) => r.lineNo),
+          rejects.map((r) => r.raw),
+          rejects.map((r) => r.rawBytes),
+          rejects.map((r) => r.rawLength),
+          rejects.map((r) => r.code),
+          rejects.map((r) => r.detail),
+        ],
+      });
+    }
+
+    await client.query({
+      name: 'crs_checkpoint',
+      text: CHECKPOINT_SQL,
+      values: [
+        t.loadKey,
+        t.part,
+        t.uptoLine,
+        counts.read,
+        counts.inserted,
+        counts.updated,
+        counts.unchanged,
+        counts.rejected,
+      ],
+    });
+    if (counts.days.size > 0) {
+      const days = [...counts.days.entries()];
+      await client.query({
+        name: 'crs_day_counts',
+        text: DAY_COUNTS_SQL,
+        values: [
+          t.loadKey,
+          t.part,
+          days.map((d) => d[0]),
+          days.map((d) => d[1][0]),
+          days.map((d) => d[1][1]),
+          days.map((d) => d[1][2]),
+          days.map((d) => d[1][3]),
+        ],
+      });
+    }
+    if (t.ledgerDay) {
+      await client.query({ name: 'crs_ledger_day', text: LEDGER_DAY_SQL, values: [t.loadKey, t.ledgerDay] });
+    }
+    await client.query('commit');
+    return counts;
+  } catch (err) {
+    await client.query('rollback').catch(() => {});
+    throw err;
+  }
+}
