@@ -28,7 +28,7 @@ export interface ExportRecord {
   response: string;
   /** Every key other than the six named ones, verbatim, in source order; null when none. */
   extra: Record<string, unknown> | null;
-  /** md5 hex of the canonical content, see record-hash.ts. */
+  /** sha1 hex of the canonical content, see record-hash.ts. */
   recordHash: string;
 }
 

@@ -160,7 +160,7 @@ describe('recordHash', () => {
       ),
     );
     expect(b.recordHash).toBe(a.recordHash);
-    expect(a.recordHash).toMatch(/^[0-9a-f]{32}$/);
+    expect(a.recordHash).toMatch(/^[0-9a-f]{40}$/);
   });
 
   it('when any stored value changes, then the hash changes', () => {
