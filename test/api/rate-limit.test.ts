@@ -1,0 +1,149 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { createConcurrencyLimiter } from '../../src/api/concurrency.ts';
+import { createRateLimiter, rateWindow } from '../../src/api/rate-limiter.ts';
+import { client } from './helpers/client-setup.ts';
+import {
+  maxInAnyWindow,
+  type ScriptedServer,
+  sendJson,
+  startScriptedServer,
+} from './helpers/scripted-server.ts';
+
+let server: ScriptedServer | undefined;
+afterEach(async () => {
+  await server?.close();
+  server = undefined;
+});
+
+describe('rate budget, measured at a scripted server', () => {
+  it('when 30 calls are made at once with a limit of 5/s, then no 1-second window sees more than 5 starts', async () => {
+    server = await startScriptedServer((_req, res) => sendJson(res, 200, { threads: [] }));
+    const { api } = client(server.url, { rateLimitRps: 5, concurrency: 30 });
+    await Promise.all(Array.from({ length: 30 }, () => api.listThreads()));
+    const starts = server.seen.map((s) => s.at);
+    expect(starts).toHaveLength(30);
+    expect(maxInAnyWindow(starts, 1000)).toBe(5);
+  });
+
+  it('when half the attempts fail and are retried, then retries count against the same budget', async () => {
+    // Every odd request fails with 503 and Retry-After: 0, so retries would go out at once if
+    // they bypassed the budget.
+    server = await startScriptedServer((_req, res, n) =>
+      n % 2 === 1 ? sendJson(res, 503, {}, { 'retry-after': '0' }) : sendJson(res, 200, { threads: [] }),
+    );
+    const { api } = client(server.url, { rateLimitRps: 6, concurrency: 20, maxRetries: 10 });
+    await Promise.all(Array.from({ length: 12 }, () => api.listThreads()));
+    const starts = server.seen.map((s) => s.at);
+    expect(api.stats().retries).toBeGreaterThan(0);
+    expect(starts.length).toBe(12 + api.stats().retries);
+    expect(maxInAnyWindow(starts, 1000)).toBeLessThanOrEqual(6);
+  });
+
+  it('when the rate is fractional (2.5/s), then no 1-second window sees more than 2 starts', async () => {
+    server = await startScriptedServer((_req, res) => sendJson(res, 200, { threads: [] }));
+    const { api } = client(server.url, { rateLimitRps: 2.5, concurrency: 10 });
+    await Promise.all(Array.from({ length: 7 }, () => api.listThreads()));
+    expect(
+      maxInAnyWindow(
+        server.seen.map((s) => s.at),
+        1000,
+      ),
+    ).toBe(2);
+  });
+
+  it('when calls are spread over time in bursts, then the property holds across the bursts', async () => {
+    server = await startScriptedServer((_req, res) => sendJson(res, 200, { threads: [] }));
+    const { api } = client(server.url, { rateLimitRps: 4, concurrency: 10 });
+    const calls: Promise<unknown>[] = [];
+    for (let burst = 0; burst < 4; burst++) {
+      for (let i = 0; i < 5; i++) calls.push(api.listThreads());
+      await new Promise((r) => setTimeout(r, 300));
+    }
+    await Promise.all(calls);
+    expect(
+      maxInAnyWindow(
+        server.seen.map((s) => s.at),
+        1000,
+      ),
+    ).toBeLessThanOrEqual(4);
+  });
+});
+
+describe('concurrency limit, measured at a scripted server', () => {
+  it('when 20 calls are made with concurrency 3, then the server never holds more than 3 at once', async () => {
+    let inFlight = 0;
+    let peak = 0;
+    server = await startScriptedServer((_req, res) => {
+      inFlight++;
+      peak = Math.max(peak, inFlight);
+      setTimeout(() => {
+        inFlight--;
+        sendJson(res, 200, { threads: [] });
+      }, 20);
+    });
+    const { api } = client(server.url, { rateLimitRps: 1000, concurrency: 3 });
+    await Promise.all(Array.from({ length: 20 }, () => api.listThreads()));
+    expect(server.seen).toHaveLength(20);
+    expect(peak).toBe(3);
+  });
+});
+
+describe('limiter units', () => {
+  it('when a rate is turned into a window, then whole starts per second are never rounded up', () => {
+    expect(rateWindow(10, 0)).toEqual({ limit: 10, windowMs: 1000 });
+    expect(rateWindow(2.5, 50)).toEqual({ limit: 2, windowMs: 1050 });
+    expect(rateWindow(0.5, 0)).toEqual({ limit: 1, windowMs: 2000 });
+    expect(() => rateWindow(0, 0)).toThrow(RangeError);
+  });
+
+  it('when grants are taken with a manual clock, then the (limit+1)-th waits until the oldest leaves the window', async () => {
+    let now = 0;
+    const rl = createRateLimiter({ limit: 2, windowMs: 1000 }, () => now);
+    await rl.acquire();
+    await rl.acquire();
+    let third = false;
+    const p = rl.acquire().then(() => {
+      third = true;
+    });
+    await new Promise((r) => setTimeout(r, 5));
+    expect(third).toBe(false);
+    now = 1000;
+    await p;
+    expect(third).toBe(true);
+    expect(rl.granted).toBe(3);
+  });
+
+  it('when a queued rate waiter is aborted, then it rejects with CANCELLED and does not consume a grant', async () => {
+    const now = 0;
+    const rl = createRateLimiter({ limit: 1, windowMs: 1000 }, () => now);
+    await rl.acquire();
+    const ctrl = new AbortController();
+    const p = rl.acquire(ctrl.signal);
+    ctrl.abort();
+    await expect(p).rejects.toMatchObject({ code: 'CANCELLED' });
+    expect(rl.granted).toBe(1);
+  });
+
+  it('when a concurrency slot is released, then the first waiter gets it and active never exceeds max', async () => {
+    const sem = createConcurrencyLimiter(1);
+    const release = await sem.acquire();
+    const order: number[] = [];
+    const a = sem.acquire().then((r) => {
+      order.push(1);
+      return r;
+    });
+    const b = sem.acquire().then((r) => {
+      order.push(2);
+      return r;
+    });
+    release();
+    release(); // idempotent: must not free a second slot
+    const ra = await a;
+    expect(sem.active).toBe(1);
+    expect(order).toEqual([1]);
+    ra();
+    (await b)();
+    expect(order).toEqual([1, 2]);
+    expect(sem.active).toBe(0);
+  });
+});
