@@ -1,0 +1,33 @@
+import { Context } from '@temporalio/activity';
+import { WorkflowFailedError, WorkflowNotFoundError } from '@temporalio/client';
+
+const HEARTBEAT_EVERY_MS = 10_000;
+
+/**
+ * Follows another workflow execution (by id, across continue-as-new) until it closes, with the
+ * worker's own client. Heartbeats while waiting so that cancelling the waiter is delivered and a
+ * lost worker is noticed. Returns null when the execution failed, was cancelled or terminated:
+ * the caller then does the work itself.
+ */
+export async function awaitWorkflowResult<T>(workflowId: string): Promise<T | null> {
+  const ctx = Context.current();
+  const handle = ctx.client.workflow.getHandle<() => Promise<T>>(workflowId);
+  const timer = setInterval(() => ctx.heartbeat({ waitingFor: workflowId }), HEARTBEAT_EVERY_MS);
+  ctx.heartbeat({ waitingFor: workflowId });
+  try {
+    const result = await Promise.race([
+      handle.result(),
+      new Promise<never>((_, reject) => {
+        ctx.cancellationSignal.addEventListener('abort', () => reject(ctx.cancellationSignal.reason), {
+          once: true,
+        });
+      }),
+    ]);
+    return result;
+  } catch (err) {
+    if (err instanceof WorkflowFailedError || err instanceof WorkflowNotFoundError) return null;
+    throw err;
+  } finally {
+    clearInterval(timer);
+  }
+}

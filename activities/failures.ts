@@ -1,0 +1,52 @@
+import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
+import { CrsError, errorMessage } from '../src/errors.ts';
+import { redactText } from '../src/log.ts';
+
+/**
+ * Error codes that no retry can fix: bad configuration, rejected credentials, a service that
+ * breaks its contract. The workflows list them as non-retryable too, so a failure that escapes
+ * this mapping still stops at once.
+ */
+export const NON_RETRYABLE_CODES = [
+  'CONFIG_INVALID',
+  'USAGE',
+  'HTTP_UNAUTHORIZED',
+  'HTTP_FORBIDDEN',
+  'HTTP_UNPROCESSABLE',
+  'HTTP_BAD_RESPONSE',
+  'HTTP_CLIENT',
+  'MIGRATION_FAILED',
+];
+
+function retryAfterMs(err: CrsError): number | undefined {
+  const d = err.details ?? {};
+  for (const k of ['retryAfterMs', 'retryAfter']) {
+    const v = d[k];
+    if (typeof v === 'number' && Number.isFinite(v) && v >= 0) return k === 'retryAfter' ? v * 1000 : v;
+  }
+  return undefined;
+}
+
+/**
+ * Turns anything an activity throws into the failure Temporal should see: the CrsError code as
+ * the failure type, its retryable flag, the server's Retry-After as the next retry delay, and a
+ * message with credentials masked (failures are stored in the workflow history).
+ */
+export function toFailure(err: unknown): Error {
+  if (err instanceof ApplicationFailure || err instanceof CancelledFailure) return err;
+  if (err instanceof CrsError) {
+    const message = redactText(err.message);
+    if (err.code === 'CANCELLED') return new CancelledFailure(message);
+    if (!err.retryable || NON_RETRYABLE_CODES.includes(err.code)) {
+      return ApplicationFailure.create({ message, type: err.code, nonRetryable: true });
+    }
+    const delay = retryAfterMs(err);
+    return ApplicationFailure.create({
+      message,
+      type: err.code,
+      ...(delay !== undefined ? { nextRetryDelay: Math.max(delay, 1) } : {}),
+    });
+  }
+  const name = err instanceof Error ? err.name : 'Error';
+  return ApplicationFailure.create({ message: redactText(errorMessage(err)), type: name });
+}

@@ -1,0 +1,191 @@
+import { Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
+import type { Config } from '../src/config.ts';
+import type { Logger } from '../src/log.ts';
+import type { Warehouse } from '../src/warehouse/db.ts';
+import { finishRun, planWindow, startRun } from '../src/warehouse/ledger.ts';
+import type { DayCounts, DayResult, EnrichCounts, RunTotals } from '../workflows/types.ts';
+import { awaitWorkflowResult } from './await-workflow.ts';
+import { toFailure } from './failures.ts';
+import type { DayLoadProgress, SyncOps } from './ops.ts';
+
+export interface ActivityDeps {
+  warehouse: Warehouse;
+  /** The service client (src/api); the real ops use it, the activities never pass it on. */
+  client: unknown;
+  config: Config;
+  log: Logger;
+  /** Replaces the loader or the enrichment (tests that run without the service). */
+  ops?: Partial<SyncOps>;
+}
+
+export interface PlanResult {
+  from: string;
+  to: string;
+  days: string[];
+  enrichConcurrency: number;
+}
+
+/**
+ * The activities of crs-sync, built from the worker's dependencies. Arguments and results are
+ * dates, ids and counts; credentials stay in `deps` on the worker.
+ */
+export function createActivities(deps: ActivityDeps) {
+  const { warehouse, config, log } = deps;
+  const db = warehouse.db;
+  const ops: Partial<SyncOps> = deps.ops ?? {};
+
+  function need<K extends keyof SyncOps>(k: K): SyncOps[K] {
+    const f = ops[k];
+    if (!f) throw ApplicationFailure.nonRetryable(`this worker has no ${k} implementation`, 'CONFIG_INVALID');
+    return f;
+  }
+
+  async function guarded<T>(f: () => Promise<T>): Promise<T> {
+    try {
+      return await f();
+    } catch (err) {
+      throw toFailure(err);
+    }
+  }
+
+  return {
+    async planSyncWindow(input: { from?: string; to?: string; now: string }): Promise<PlanResult> {
+      return guarded(async () => {
+        const plan = await planWindow(db, {
+          lookbackDays: config.lookbackDays,
+          now: new Date(input.now),
+          ...(input.from ? { from: input.from } : {}),
+          ...(input.to ? { to: input.to } : {}),
+        });
+        return { ...plan, enrichConcurrency: config.enrichConcurrency };
+      });
+    },
+
+    async workerSettings(): Promise<{ enrichConcurrency: number }> {
+      return { enrichConcurrency: config.enrichConcurrency };
+    },
+
+    async beginRun(input: {
+      loadId: string;
+      kind: 'scheduled' | 'manual' | 'backfill';
+      from: string | null;
+      to: string | null;
+      workflowId: string;
+    }): Promise<void> {
+      await guarded(() =>
+        startRun(db, {
+          loadId: input.loadId,
+          kind: input.kind,
+          windowStart: input.from,
+          windowEnd: input.to,
+          workflowId: input.workflowId,
+        }),
+      );
+    },
+
+    async endRun(input: {
+      loadId: string;
+      status: 'succeeded' | 'failed' | 'cancelled';
+      totals: RunTotals;
+      error?: string;
+    }): Promise<void> {
+      const t = input.totals;
+      await guarded(() =>
+        finishRun(
+          db,
+          input.loadId,
+          input.status,
+          {
+            rowsRead: t.rowsRead,
+            inserted: t.inserted,
+            updated: t.updated,
+            unchanged: t.unchanged,
+            rejected: t.rejected,
+            deleted: t.deleted,
+            bytes: t.bytesRead,
+          },
+          input.error,
+        ),
+      );
+    },
+
+    /**
+     * Loads one day of the export. The loader commits data and its checkpoint together and, run
+     * again with the same load id, resumes from the stored checkpoint; the heartbeat carries the
+     * same checkpoint so the UI shows progress and a stalled worker is detected.
+     */
+    async loadExportDay(input: { day: string; loadId: string }): Promise<DayCounts> {
+      const ctx = Context.current();
+      const resumedFrom = ctx.info.heartbeatDetails as DayLoadProgress | undefined;
+      const alog = log.child({ day: input.day, loadId: input.loadId, attempt: ctx.info.attempt });
+      if (resumedFrom) alog.info({ resumedFrom }, 'resuming the day load from its checkpoint');
+      return guarded(async () => {
+        const s = await need('loadDay')({
+          day: input.day,
+          loadId: input.loadId,
+          signal: ctx.cancellationSignal,
+          onProgress: (p) =>
+            ctx.heartbeat({ linesCommitted: p.linesCommitted, rowsRead: p.rowsRead, bytesRead: p.bytesRead }),
+        });
+        return {
+          linesRead: s.linesRead,
+          bytesRead: s.bytesRead,
+          rowsRead: s.rowsRead,
+          inserted: s.inserted,
+          updated: s.updated,
+          unchanged: s.unchanged,
+          rejected: s.rejected,
+          deleted: s.deleted,
+          threadsQueued: s.threadsQueued,
+        };
+      });
+    },
+
+    /**
+     * Keeps the ledger true when a day load ends without finishing (cancelled, or out of
+     * retries): a day still marked running under this load id becomes failed.
+     */
+    async releaseDay(input: { day: string; loadId: string; reason: string }): Promise<boolean> {
+      return guarded(async () => {
+        const r = await db
+          .updateTable('sync_days')
+          .set({ status: 'failed', last_error: input.reason.slice(0, 2000), finished_at: new Date() })
+          .where('day', '=', input.day)
+          .where('_load_id', '=', input.loadId)
+          .where('status', '=', 'running')
+          .executeTakeFirst();
+        return Number(r.numUpdatedRows) > 0;
+      });
+    },
+
+    /**
+     * Waits for a day load that another run started (the workflow id is taken) and returns its
+     * result, or null when it ended without loading the day.
+     */
+    async awaitDayWorkflow(input: { workflowId: string }): Promise<DayResult | null> {
+      return awaitWorkflowResult<DayResult>(input.workflowId);
+    },
+
+    async awaitEnrichWorkflow(input: { workflowId: string }): Promise<EnrichCounts | null> {
+      return awaitWorkflowResult<EnrichCounts>(input.workflowId);
+    },
+
+    async listPendingThreads(input: { afterThreadId: string | null; limit: number }): Promise<string[]> {
+      return guarded(() => need('listPendingThreads')(input));
+    },
+
+    async enrichThreads(input: { threadIds: string[]; loadId: string }): Promise<EnrichCounts> {
+      const ctx = Context.current();
+      return guarded(() =>
+        need('enrichThreads')({
+          threadIds: input.threadIds,
+          loadId: input.loadId,
+          signal: ctx.cancellationSignal,
+        }),
+      );
+    },
+  };
+}
+
+export type Activities = ReturnType<typeof createActivities>;

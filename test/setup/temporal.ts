@@ -1,0 +1,34 @@
+import { TestWorkflowEnvironment } from '@temporalio/testing';
+import type { TestProject } from 'vitest/node';
+import { ensureTemporalCli } from '../../src/temporal/cli-binary.ts';
+
+/**
+ * One Temporal dev server for the whole test run (the Temporal CLI's `server start-dev`, SQLite
+ * in memory), found through TEMPORAL_CLI_PATH, PATH or the project's pinned install; the SDK's
+ * own download is the last resort. Tests connect to `inject('temporalAddress')` and use a task
+ * queue of their own.
+ */
+declare module 'vitest' {
+  export interface ProvidedContext {
+    temporalAddress: string;
+    temporalNamespace: string;
+  }
+}
+
+let env: TestWorkflowEnvironment | undefined;
+
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const path = await ensureTemporalCli((m) => process.stderr.write(`${m}\n`));
+  env = await TestWorkflowEnvironment.createLocal({
+    server: {
+      ...(path ? { executable: { type: 'existing-path' as const, path } } : {}),
+      ip: '127.0.0.1',
+      namespace: 'default',
+    },
+  });
+  project.provide('temporalAddress', env.address);
+  project.provide('temporalNamespace', 'default');
+  return async () => {
+    await env?.teardown();
+  };
+}

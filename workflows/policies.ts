@@ -1,0 +1,71 @@
+import { proxyActivities } from '@temporalio/workflow';
+import type { Activities } from '../activities/index.ts';
+
+/**
+ * Activity proxies with their timeouts and retry policies, chosen per kind of work. Failure
+ * types listed as non-retryable are the CrsError codes no retry can fix (configuration, auth,
+ * contract); the activities mark them non-retryable themselves, the list is the second lock.
+ */
+const NON_RETRYABLE = [
+  'CONFIG_INVALID',
+  'USAGE',
+  'HTTP_UNAUTHORIZED',
+  'HTTP_FORBIDDEN',
+  'HTTP_UNPROCESSABLE',
+  'HTTP_BAD_RESPONSE',
+  'HTTP_CLIENT',
+  'MIGRATION_FAILED',
+];
+
+/** Ledger bookkeeping: quick statements; retried while the database is briefly unreachable. */
+export const ledger = proxyActivities<Activities>({
+  startToCloseTimeout: '1 minute',
+  retry: {
+    initialInterval: '1s',
+    backoffCoefficient: 2,
+    maximumInterval: '30s',
+    maximumAttempts: 20,
+    nonRetryableErrorTypes: NON_RETRYABLE,
+  },
+});
+
+/**
+ * The export load of one day. A big day streams for a long time, so the bound is the heartbeat,
+ * not the total: a worker that dies is noticed within the heartbeat timeout and the load resumes
+ * from its committed checkpoint on another attempt. Throttling waits for the server's
+ * Retry-After (the activity sets the next retry delay); other transient faults back off to 5
+ * minutes, for up to ~12 attempts (about an hour of outage) before the day is marked failed.
+ */
+export function loadProxy(heartbeatTimeout = '30s') {
+  return proxyActivities<Activities>({
+    startToCloseTimeout: '6 hours',
+    heartbeatTimeout,
+    retry: {
+      initialInterval: '5s',
+      backoffCoefficient: 2,
+      maximumInterval: '5 minutes',
+      maximumAttempts: 12,
+      nonRetryableErrorTypes: NON_RETRYABLE,
+    },
+  });
+}
+
+/** Waiting for another run's workflow: as long as it takes, heartbeating every 10 s. */
+export const waiting = proxyActivities<Activities>({
+  startToCloseTimeout: '7 days',
+  heartbeatTimeout: '1 minute',
+  retry: { initialInterval: '5s', maximumInterval: '1 minute', maximumAttempts: 0 },
+});
+
+/** One batch of thread enrichment: many API calls, each with its own retries in the client. */
+export const enrichment = proxyActivities<Activities>({
+  startToCloseTimeout: '30 minutes',
+  heartbeatTimeout: '2 minutes',
+  retry: {
+    initialInterval: '5s',
+    backoffCoefficient: 2,
+    maximumInterval: '5 minutes',
+    maximumAttempts: 8,
+    nonRetryableErrorTypes: NON_RETRYABLE,
+  },
+});

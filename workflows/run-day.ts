@@ -1,0 +1,41 @@
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
+import {
+  ChildWorkflowCancellationType,
+  executeChild,
+  ParentClosePolicy,
+  WorkflowIdReusePolicy,
+} from '@temporalio/workflow';
+import { waiting } from './policies.ts';
+import { syncDay } from './sync-day.ts';
+import { type DayResult, dayWorkflowId } from './types.ts';
+
+/** Taking the id over from other runs more often than this means something is wrong. */
+const MAX_ATTACH = 3;
+
+/**
+ * Loads a day as a child workflow under the day's fixed id. When another run is loading that day
+ * (the id is taken), this run attaches: it waits for that execution and takes its result; if that
+ * execution ends without loading the day, this run loads it itself. So a backfill that reaches a
+ * day the schedule is loading neither loads it a second time nor skips it.
+ */
+export async function runDay(day: string, loadId: string, heartbeatTimeout?: string): Promise<DayResult> {
+  const workflowId = dayWorkflowId(day);
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await executeChild(syncDay, {
+        workflowId,
+        args: [{ day, loadId, ...(heartbeatTimeout ? { heartbeatTimeout } : {}) }],
+        // A finished day may be loaded again (late data, an explicit re-run); a running one may not.
+        workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE,
+        // Cancelling or terminating the parent asks the day to stop cleanly and release the ledger.
+        parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL,
+        cancellationType: ChildWorkflowCancellationType.WAIT_CANCELLATION_COMPLETED,
+        staticSummary: `load ${day}`,
+      });
+    } catch (err) {
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError) || attempt >= MAX_ATTACH) throw err;
+      const theirs = await waiting.awaitDayWorkflow({ workflowId });
+      if (theirs) return { ...theirs, outcome: 'attached' };
+    }
+  }
+}

@@ -1,0 +1,45 @@
+import { isCancellation, setCurrentDetails } from '@temporalio/workflow';
+import { runDay } from './run-day.ts';
+import { addDay, type SyncProgress } from './types.ts';
+
+/** Shows a run's progress in the Temporal UI ("current details") from its query state. */
+export function publish(p: SyncProgress): void {
+  const t = p.totals;
+  const lines = [
+    `**${p.kind}** ${p.from ?? '?'} → ${p.to ?? '?'} — ${p.phase}`,
+    `days ${p.daysDone}/${p.daysTotal} (${p.daysFailed} failed)` +
+      (p.daysRunning.length ? `, loading ${p.daysRunning.join(', ')}` : ''),
+    `rows ${t.rowsRead} read, ${t.inserted} inserted, ${t.updated} updated, ${t.rejected} rejected, ${t.deleted} deleted`,
+  ];
+  if (p.enrich)
+    lines.push(`threads enriched ${p.enrich.done}/${p.enrich.threads} (${p.enrich.failed} failed)`);
+  if (p.failedDays.length) lines.push(`failed days: ${p.failedDays.slice(0, 20).join(', ')}`);
+  if (p.runs > 1) lines.push(`workflow run ${p.runs} (continued as new)`);
+  setCurrentDetails(lines.join('\n\n'));
+}
+
+/**
+ * Loads one day for a run and folds the outcome into its progress. A failed day is recorded
+ * and the run goes on with the others; cancellation propagates.
+ */
+export async function loadDayInto(
+  p: SyncProgress,
+  day: string,
+  heartbeatTimeout: string | undefined,
+): Promise<void> {
+  p.daysRunning.push(day);
+  publish(p);
+  try {
+    const r = await runDay(day, p.loadId, heartbeatTimeout);
+    p.totals = addDay(p.totals, r);
+  } catch (err) {
+    if (isCancellation(err)) throw err;
+    p.daysFailed += 1;
+    p.totals.daysFailed += 1;
+    p.failedDays.push(day);
+  } finally {
+    p.daysRunning = p.daysRunning.filter((d) => d !== day);
+    p.daysDone += 1;
+    publish(p);
+  }
+}

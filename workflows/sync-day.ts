@@ -1,0 +1,37 @@
+import { CancellationScope, isCancellation, setCurrentDetails, setHandler } from '@temporalio/workflow';
+import { ledger, loadProxy } from './policies.ts';
+import { dayProgressQuery } from './queries.ts';
+import type { DayProgress, DayResult, SyncDayInput } from './types.ts';
+
+/**
+ * Loads one UTC day of the export. Runs under the workflow id `crs-sync-day-YYYY-MM-DD`, so two
+ * runs can never load the same day at once. Whatever way the load ends short of success, the
+ * day is released in the ledger (a day left `running` would be a lie).
+ */
+export async function syncDay(input: SyncDayInput): Promise<DayResult> {
+  const progress: DayProgress = { day: input.day, loadId: input.loadId, phase: 'loading', linesCommitted: 0 };
+  setHandler(dayProgressQuery, () => progress);
+  setCurrentDetails(`loading ${input.day} (load ${input.loadId})`);
+  const { loadExportDay } = loadProxy(input.heartbeatTimeout);
+  try {
+    const counts = await loadExportDay({ day: input.day, loadId: input.loadId });
+    progress.phase = 'done';
+    progress.linesCommitted = counts.linesRead;
+    setCurrentDetails(
+      `loaded ${input.day}: ${counts.rowsRead} rows (${counts.inserted} new, ${counts.updated} updated, ${counts.rejected} rejected)`,
+    );
+    return { day: input.day, loadId: input.loadId, outcome: 'loaded', ...counts };
+  } catch (err) {
+    const cancelled = isCancellation(err);
+    progress.phase = cancelled ? 'cancelled' : 'failed';
+    setCurrentDetails(`${progress.phase}: ${input.day}`);
+    await CancellationScope.nonCancellable(() =>
+      ledger.releaseDay({
+        day: input.day,
+        loadId: input.loadId,
+        reason: cancelled ? 'cancelled' : 'load failed after retries',
+      }),
+    );
+    throw err;
+  }
+}

@@ -1,0 +1,190 @@
+/**
+ * Inputs, results and progress of the crs-sync workflows. Everything here travels through
+ * Temporal's history, so it holds dates, ids and counts only: never a token, a URL with
+ * credentials, or a row of data.
+ */
+
+/** Every day load has this workflow id, so at most one execution per day can run at a time. */
+export const DAY_WORKFLOW_PREFIX = 'crs-sync-day-';
+/** Enrichment is one stream over the pending threads; one execution at a time. */
+export const ENRICH_WORKFLOW_ID = 'crs-sync-enrich';
+
+export function dayWorkflowId(day: string): string {
+  return `${DAY_WORKFLOW_PREFIX}${day}`;
+}
+
+export type SyncKind = 'scheduled' | 'manual' | 'backfill';
+
+/** Figures of one day's export load (mirrors the loader's DayLoadSummary, minus nothing: all counts). */
+export interface DayCounts {
+  linesRead: number;
+  bytesRead: number;
+  rowsRead: number;
+  inserted: number;
+  updated: number;
+  unchanged: number;
+  rejected: number;
+  deleted: number;
+  threadsQueued: number;
+}
+
+export interface SyncDayInput {
+  day: string;
+  /** Load id of the run that asked for the day; the same id on every retry, so the loader resumes. */
+  loadId: string;
+  /** How long the load may go without a heartbeat before Temporal retries it elsewhere (default 30s). */
+  heartbeatTimeout?: string;
+}
+
+export interface DayResult extends DayCounts {
+  day: string;
+  loadId: string;
+  /** `attached`: another run was loading the day; this run waited for it and took its result. */
+  outcome: 'loaded' | 'attached';
+}
+
+export interface EnrichCounts {
+  threads: number;
+  done: number;
+  deleted: number;
+  forbidden: number;
+  failed: number;
+  messages: number;
+  artifacts: number;
+}
+
+export interface EnrichInput {
+  loadId: string;
+  /** Thread ids per enrichThreads activity. */
+  batchSize?: number;
+  /** Batches in flight at once. */
+  concurrency?: number;
+  /** Pages of pending threads per workflow run before it continues as new. */
+  pagesPerRun?: number;
+  /** Carried over continue-as-new. */
+  state?: { afterThreadId: string | null; totals: EnrichCounts; runs: number };
+}
+
+export interface SyncWindowInput {
+  kind: 'scheduled' | 'manual';
+  /** Explicit window; when absent it is planned from the ledger (watermark − lookback … yesterday UTC). */
+  from?: string;
+  to?: string;
+  enrich?: boolean;
+  /** Days loaded at once (default 2). */
+  concurrency?: number;
+  heartbeatTimeout?: string;
+}
+
+export interface BackfillInput {
+  from: string;
+  to: string;
+  /** Days loaded at once (default 4). */
+  concurrency?: number;
+  enrich?: boolean;
+  /**
+   * Days handled per workflow run before it continues as new (default 100). Each day costs a
+   * handful of history events, so a run stays far below Temporal's history limits; tests set it low.
+   */
+  daysPerRun?: number;
+  heartbeatTimeout?: string;
+  /** Carried over continue-as-new; absent on the first run. */
+  state?: BackfillState;
+}
+
+export interface BackfillState {
+  loadId: string;
+  nextIndex: number;
+  totals: RunTotals;
+  failedDays: string[];
+  runs: number;
+}
+
+export interface RunTotals extends DayCounts {
+  daysLoaded: number;
+  daysAttached: number;
+  daysFailed: number;
+}
+
+export interface SyncProgress {
+  kind: SyncKind;
+  loadId: string;
+  phase: 'planning' | 'loading' | 'enriching' | 'finishing' | 'done' | 'failed' | 'cancelled';
+  from: string | null;
+  to: string | null;
+  daysTotal: number;
+  daysDone: number;
+  daysFailed: number;
+  daysRunning: string[];
+  failedDays: string[];
+  totals: RunTotals;
+  enrich: EnrichCounts | null;
+  /** Workflow runs so far (continue-as-new). */
+  runs: number;
+}
+
+export interface SyncResult {
+  kind: SyncKind;
+  loadId: string;
+  from: string | null;
+  to: string | null;
+  days: number;
+  totals: RunTotals;
+  failedDays: string[];
+  enrich: EnrichCounts | null;
+}
+
+export interface DayProgress {
+  day: string;
+  loadId: string;
+  phase: 'loading' | 'waiting' | 'done' | 'failed' | 'cancelled';
+  linesCommitted: number;
+}
+
+export function emptyCounts(): DayCounts {
+  return {
+    linesRead: 0,
+    bytesRead: 0,
+    rowsRead: 0,
+    inserted: 0,
+    updated: 0,
+    unchanged: 0,
+    rejected: 0,
+    deleted: 0,
+    threadsQueued: 0,
+  };
+}
+
+export function emptyTotals(): RunTotals {
+  return { ...emptyCounts(), daysLoaded: 0, daysAttached: 0, daysFailed: 0 };
+}
+
+export function emptyEnrichCounts(): EnrichCounts {
+  return { threads: 0, done: 0, deleted: 0, forbidden: 0, failed: 0, messages: 0, artifacts: 0 };
+}
+
+const COUNT_KEYS = [
+  'linesRead',
+  'bytesRead',
+  'rowsRead',
+  'inserted',
+  'updated',
+  'unchanged',
+  'rejected',
+  'deleted',
+  'threadsQueued',
+] as const satisfies readonly (keyof DayCounts)[];
+
+export function addDay(t: RunTotals, d: DayResult): RunTotals {
+  const out = { ...t };
+  for (const k of COUNT_KEYS) out[k] += d[k];
+  if (d.outcome === 'loaded') out.daysLoaded += 1;
+  else out.daysAttached += 1;
+  return out;
+}
+
+export function addEnrich(a: EnrichCounts, b: EnrichCounts): EnrichCounts {
+  const out = { ...a };
+  for (const k of Object.keys(out) as (keyof EnrichCounts)[]) out[k] += b[k];
+  return out;
+}
