@@ -41,7 +41,7 @@ function generate(n: number): Buffer {
       'Thread ID': i % 10 === 0 ? randomUUID() : thread,
       'User ID': user,
     };
-    if (i % 4 === 0) rec['Feedback'] = { score: i % 5, tags: ['a', 'b'] };
+    if (i % 4 === 0) rec.Feedback = { score: i % 5, tags: ['a', 'b'] };
     parts.push(JSON.stringify(rec));
   }
   return Buffer.from(parts.join('\n') + '\n');

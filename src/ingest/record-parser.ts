@@ -151,11 +151,11 @@ export function parseRecord(text: string): ParseResult {
 }
 
 function reject(code: RejectCode, detail: string): ParseResult {
-  return {
-    ok: false,
-    code,
-    detail: detail.length > MAX_DETAIL ? detail.slice(0, MAX_DETAIL - 1) + '…' : detail,
-  };
+  let d = detail.length > MAX_DETAIL ? detail.slice(0, MAX_DETAIL - 1) + '…' : detail;
+  // The detail is stored as text too: JSON.parse's message quotes the source, which may hold a
+  // NUL, and trimming may split a surrogate pair.
+  if (d.includes('\u0000')) d = d.replaceAll('\u0000', '\\u0000');
+  return { ok: false, code, detail: d.toWellFormed() };
 }
 
 function typeName(v: unknown): string {

@@ -148,6 +148,27 @@ describe('the UTC-date rule', () => {
   }
 });
 
+describe('reject details', () => {
+  it('when the rejected text holds NUL or a lone surrogate, then the detail itself is storable text', () => {
+    for (const text of ['{"a": \u0000}', '{"a": x\ud800}', `{"Input": ${'\u0000'.repeat(400)}`]) {
+      const r = parseRecord(text);
+      expect(r.ok).toBe(false);
+      if (!r.ok) {
+        expect(r.code).toBe('invalid_json');
+        expect(r.detail.includes('\u0000')).toBe(false);
+        expect(r.detail.isWellFormed()).toBe(true);
+        expect(r.detail.length).toBeLessThanOrEqual(300);
+      }
+    }
+  });
+
+  it('when a value in the detail is long, then it is trimmed', () => {
+    const r = parseRecord(JSON.stringify({ ...base, 'User ID': 'u'.repeat(5000) }));
+    expect(r).toMatchObject({ ok: false, code: 'invalid_uuid' });
+    if (!r.ok) expect(r.detail).toBe(`"User ID": not a UUID: "${'u'.repeat(80)}"…`);
+  });
+});
+
 describe('recordHash', () => {
   it('when a record is re-serialised with other key order, spacing, escapes and offset notation, then the hash is equal', () => {
     const a = okRecord(JSON.stringify({ ...base, meta: { b: 1, a: [2, { y: 1, x: 2 }] } }));
