@@ -175,3 +175,39 @@ export async function planWindow(
   if (from > to) return { from, to, days: [] };
   return { from, to, days: dayRange(from, to) };
 }
+
+/**
+ * Closes a run with totals summed from the days it loaded (rather than added as each day ends,
+ * which a retried day would count twice).
+ */
+export async function finishRunFromDays(
+  db: Kysely<Database>,
+  loadId: string,
+  status: Exclude<RunStatus, 'running'>,
+  error?: string,
+): Promise<RunTotals> {
+  const r = await db
+    .selectFrom('sync_days')
+    .select((eb) => [
+      eb.fn.coalesce(eb.fn.sum<number>('rows_read'), eb.lit(0)).as('rowsRead'),
+      eb.fn.coalesce(eb.fn.sum<number>('rows_inserted'), eb.lit(0)).as('inserted'),
+      eb.fn.coalesce(eb.fn.sum<number>('rows_updated'), eb.lit(0)).as('updated'),
+      eb.fn.coalesce(eb.fn.sum<number>('rows_unchanged'), eb.lit(0)).as('unchanged'),
+      eb.fn.coalesce(eb.fn.sum<number>('rows_rejected'), eb.lit(0)).as('rejected'),
+      eb.fn.coalesce(eb.fn.sum<number>('rows_deleted'), eb.lit(0)).as('deleted'),
+      eb.fn.coalesce(eb.fn.sum<number>('bytes'), eb.lit(0)).as('bytes'),
+    ])
+    .where('_load_id', '=', loadId)
+    .executeTakeFirstOrThrow();
+  const totals: RunTotals = {
+    rowsRead: Number(r.rowsRead),
+    inserted: Number(r.inserted),
+    updated: Number(r.updated),
+    unchanged: Number(r.unchanged),
+    rejected: Number(r.rejected),
+    deleted: Number(r.deleted),
+    bytes: Number(r.bytes),
+  };
+  await finishRun(db, loadId, status, totals, error);
+  return totals;
+}
