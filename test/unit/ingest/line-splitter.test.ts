@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import { describe, expect, it } from 'vitest';
 import { type SourceLine, type SplitStats, splitLines } from '../../../src/ingest/line-splitter.ts';
 
@@ -261,5 +262,101 @@ describe('splitLines', () => {
         expect(plain((await collect(parts, limit, prefix)).flat()), `cuts ${[...cuts]}`).toEqual(whole);
       }
     });
+  });
+});
+
+/** The obvious whole-buffer splitter, as the reference the streaming one must agree with. */
+function reference(input: Buffer, maxLine: number, maxPrefix: number): SourceLine[] {
+  let buf = input;
+  if (buf.length >= 3 && buf[0] === 0xef && buf[1] === 0xbb && buf[2] === 0xbf) buf = buf.subarray(3);
+  const out: SourceLine[] = [];
+  let start = 0;
+  let lineNo = 0;
+  while (start < buf.length) {
+    let end = buf.indexOf(10, start);
+    const next = end === -1 ? buf.length : end + 1;
+    if (end === -1) end = buf.length;
+    lineNo++;
+    let line = buf.subarray(start, end);
+    if (line.length > 0 && line[line.length - 1] === 13) line = line.subarray(0, line.length - 1);
+    start = next;
+    if (line.length === 0) continue;
+    if (line.length > maxLine) {
+      out.push({
+        lineNo,
+        text: '',
+        byteLength: line.length,
+        problem: 'line_too_long',
+        rawBytes: Buffer.from(line.subarray(0, maxPrefix)),
+      });
+    } else if (!isUtf8(line)) {
+      out.push({
+        lineNo,
+        text: '',
+        byteLength: line.length,
+        problem: 'invalid_utf8',
+        rawBytes: Buffer.from(line),
+      });
+    } else if (line.includes(0)) {
+      out.push({
+        lineNo,
+        text: '',
+        byteLength: line.length,
+        problem: 'nul_byte',
+        rawBytes: Buffer.from(line),
+      });
+    } else {
+      out.push({ lineNo, text: line.toString('utf8'), byteLength: line.length });
+    }
+  }
+  return out;
+}
+
+describe('splitLines against a whole-buffer reference', () => {
+  const atoms = [
+    [0x0a],
+    [0x0d, 0x0a],
+    [0x0d],
+    [0x00],
+    [0xff],
+    [0xef, 0xbb, 0xbf],
+    [0xc3, 0xa9],
+    [0xe4, 0xb8, 0xad],
+    [0xf0, 0x9f, 0x98, 0x80],
+    [0xf0, 0x9f],
+    [0x61],
+    [0x62],
+    [0x7b],
+    [0x22],
+  ].map((a) => Buffer.from(a));
+
+  it('when random inputs are cut into random chunks, then the lines equal the reference', async () => {
+    const random = rng(7);
+    for (let round = 0; round < 400; round++) {
+      const parts: Buffer[] = [];
+      const n = Math.floor(random() * 60);
+      for (let i = 0; i < n; i++) {
+        // Mostly plain letters, so that lines of every length around the limit occur.
+        const a =
+          random() < 0.6
+            ? atoms[10 + Math.floor(random() * 4)]!
+            : atoms[Math.floor(random() * atoms.length)]!;
+        parts.push(a);
+      }
+      const input = Buffer.concat(parts);
+      const maxLine = 1 + Math.floor(random() * 12);
+      const maxPrefix = 1 + Math.floor(random() * 6);
+      const cuts = new Set<number>();
+      const k = Math.floor(random() * 8);
+      for (let i = 0; i < k && input.length > 1; i++) cuts.add(1 + Math.floor(random() * (input.length - 1)));
+      const chunks = splitAt(
+        input,
+        [...cuts].sort((x, y) => x - y),
+      );
+      const got = plain((await collect(chunks, maxLine, maxPrefix)).flat());
+      expect(got, `input ${input.toString('hex')} max ${maxLine}/${maxPrefix} cuts ${[...cuts]}`).toEqual(
+        plain(reference(input, maxLine, maxPrefix)),
+      );
+    }
   });
 });
