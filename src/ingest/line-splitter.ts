@@ -43,8 +43,9 @@ const CR = 13;
  * `isUtf8` and one `indexOf(0)` over the whole span (LF cannot occur inside a multi-byte sequence,
  * so the span is valid exactly when every line in it is); only a dirty span is re-checked per line.
  *
- * A line longer than `maxLineBytes` is never held whole: at most `maxLineBytes + 1` bytes are
- * carried before the splitter switches to skipping, keeping only the first `maxPrefixBytes`.
+ * A line longer than `maxLineBytes` is never held whole: at most `maxLineBytes + 1` bytes (+3 on
+ * line 1, for a BOM) are carried before the splitter switches to skipping, keeping only the first
+ * `maxPrefixBytes`. Chunks are never mutated, and partial lines are copied out of them.
  */
 export async function* splitLines(
   source: AsyncIterable<Uint8Array>,
