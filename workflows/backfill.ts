@@ -32,6 +32,7 @@ export async function backfill(input: BackfillInput): Promise<SyncResult> {
     nextIndex: 0,
     totals: emptyTotals(),
     failedDays: [],
+    firstError: null,
     runs: 0,
   };
   const total = daysBetween(input.from, input.to);
@@ -46,6 +47,7 @@ export async function backfill(input: BackfillInput): Promise<SyncResult> {
     daysFailed: state.failedDays.length,
     daysRunning: [],
     failedDays: [...state.failedDays],
+    firstError: state.firstError,
     totals: { ...state.totals },
     enrich: null,
     runs: state.runs + 1,
@@ -85,6 +87,7 @@ export async function backfill(input: BackfillInput): Promise<SyncResult> {
           nextIndex,
           totals: p.totals,
           failedDays: p.failedDays,
+          firstError: p.firstError,
           runs: p.runs,
         },
       });

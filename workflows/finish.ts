@@ -24,7 +24,7 @@ export async function finishRun(p: SyncProgress): Promise<SyncResult> {
   p.phase = 'finishing';
   publish(p);
   if (p.failedDays.length > 0) {
-    const reason = `${p.failedDays.length} of ${p.daysTotal} day(s) failed: ${p.failedDays.slice(0, 20).join(', ')}`;
+    const reason = `${p.failedDays.length} of ${p.daysTotal} day(s) failed: ${p.failedDays.slice(0, 20).join(', ')}${p.firstError ? ` (first: ${p.firstError})` : ''}`;
     await ledger.endRun({ loadId: p.loadId, status: 'failed', totals: p.totals, error: reason });
     p.phase = 'failed';
     publish(p);

@@ -54,7 +54,7 @@ export function loadProxy(heartbeatTimeout = '30s') {
 export const waiting = proxyActivities<Activities>({
   startToCloseTimeout: '7 days',
   heartbeatTimeout: '1 minute',
-  retry: { initialInterval: '5s', maximumInterval: '1 minute', maximumAttempts: 0 },
+  retry: { initialInterval: '5s', maximumInterval: '1 minute' },
 });
 
 /** One batch of thread enrichment: many API calls, each with its own retries in the client. */

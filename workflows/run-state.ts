@@ -1,4 +1,4 @@
-import { isCancellation, setCurrentDetails } from '@temporalio/workflow';
+import { isCancellation, rootCause, setCurrentDetails } from '@temporalio/workflow';
 import { runDay } from './run-day.ts';
 import { addDay, type SyncProgress } from './types.ts';
 
@@ -37,6 +37,7 @@ export async function loadDayInto(
     p.daysFailed += 1;
     p.totals.daysFailed += 1;
     p.failedDays.push(day);
+    p.firstError ??= `${day}: ${rootCause(err) ?? String(err)}`;
   } finally {
     p.daysRunning = p.daysRunning.filter((d) => d !== day);
     p.daysDone += 1;

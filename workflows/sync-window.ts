@@ -25,6 +25,7 @@ export async function syncWindow(input: SyncWindowInput): Promise<SyncResult> {
     daysFailed: 0,
     daysRunning: [],
     failedDays: [],
+    firstError: null,
     totals: emptyTotals(),
     enrich: null,
     runs: 1,

@@ -97,6 +97,7 @@ export interface BackfillState {
   nextIndex: number;
   totals: RunTotals;
   failedDays: string[];
+  firstError: string | null;
   runs: number;
 }
 
@@ -117,6 +118,8 @@ export interface SyncProgress {
   daysFailed: number;
   daysRunning: string[];
   failedDays: string[];
+  /** Why the first failed day failed (the root cause's message). */
+  firstError: string | null;
   totals: RunTotals;
   enrich: EnrichCounts | null;
   /** Workflow runs so far (continue-as-new). */

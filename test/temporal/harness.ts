@@ -1,0 +1,99 @@
+import { randomBytes } from 'node:crypto';
+import { Client, Connection } from '@temporalio/client';
+import {
+  bundleWorkflowCode,
+  NativeConnection,
+  Runtime,
+  Worker,
+  type WorkflowBundleWithSourceMap,
+} from '@temporalio/worker';
+import { inject } from 'vitest';
+import { type ActivityDeps, createActivities } from '../../activities/index.ts';
+import type { SyncOps } from '../../activities/ops.ts';
+import { parseConfig } from '../../src/config.ts';
+import { createLogger } from '../../src/log.ts';
+import { pinoSdkLogger } from '../../src/temporal/sdk-logger.ts';
+import { workflowsPath } from '../../src/temporal/worker.ts';
+import type { Warehouse } from '../../src/warehouse/db.ts';
+
+let bundle: Promise<WorkflowBundleWithSourceMap> | undefined;
+
+/** The workflow bundle, built once per test file (about a second and a half). */
+export function workflowBundle(): Promise<WorkflowBundleWithSourceMap> {
+  bundle ??= bundleWorkflowCode({ workflowsPath, logger: quietSdkLogger });
+  return bundle;
+}
+
+const quietSdkLogger = {
+  log: () => {},
+  trace: () => {},
+  debug: () => {},
+  info: () => {},
+  warn: () => {},
+  error: () => {},
+};
+
+export interface TemporalHarness {
+  client: Client;
+  connection: Connection;
+  nativeConnection: NativeConnection;
+  address: string;
+  namespace: string;
+  /** A task queue of this test's own, so tests never pick up each other's tasks. */
+  taskQueue: string;
+  close(): Promise<void>;
+}
+
+export async function connectHarness(): Promise<TemporalHarness> {
+  installQuietRuntime();
+  const address = inject('temporalAddress');
+  const namespace = inject('temporalNamespace');
+  const connection = await Connection.connect({ address });
+  const nativeConnection = await NativeConnection.connect({ address });
+  return {
+    client: new Client({ connection, namespace }),
+    connection,
+    nativeConnection,
+    address,
+    namespace,
+    taskQueue: `test-${randomBytes(4).toString('hex')}`,
+    close: async () => {
+      await nativeConnection.close();
+      await connection.close();
+    },
+  };
+}
+
+export const testLog = createLogger({ level: 'silent', destination: process.stderr });
+
+export async function createTestWorker(
+  h: TemporalHarness,
+  deps: { warehouse: Warehouse; ops?: Partial<SyncOps>; env?: Record<string, string>; client?: unknown },
+): Promise<Worker> {
+  const config = parseConfig({ CRS_SCHEMA: deps.warehouse.schema, ...(deps.env ?? {}) });
+  const activityDeps: ActivityDeps = {
+    warehouse: deps.warehouse,
+    client: deps.client,
+    config,
+    log: testLog,
+    ...(deps.ops ? { ops: deps.ops } : {}),
+  };
+  return Worker.create({
+    connection: h.nativeConnection,
+    namespace: h.namespace,
+    taskQueue: h.taskQueue,
+    workflowBundle: await workflowBundle(),
+    activities: createActivities(activityDeps),
+    // A test ends by shutting the worker down; in-flight activities get no grace.
+    shutdownGraceTime: '1s',
+  });
+}
+
+let runtimeInstalled = false;
+
+/** The SDK's own logs, quiet in tests (one runtime per test process). */
+export function installQuietRuntime(): void {
+  if (runtimeInstalled) return;
+  runtimeInstalled = true;
+  Runtime.install({ logger: pinoSdkLogger(createLogger({ level: 'warn', destination: process.stderr })) });
+}

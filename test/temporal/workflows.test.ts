@@ -1,0 +1,168 @@
+import { WorkflowFailedError } from '@temporalio/client';
+import type { Worker } from '@temporalio/worker';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { backfill, syncWindow } from '../../workflows/index.ts';
+import { progressQuery } from '../../workflows/queries.ts';
+import { dayWorkflowId } from '../../workflows/types.ts';
+import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
+import { randomDays, until } from './days.ts';
+import { fakeLoaderOps } from './fake-ops.ts';
+import { connectHarness, createTestWorker, type TemporalHarness } from './harness.ts';
+
+// Workflow structure against a real dev server and Postgres, with the day load replaced by a
+// stand-in (fake-ops.ts) that keeps the ledger like the loader does.
+describe('workflows (real Temporal dev server, stand-in loader)', () => {
+  let h: TemporalHarness;
+  let tw: TestWarehouse;
+  let worker: Worker;
+  let running: Promise<void>;
+  let fake: ReturnType<typeof fakeLoaderOps>;
+
+  beforeAll(async () => {
+    h = await connectHarness();
+    tw = await createTestWarehouse({ prefix: 'twf' });
+    fake = fakeLoaderOps(tw.w, { delayMs: 1500, failDays: [] });
+    worker = await createTestWorker(h, { warehouse: tw.w, ops: fake.ops });
+    running = worker.run();
+  });
+
+  afterAll(async () => {
+    worker?.shutdown();
+    await running;
+    await tw?.dispose();
+    await h?.close();
+  });
+
+  async function dayRow(day: string) {
+    return tw.w.db.selectFrom('sync_days').selectAll().where('day', '=', day).executeTakeFirst();
+  }
+
+  it('when a window is synced, then each day loads once and the run is recorded with its totals', async () => {
+    const days = randomDays(3);
+    const result = await h.client.workflow.execute(syncWindow, {
+      taskQueue: h.taskQueue,
+      workflowId: `t-sync-${days[0]}`,
+      args: [{ kind: 'manual', from: days[0], to: days[2], enrich: false, concurrency: 3 }],
+    });
+    expect(result.days).toBe(3);
+    expect(result.totals.daysLoaded).toBe(3);
+    expect(result.totals.rowsRead).toBe(300);
+    for (const d of days) {
+      expect(fake.starts.get(d)).toBe(1);
+      expect((await dayRow(d))?.status).toBe('complete');
+    }
+    const run = await tw.w.db
+      .selectFrom('sync_runs')
+      .selectAll()
+      .where('load_id', '=', result.loadId)
+      .executeTakeFirstOrThrow();
+    expect(run).toMatchObject({ status: 'succeeded', kind: 'manual', rows_read: 300, rows_inserted: 300 });
+  });
+
+  it('when a backfill reaches days another run is loading, then it attaches to them instead of loading them again', async () => {
+    const days = randomDays(4);
+    const first = await h.client.workflow.start(syncWindow, {
+      taskQueue: h.taskQueue,
+      workflowId: `t-overlap-sync-${days[0]}`,
+      args: [{ kind: 'scheduled', from: days[1], to: days[2], enrich: false, concurrency: 2 }],
+    });
+    // Both of the first run's days are loading before the backfill starts.
+    await until(async () => {
+      const rows = await Promise.all([dayRow(days[1]!), dayRow(days[2]!)]);
+      return rows.every((r) => r?.status === 'running');
+    }, 'the first run to be loading its days');
+    const second = await h.client.workflow.execute(backfill, {
+      taskQueue: h.taskQueue,
+      workflowId: `t-overlap-backfill-${days[0]}`,
+      args: [{ from: days[0]!, to: days[3]!, concurrency: 4, enrich: false }],
+    });
+    const firstResult = await first.result();
+    expect(firstResult.totals.daysLoaded).toBe(2);
+    expect(second.totals.daysLoaded).toBe(2);
+    expect(second.totals.daysAttached).toBe(2);
+    for (const d of days) expect(fake.starts.get(d), d).toBe(1);
+  });
+
+  it('when a backfill is longer than its days per run, then it continues as new and loads every day once', async () => {
+    const days = randomDays(5);
+    const workflowId = `t-can-${days[0]}`;
+    const handle = await h.client.workflow.start(backfill, {
+      taskQueue: h.taskQueue,
+      workflowId,
+      args: [{ from: days[0]!, to: days[4]!, concurrency: 2, daysPerRun: 2, enrich: false }],
+    });
+    const result = await handle.result();
+    expect(result.totals.daysLoaded).toBe(5);
+    for (const d of days) expect(fake.starts.get(d)).toBe(1);
+    const progress = await h.client.workflow.getHandle(workflowId).query(progressQuery);
+    expect(progress.runs).toBe(3);
+    const last = await h.client.workflow.getHandle(workflowId).describe();
+    expect(last.runId).not.toBe(handle.firstExecutionRunId);
+    const runs = await until(async () => {
+      let n = 0;
+      for await (const _ of h.client.workflow.list({ query: `WorkflowId = '${workflowId}'` })) n++;
+      return n === 3 ? n : undefined;
+    }, 'three runs of the backfill in visibility');
+    expect(runs).toBe(3);
+  });
+
+  it('when a sync is cancelled in the middle of a day, then the day is released as failed and the run is recorded as cancelled', async () => {
+    const days = randomDays(1);
+    const slow = fakeLoaderOps(tw.w, { delayMs: 60_000 });
+    const h2 = { ...h, taskQueue: `${h.taskQueue}-slow` };
+    const slowWorker = await createTestWorker(h2, { warehouse: tw.w, ops: slow.ops });
+    await slowWorker.runUntil(async () => {
+      const handle = await h.client.workflow.start(syncWindow, {
+        taskQueue: h2.taskQueue,
+        workflowId: `t-cancel-${days[0]}`,
+        args: [{ kind: 'manual', from: days[0], to: days[0], enrich: false, heartbeatTimeout: '2s' }],
+      });
+      await until(async () => (await dayRow(days[0]!))?.status === 'running', 'the day to be loading');
+      const p = await handle.query(progressQuery);
+      expect(p).toMatchObject({ phase: 'loading', daysTotal: 1, daysRunning: [days[0]] });
+      await handle.cancel();
+      await expect(handle.result()).rejects.toBeInstanceOf(WorkflowFailedError);
+      const day = await h.client.workflow.getHandle(dayWorkflowId(days[0]!)).describe();
+      expect(day.status.name).toBe('CANCELLED');
+    });
+    const row = await dayRow(days[0]!);
+    expect(row).toMatchObject({ status: 'failed', last_error: 'cancelled' });
+    const run = await tw.w.db
+      .selectFrom('sync_runs')
+      .select(['status', 'error'])
+      .where('workflow_id', '=', `t-cancel-${days[0]}`)
+      .executeTakeFirstOrThrow();
+    expect(run).toEqual({ status: 'cancelled', error: 'cancelled' });
+  });
+
+  it('when a day fails with an error no retry can fix, then it is tried once, the others load, and the run fails naming it', async () => {
+    const days = randomDays(3);
+    const failing = fakeLoaderOps(tw.w, { failDays: [days[1]!] });
+    const h3 = { ...h, taskQueue: `${h.taskQueue}-fail` };
+    const w3 = await createTestWorker(h3, { warehouse: tw.w, ops: failing.ops });
+    const err = await w3.runUntil(
+      h.client.workflow
+        .execute(syncWindow, {
+          taskQueue: h3.taskQueue,
+          workflowId: `t-fail-${days[0]}`,
+          args: [{ kind: 'manual', from: days[0], to: days[2], enrich: false }],
+        })
+        .then(
+          () => undefined,
+          (e: unknown) => e,
+        ),
+    );
+    expect(err).toBeInstanceOf(WorkflowFailedError);
+    expect(String((err as WorkflowFailedError).cause?.message)).toContain(days[1]);
+    expect(failing.starts.get(days[1]!)).toBe(1);
+    expect((await dayRow(days[0]!))?.status).toBe('complete');
+    expect((await dayRow(days[2]!))?.status).toBe('complete');
+    const run = await tw.w.db
+      .selectFrom('sync_runs')
+      .select(['status', 'error'])
+      .where('workflow_id', '=', `t-fail-${days[0]}`)
+      .executeTakeFirstOrThrow();
+    expect(run.status).toBe('failed');
+    expect(run.error).toContain(days[1]);
+  });
+});
