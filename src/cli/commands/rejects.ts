@@ -1,11 +1,145 @@
 import type { Command } from 'commander';
 import { CrsError } from '../../errors.ts';
+import { replayRejects } from '../../ingest/replay.ts';
+import type { RejectSource } from '../../warehouse/types.ts';
+import { loadContext, openConfiguredWarehouse } from '../context.ts';
+import { renderTable } from '../table.ts';
+
+const SOURCES = ['export', 'history', 'artifact', 'file'];
+
+interface FilterOpts {
+  source?: string;
+  code?: string;
+  loadId?: string;
+  id?: string[];
+  limit?: string;
+}
+
+function parseFilter(o: FilterOpts) {
+  if (o.source && !SOURCES.includes(o.source)) {
+    throw new CrsError('USAGE', `--source must be one of ${SOURCES.join(', ')}`);
+  }
+  const ids = (o.id ?? []).map((v) => {
+    const n = Number(v);
+    if (!Number.isInteger(n) || n <= 0)
+      throw new CrsError('USAGE', `--id takes positive whole numbers, not "${v}"`);
+    return n;
+  });
+  const limit = o.limit === undefined ? undefined : Number(o.limit);
+  if (limit !== undefined && (!Number.isInteger(limit) || limit <= 0)) {
+    throw new CrsError('USAGE', '--limit takes a positive whole number');
+  }
+  return {
+    ...(ids.length > 0 ? { ids } : {}),
+    ...(o.source ? { source: o.source as RejectSource } : {}),
+    ...(o.code ? { errorCode: o.code } : {}),
+    ...(o.loadId ? { loadId: o.loadId } : {}),
+    ...(limit ? { limit } : {}),
+  };
+}
+
+function withFilters(cmd: Command): Command {
+  return cmd
+    .option('--source <source>', `only rejects from this source (${SOURCES.join(', ')})`)
+    .option('--code <code>', 'only rejects with this error code (e.g. invalid_json, invalid_uuid)')
+    .option('--load-id <id>', 'only rejects of this load')
+    .option('--id <id...>', 'only these reject ids')
+    .option('--limit <n>', 'at most this many');
+}
 
 export function registerRejects(program: Command): void {
-  program
+  const rejects = program
     .command('rejects')
-    .description('(not built yet)')
-    .action(() => {
-      throw new CrsError('USAGE', 'rejects is not built yet');
+    .summary('inspect the quarantine (rejected_records) and replay rows after a fix')
+    .description(
+      'Lines and entries that broke the record contract are kept in rejected_records with the raw\n' +
+        'text as received, where they came from and why. `list` shows them; `replay` loads them again\n' +
+        'once the cause is fixed.',
+    );
+
+  withFilters(rejects.command('list').description('list open (not yet replayed) rejects, newest first'))
+    .option('--all', 'include replayed rejects')
+    .option('--json', 'print JSON lines (one reject per line, raw included)')
+    .action(async (o: FilterOpts & { all?: boolean; json?: boolean }) => {
+      const f = parseFilter(o);
+      const ctx = loadContext();
+      const wh = await openConfiguredWarehouse(ctx, { connections: 1 });
+      try {
+        let q = wh.warehouse.db
+          .selectFrom('rejected_records')
+          .selectAll()
+          .orderBy('id', 'desc')
+          .limit(f.limit ?? 50);
+        if (!o.all) q = q.where('replayed_at', 'is', null);
+        if (f.ids) q = q.where('id', 'in', f.ids.map(String));
+        if (f.source) q = q.where('source', '=', f.source);
+        if (f.errorCode) q = q.where('error_code', '=', f.errorCode);
+        if (f.loadId) q = q.where('_load_id', '=', f.loadId);
+        const rows = await q.execute();
+        if (o.json) {
+          for (const r of rows) {
+            const { raw_bytes, ...rest } = r;
+            process.stdout.write(
+              `${JSON.stringify({ ...rest, raw_bytes_base64: raw_bytes?.toString('base64') ?? null })}\n`,
+            );
+          }
+          return;
+        }
+        if (rows.length === 0) {
+          process.stdout.write('no rejects match\n');
+          return;
+        }
+        process.stdout.write(
+          `${renderTable(
+            ['id', 'source', 'load id', 'day', 'line', 'code', 'detail', 'raw (start)'],
+            rows.map((r) => [
+              r.id,
+              r.source,
+              r._load_id,
+              r.day ?? '',
+              r.line_no === null ? '' : String(r.line_no),
+              r.error_code,
+              r.error_detail.slice(0, 60),
+              r.raw.slice(0, 40).replace(/\s+/g, ' '),
+            ]),
+          )}\n`,
+        );
+      } finally {
+        await wh.close();
+      }
+    });
+
+  withFilters(
+    rejects
+      .command('replay')
+      .description(
+        'load open rejects again through the current parser and loader; rows that load are marked\n' +
+          'replayed, rows that fail again stay open with the new reason. History and artifact rejects\n' +
+          're-queue their thread for enrichment.',
+      ),
+  )
+    .option('--dry-run', 'only count what would be replayed')
+    .action(async (o: FilterOpts & { dryRun?: boolean }) => {
+      const f = parseFilter(o);
+      const ctx = loadContext();
+      const wh = await openConfiguredWarehouse(ctx, { connections: 2 });
+      try {
+        const r = await replayRejects(wh.warehouse, ctx.config, ctx.log, f, { dryRun: o.dryRun === true });
+        process.stdout.write(
+          `${renderTable(
+            ['replay', ''],
+            [
+              ['selected', String(r.selected)],
+              ['loaded', String(r.loaded)],
+              ['still rejected', String(r.stillRejected)],
+              ['not replayable (prefix only)', String(r.notReplayable)],
+              ['threads re-queued', String(r.threadsRequeued)],
+              ...(r.replayLoadId ? [['replay load id', r.replayLoadId]] : []),
+            ],
+          )}\n`,
+        );
+      } finally {
+        await wh.close();
+      }
     });
 }

@@ -1,11 +1,101 @@
 import type { Command } from 'commander';
-import { CrsError } from '../../errors.ts';
+import { readStatus } from '../../warehouse/status.ts';
+import { loadContext, openConfiguredWarehouse } from '../context.ts';
+import { renderTable } from '../table.ts';
 
 export function registerStatus(program: Command): void {
   program
     .command('status')
-    .description('(not built yet)')
-    .action(() => {
-      throw new CrsError('USAGE', 'status is not built yet');
+    .summary('watermark, lag, days by status, recent runs, rejects, enrichment')
+    .description(
+      'Shows the state of the warehouse: the watermark (last day of the unbroken run of complete\n' +
+        'days) and the lag to yesterday (UTC), days by status and the failed ones, the last runs,\n' +
+        'the quarantine by source and error code, and threads by enrichment status.',
+    )
+    .option('--json', 'print the status as JSON')
+    .action(async (opts: { json?: boolean }) => {
+      const ctx = loadContext();
+      const wh = await openConfiguredWarehouse(ctx, { connections: 1 });
+      try {
+        const s = await readStatus(wh.warehouse.db);
+        if (opts.json) {
+          process.stdout.write(`${JSON.stringify(s, null, 2)}\n`);
+          return;
+        }
+        const out: string[] = [];
+        out.push(`warehouse   ${wh.description}`);
+        out.push(
+          `watermark   ${s.watermark ?? '(no complete day yet)'}${s.lagDays === null ? '' : `   lag ${s.lagDays} day(s)`}`,
+        );
+        out.push(
+          `days        ${
+            Object.entries(s.days)
+              .map(([k, v]) => `${k} ${v}`)
+              .join(', ') || '(none)'
+          }`,
+        );
+        out.push(
+          `messages    ${s.messages.live.toLocaleString('en-US')} live, ${s.messages.deleted.toLocaleString('en-US')} marked deleted`,
+        );
+        out.push(
+          `threads     ${
+            Object.entries(s.threads)
+              .map(([k, v]) => `${k} ${v}`)
+              .join(', ') || '(none)'
+          }`,
+        );
+        if (s.failedDays.length > 0) {
+          out.push('', 'Failed days:');
+          out.push(
+            renderTable(
+              ['day', 'attempts', 'last error'],
+              s.failedDays.map((f) => [f.day, f.attempts, (f.lastError ?? '').slice(0, 100)]),
+            ),
+          );
+        }
+        if (s.recentRuns.length > 0) {
+          out.push('', 'Recent runs:');
+          out.push(
+            renderTable(
+              [
+                'load id',
+                'kind',
+                'status',
+                'window',
+                'read',
+                'inserted',
+                'updated',
+                'rejected',
+                'deleted',
+                'started (UTC)',
+              ],
+              s.recentRuns.map((r) => [
+                r.loadId,
+                r.kind,
+                r.status,
+                r.window ?? '',
+                r.rowsRead,
+                r.inserted,
+                r.updated,
+                r.rejected,
+                r.deleted,
+                r.startedAt.slice(0, 19).replace('T', ' '),
+              ]),
+            ),
+          );
+        }
+        if (s.rejects.length > 0) {
+          out.push('', 'Quarantine (rejected_records):');
+          out.push(
+            renderTable(
+              ['source', 'error code', 'open', 'replayed'],
+              s.rejects.map((r) => [r.source, r.errorCode, r.open, r.replayed]),
+            ),
+          );
+        }
+        process.stdout.write(`${out.join('\n')}\n`);
+      } finally {
+        await wh.close();
+      }
     });
 }
