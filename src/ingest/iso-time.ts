@@ -8,6 +8,9 @@
  * week or ordinal dates, offsets beyond ±18:00 (`invalid_time`); a day that is not in the
  * calendar (2026-02-30), hour 24, minute 60, second 60, year 0000 (`impossible_date`).
  *
+ * Shape and offset are checked before the calendar, so a time that lacks an offset and is also
+ * impossible is reported as `time_without_offset`.
+ *
  * Second 60: leap seconds are rejected. PostgreSQL would silently turn :60 into the next minute,
  * which breaks both exactness and the UTC-date rule; the export has never been seen to emit one.
  *
