@@ -1,0 +1,221 @@
+import { hash4, stringHash, unit } from './prng.ts';
+
+/**
+ * Faults on demand. A spec is a compact comma-separated string, e.g.
+ *   latency=25ms,429=0.1:2s,5xx=0.05:3,cut=0.02,malformed=0.01,duplicate=0.01,expire=0.05,ttl=30s,delete-before-history=0.05
+ * It is set for the whole simulator (CLI flag, setFaults) and may be given per request in the
+ * x-sim-faults header, whose keys override the global ones for that request. Every decision is a
+ * hash of the seed and what the request is (method + URL, and how many times it was asked), never of
+ * wall-clock or arrival order, so a test that repeats the same calls meets the same faults.
+ */
+export interface FaultSpec {
+  /** Delay before every response. */
+  latencyMs?: number;
+  /** Probability of 429 per request, and the Retry-After it carries. */
+  throttle?: { p: number; retryAfterSec: number };
+  /** Probability that a URL starts with a burst of `burst` consecutive 5xx answers. */
+  serverError?: { p: number; burst: number };
+  /** Probability per export response of a connection cut in the middle of a line. */
+  cut?: number;
+  /** Probability per export line of an extra malformed line before it. */
+  malformed?: number;
+  /** Probability per export line of being sent twice. */
+  duplicate?: number;
+  /** Probability per authenticated request of answering 401 "token expired" to a valid token. */
+  expire?: number;
+  /** Lifetime of access tokens issued by token exchange (default 3600 s). */
+  ttlSec?: number;
+  /** Probability per exported thread of being deleted right after the export response. */
+  deleteBeforeHistory?: number;
+}
+
+export const FAULT_SPEC_HELP = [
+  'Fault spec: comma-separated key=value, e.g. "latency=25ms,429=0.1:2s,5xx=0.05:3,cut=0.02".',
+  '  latency=DUR          delay every response (DUR: 25ms, 2s, 1m; bare number = ms)',
+  '  429=P[:DUR]          answer 429 with Retry-After (default 1s) with probability P per request',
+  '  5xx=P[:N]            with probability P per URL, its first N (default 3) requests answer 500/502/503',
+  '  cut=P                cut the connection mid-line in an export response, with probability P',
+  '  malformed=P          insert a malformed export line before a line, with probability P per line',
+  '  duplicate=P          send an export line twice, with probability P per line',
+  '  expire=P             answer 401 "token expired" to a valid token, with probability P per request',
+  '  ttl=DUR              lifetime of exchanged access tokens (default 3600s)',
+  '  delete-before-history=P  delete a thread right after an export served it, probability P per thread',
+  '  none                 no faults',
+  'The header x-sim-faults takes the same syntax and overrides the global spec for one request.',
+].join('\n');
+
+function probability(key: string, v: string): number {
+  const p = Number(v);
+  if (!Number.isFinite(p) || p < 0 || p > 1 || v.trim() === '') {
+    throw new Error(`fault ${key}: probability must be a number in [0, 1], got "${v}"`);
+  }
+  return p;
+}
+
+/** Parses 25ms, 2s, 1m, 1h; a bare number is in `bareUnitMs`. */
+export function parseDuration(v: string, bareUnitMs: number, key = 'duration'): number {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(v.trim());
+  if (!m) throw new Error(`fault ${key}: bad duration "${v}" (use e.g. 25ms, 2s, 1m)`);
+  const n = Number(m[1]);
+  const unitMs =
+    m[2] === 'ms' ? 1 : m[2] === 's' ? 1000 : m[2] === 'm' ? 60_000 : m[2] === 'h' ? 3_600_000 : bareUnitMs;
+  return n * unitMs;
+}
+
+export function parseFaultSpec(text: string | undefined): FaultSpec {
+  const spec: FaultSpec = {};
+  if (!text) return spec;
+  for (const raw of text.split(',')) {
+    const part = raw.trim();
+    if (part === '' || part === 'none') continue;
+    const eq = part.indexOf('=');
+    if (eq < 0) throw new Error(`fault "${part}": expected key=value`);
+    const key = part.slice(0, eq).trim().toLowerCase();
+    const value = part.slice(eq + 1).trim();
+    const [a = '', b] = value.split(':');
+    switch (key) {
+      case 'latency':
+        spec.latencyMs = parseDuration(value, 1, key);
+        break;
+      case '429':
+        spec.throttle = {
+          p: probability(key, a),
+          retryAfterSec: b === undefined ? 1 : Math.max(0, Math.ceil(parseDuration(b, 1000, key) / 1000)),
+        };
+        break;
+      case '5xx': {
+        const burst = b === undefined ? 3 : Number(b);
+        if (!Number.isInteger(burst) || burst < 1)
+          throw new Error(`fault 5xx: burst must be a positive integer, got "${b}"`);
+        spec.serverError = { p: probability(key, a), burst };
+        break;
+      }
+      case 'cut':
+        spec.cut = probability(key, value);
+        break;
+      case 'malformed':
+        spec.malformed = probability(key, value);
+        break;
+      case 'duplicate':
+        spec.duplicate = probability(key, value);
+        break;
+      case 'expire':
+        spec.expire = probability(key, value);
+        break;
+      case 'ttl':
+        spec.ttlSec = Math.max(1, Math.round(parseDuration(value, 1000, key) / 1000));
+        break;
+      case 'delete-before-history':
+        spec.deleteBeforeHistory = probability(key, value);
+        break;
+      default:
+        throw new Error(`unknown fault "${key}"`);
+    }
+  }
+  return spec;
+}
+
+export function mergeFaults(base: FaultSpec, over: FaultSpec): FaultSpec {
+  return { ...base, ...over };
+}
+
+const TAG_5XX = 0xf501;
+const TAG_429 = 0xf429;
+const TAG_EXPIRE = 0xf401;
+const TAG_CUT = 0xfc07;
+const TAG_CUT_AT = 0xfc08;
+const TAG_MALFORMED = 0xfba0;
+const TAG_DUP = 0xfd0b;
+const TAG_DELETE = 0xfde1;
+
+export interface RequestFaults {
+  latencyMs: number;
+  /** Status to answer instead of handling the request, if any. */
+  status: 429 | 500 | 502 | 503 | undefined;
+  retryAfterSec: number;
+  expire: boolean;
+  /** The export response is cut; `cutFraction` places the cut among the expected lines. */
+  cut: boolean;
+  cutFraction: number;
+  /** Identifies the request's content for per-line decisions (same URL → same malformed lines). */
+  contentKey: number;
+  attempt: number;
+}
+
+export class FaultEngine {
+  private readonly seed: number;
+  private readonly attempts = new Map<string, number>();
+  spec: FaultSpec;
+
+  constructor(seed: number, spec: FaultSpec) {
+    this.seed = seed >>> 0;
+    this.spec = spec;
+  }
+
+  /** Decides the request-level faults of one request; counts attempts per method + URL. */
+  decide(method: string, url: string, spec: FaultSpec): RequestFaults {
+    const key = `${method} ${url}`;
+    const attempt = this.attempts.get(key) ?? 0;
+    this.attempts.set(key, attempt + 1);
+    const k = stringHash(key);
+    const roll = (tag: number, n: number) => unit(hash4(this.seed, k, n, tag));
+    let status: RequestFaults['status'];
+    const se = spec.serverError;
+    if (se && se.p > 0 && attempt < se.burst && roll(TAG_5XX, 0) < se.p) {
+      status = ([503, 500, 502] as const)[attempt % 3];
+    } else if (spec.throttle && roll(TAG_429, attempt) < spec.throttle.p) {
+      status = 429;
+    }
+    return {
+      latencyMs: spec.latencyMs ?? 0,
+      status,
+      retryAfterSec: spec.throttle?.retryAfterSec ?? 1,
+      expire: (spec.expire ?? 0) > 0 && roll(TAG_EXPIRE, attempt) < (spec.expire ?? 0),
+      cut: (spec.cut ?? 0) > 0 && roll(TAG_CUT, attempt) < (spec.cut ?? 0),
+      cutFraction: roll(TAG_CUT_AT, attempt),
+      contentKey: stringHash(url),
+      attempt,
+    };
+  }
+
+  malformedAt(contentKey: number, line: number, p: number): number | undefined {
+    const h = hash4(this.seed, contentKey, line, TAG_MALFORMED);
+    return unit(h) < p ? hash4(h, 1, 2, 3) : undefined;
+  }
+
+  duplicateAt(contentKey: number, line: number, p: number): boolean {
+    return unit(hash4(this.seed, contentKey, line, TAG_DUP)) < p;
+  }
+
+  deleteAfterExport(threadId: string, p: number): boolean {
+    return unit(hash4(this.seed, stringHash(threadId.toLowerCase()), 0, TAG_DELETE)) < p;
+  }
+}
+
+/**
+ * A broken line made from a good one, of one of the kinds a real export might carry: cut-off JSON,
+ * not JSON at all, a record missing a field, a time without offset, an id not in UUID form.
+ */
+export function malformLine(line: string, h: number): string {
+  switch (h % 5) {
+    case 0:
+      return line.slice(0, Math.max(1, Math.floor(line.length / 2)));
+    case 1:
+      return '<html><body>502 Bad Gateway</body></html>';
+    case 2: {
+      const rec = JSON.parse(line) as Record<string, unknown>;
+      delete rec['User ID'];
+      return JSON.stringify(rec);
+    }
+    case 3: {
+      const rec = JSON.parse(line) as Record<string, unknown>;
+      rec['Message Time'] = String(rec['Message Time']).replace(/(Z|[+-]\d{2}:\d{2})$/, '');
+      return JSON.stringify(rec);
+    }
+    default: {
+      const rec = JSON.parse(line) as Record<string, unknown>;
+      rec['Message ID'] = `msg-${String(rec['Message ID']).slice(0, 8)}`;
+      return JSON.stringify(rec);
+    }
+  }
+}

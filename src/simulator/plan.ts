@@ -1,0 +1,146 @@
+import { hash4, Rng, unit } from './prng.ts';
+
+/**
+ * The procedural model: threads are born on a day, numbered 0..threadsPerDay-1, and each has a
+ * few turns (user input + assistant reply) spread over at most MAX_SPAN_DAYS following days. A
+ * day's export is the replies of threads born in the window [day - MAX_SPAN_DAYS, day] that fall
+ * on it, so any day can be generated alone in constant memory.
+ */
+
+export const DAY_MS = 86_400_000;
+export const MAX_TURNS = 8;
+/** Turn times stay below birth + 1 day + 7 gaps of at most 9 h = 87 h, i.e. within 3 following days. */
+export const MAX_SPAN_DAYS = 3;
+const TURN_COUNTS = [1, 1, 2, 2, 3, 3, 4, 5, 6, 8];
+export const AVG_TURNS = 3.5;
+/** Threads 0 and 1 of every day are fixed edge cases of the UTC day filter (see planThread). */
+export const EDGE_THREADS = 2;
+
+/** UTC offsets of Message Time, minutes; the first four render as Z, the fifth as +00:00. */
+export const OFFSETS = [0, 0, 0, 0, 0, 60, 120, 330, 345, 540, -240, -300, -420, -180, 600, -570];
+const OFFSET_PLUS_ZERO = 4;
+
+export const P_RESTRICTED_MOD = 37;
+export function isRestrictedUser(userIndex: number): boolean {
+  return userIndex % P_RESTRICTED_MOD === 11;
+}
+
+export interface ThreadPlan {
+  day: number;
+  index: number;
+  userIndex: number;
+  turns: number;
+  userTime: Float64Array;
+  replyTime: Float64Array;
+  arrival: Float64Array;
+  cancelled: Uint8Array;
+  offsetIdx: Uint8Array;
+  /** Turns whose input cites the thread's uploaded file (bit i). */
+  fileTurns: number;
+  hasFile: boolean;
+  renameAt: number;
+  deleteAt: number;
+}
+
+export function newPlan(): ThreadPlan {
+  return {
+    day: 0,
+    index: 0,
+    userIndex: 0,
+    turns: 0,
+    userTime: new Float64Array(MAX_TURNS),
+    replyTime: new Float64Array(MAX_TURNS),
+    arrival: new Float64Array(MAX_TURNS),
+    cancelled: new Uint8Array(MAX_TURNS),
+    offsetIdx: new Uint8Array(MAX_TURNS),
+    fileTurns: 0,
+    hasFile: false,
+    renameAt: -1,
+    deleteAt: -1,
+  };
+}
+
+const TAG_PLAN = 0x1001;
+
+/** Fills `out` with thread (day, index); reuses its arrays so the export loop allocates nothing. */
+export function planThread(
+  seed: number,
+  users: number,
+  day: number,
+  index: number,
+  out: ThreadPlan,
+): ThreadPlan {
+  const rng = new Rng(hash4(seed, day, index, TAG_PLAN));
+  out.day = day;
+  out.index = index;
+  const r = rng.next();
+  out.userIndex = Math.floor(users * r * r);
+  out.hasFile = false;
+  out.fileTurns = 0;
+  out.renameAt = -1;
+  out.deleteAt = -1;
+  const base = day * DAY_MS;
+  if (index < EDGE_THREADS) {
+    // Thread 0 answers at the last millisecond of the UTC day, written with +02:00 so that its local
+    // date is the next day; thread 1 answers at the first millisecond, written with -05:00.
+    out.turns = 1;
+    const t = index === 0 ? base + DAY_MS - 1 : base;
+    out.replyTime[0] = t;
+    out.userTime[0] = t - 40_000;
+    out.arrival[0] = t;
+    out.cancelled[0] = 0;
+    out.offsetIdx[0] = index === 0 ? 6 : 11;
+    return out;
+  }
+  const turns = TURN_COUNTS[rng.int(TURN_COUNTS.length)]!;
+  out.turns = turns;
+  out.hasFile = rng.chance(0.15);
+  let t = base + rng.int(DAY_MS);
+  for (let i = 0; i < turns; i++) {
+    if (i > 0) t += rng.chance(0.12) ? rng.range(3 * 3600_000, 9 * 3600_000) : rng.range(20_000, 2_400_000);
+    out.userTime[i] = t;
+    t += rng.range(2_000, 90_000);
+    out.replyTime[i] = t;
+    out.cancelled[i] = rng.chance(0.05) ? 1 : 0;
+    out.arrival[i] = rng.chance(0.03)
+      ? t + rng.range(2 * 3600_000, 40 * 3600_000)
+      : t + rng.range(500, 60_000);
+    out.offsetIdx[i] = rng.int(OFFSETS.length);
+    if (out.hasFile && (i === 0 || rng.chance(0.5))) out.fileTurns |= 1 << i;
+  }
+  if (rng.chance(0.1)) out.renameAt = out.userTime[0]! + rng.range(600_000, 48 * 3600_000);
+  if (rng.chance(0.03)) out.deleteAt = t + rng.range(3600_000, 72 * 3600_000);
+  return out;
+}
+
+/** Renders an instant with the given offset as ISO 8601, e.g. 2026-11-20T23:59:59.999+02:00. */
+export function formatWithOffset(ms: number, offsetIdx: number): string {
+  const minutes = OFFSETS[offsetIdx] ?? 0;
+  if (minutes === 0 && offsetIdx !== OFFSET_PLUS_ZERO) return new Date(ms).toISOString();
+  const local = new Date(ms + minutes * 60_000).toISOString().slice(0, 23);
+  const abs = Math.abs(minutes);
+  const hh = String(Math.floor(abs / 60)).padStart(2, '0');
+  const mm = String(abs % 60).padStart(2, '0');
+  return `${local}${minutes < 0 ? '-' : '+'}${hh}:${mm}`;
+}
+
+export function dayOf(ms: number): number {
+  return Math.floor(ms / DAY_MS);
+}
+
+export function dayToString(day: number): string {
+  return new Date(day * DAY_MS).toISOString().slice(0, 10);
+}
+
+const DATE_RE = /^(\d{4})-(\d{2})-(\d{2})$/;
+
+/** Parses YYYY-MM-DD strictly (a real calendar date) into a day number. */
+export function parseDay(s: string): number | undefined {
+  const m = DATE_RE.exec(s);
+  if (!m) return undefined;
+  const ms = Date.UTC(Number(m[1]), Number(m[2]) - 1, Number(m[3]));
+  if (Number.isNaN(ms) || new Date(ms).toISOString().slice(0, 10) !== s) return undefined;
+  return ms / DAY_MS;
+}
+
+export { unit };

@@ -1,0 +1,485 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import {
+  AUD_ANALYTICS,
+  AUD_V2,
+  bearerOf,
+  GRANT_TOKEN_EXCHANGE,
+  issueToken,
+  type Keys,
+  sameSecret,
+  TOKEN_TYPE_ACCESS,
+  TOKEN_TYPE_JWT,
+  verifyJwt,
+} from './auth.ts';
+import type { Dataset, ThreadRef } from './dataset.ts';
+import { streamExport } from './export-stream.ts';
+import {
+  type FaultEngine,
+  type FaultSpec,
+  mergeFaults,
+  parseFaultSpec,
+  type RequestFaults,
+} from './faults.ts';
+import {
+  fail,
+  HttpError,
+  invalid,
+  readBody,
+  readForm,
+  readJsonObject,
+  requiredString,
+  sendEmpty,
+  sendJson,
+} from './http.ts';
+import {
+  FAULT_HEADER,
+  HISTORY_DEFAULT_LIMIT,
+  HISTORY_MAX_LIMIT,
+  LEGACY_PREFIX,
+  TOKEN_PATH,
+} from './openapi.ts';
+import { parseDay } from './plan.ts';
+import { hash4, isUuid, Rng, stringHash } from './prng.ts';
+import type { TaskRunner } from './tasks.ts';
+import { sentenceOf } from './text.ts';
+
+export interface ServerContext {
+  ds: Dataset;
+  keys: Keys;
+  engine: FaultEngine;
+  runner: TaskRunner;
+  openapi: () => unknown;
+  accessTokenTtlSec: number;
+}
+
+const MAX_UPLOAD = 10 * 1024 * 1024;
+const ARTIFACT_ID_RE = /^[A-Za-z0-9_-]{1,200}$/;
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function segment(raw: string, loc: string): string {
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    throw invalid({ loc: ['path', loc], msg: 'Malformed path segment', type: 'value_error' });
+  }
+}
+
+export function createHandler(ctx: ServerContext): (req: IncomingMessage, res: ServerResponse) => void {
+  return (req, res) => {
+    handle(ctx, req, res).catch((err: unknown) => {
+      if (res.headersSent) {
+        res.destroy();
+        return;
+      }
+      if (err instanceof HttpError) sendJson(res, err.status, err.body, err.headers);
+      else sendJson(res, 500, { detail: 'internal simulator error' });
+    });
+  };
+}
+
+async function handle(ctx: ServerContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const method = req.method ?? 'GET';
+  const url = new URL(req.url ?? '/', 'http://sim.invalid');
+  const path = url.pathname;
+  if (method === 'GET' && path === '/openapi.json') return sendJson(res, 200, ctx.openapi());
+  if (method === 'GET' && path === '/healthz') return sendJson(res, 200, { status: 'ok' });
+
+  let spec: FaultSpec = ctx.engine.spec;
+  const header = req.headers[FAULT_HEADER];
+  if (typeof header === 'string' && header.trim() !== '') {
+    try {
+      spec = mergeFaults(spec, parseFaultSpec(header));
+    } catch (err) {
+      throw fail(400, `bad ${FAULT_HEADER} header: ${(err as Error).message}`);
+    }
+  }
+  const rf = ctx.engine.decide(method, req.url ?? path, spec);
+  if (rf.latencyMs > 0) await sleep(rf.latencyMs);
+  if (rf.status === 429) {
+    throw fail(429, 'Too Many Requests', { 'retry-after': String(rf.retryAfterSec) });
+  }
+  if (rf.status) throw fail(rf.status, 'Service temporarily unavailable');
+
+  if (path === TOKEN_PATH) return route(method, ['POST'], () => tokenExchange(ctx, req, res, spec));
+  if (path === '/v2/analytics/messages')
+    return route(method, ['GET'], () => analytics(ctx, req, res, url, spec, rf));
+  if (path.startsWith(`${LEGACY_PREFIX}/`))
+    return legacy(ctx, req, res, path.slice(LEGACY_PREFIX.length), method);
+  if (path === '/v2/threads' || path.startsWith('/v2/threads/')) return v2(ctx, req, res, url, method, rf);
+  throw fail(404, 'Not Found');
+}
+
+function route(method: string, allowed: string[], fn: () => Promise<void> | void): Promise<void> | void {
+  if (!allowed.includes(method)) throw fail(405, 'Method Not Allowed', { allow: allowed.join(', ') });
+  return fn();
+}
+
+// ---- auth ---------------------------------------------------------------------------------------
+
+const wwwAuth = (error: string, description: string) => ({
+  'www-authenticate': `Bearer error="${error}", error_description="${description}"`,
+});
+
+function requireBearer(ctx: ServerContext, req: IncomingMessage, audience: string, rf: RequestFaults): void {
+  const token = bearerOf(req.headers.authorization);
+  if (!token) throw fail(401, 'Not authenticated', { 'www-authenticate': 'Bearer' });
+  const v = verifyJwt(token, ctx.keys.signingKey, audience, ctx.ds.nowMs());
+  if (!v.ok) {
+    const text = v.reason === 'expired' ? 'Token expired' : 'Invalid token';
+    throw fail(401, text, wwwAuth('invalid_token', text));
+  }
+  if (rf.expire) throw fail(401, 'Token expired', wwwAuth('invalid_token', 'Token expired'));
+}
+
+function requireApiKey(ctx: ServerContext, req: IncomingMessage): void {
+  const key = req.headers['x-api-key'];
+  if (typeof key !== 'string' || !sameSecret(key, ctx.keys.apiKey))
+    throw fail(401, 'Invalid or missing API key');
+}
+
+// ---- token exchange (RFC 8693) ------------------------------------------------------------------
+
+async function tokenExchange(ctx: ServerContext, req: IncomingMessage, res: ServerResponse, spec: FaultSpec) {
+  const oauthError = (
+    status: number,
+    error: string,
+    description: string,
+    headers: Record<string, string> = {},
+  ) =>
+    new HttpError(
+      status,
+      { error, error_description: description },
+      { 'cache-control': 'no-store', ...headers },
+    );
+  const type = req.headers['content-type'] ?? '';
+  if (!/^application\/x-www-form-urlencoded/i.test(type)) {
+    throw oauthError(400, 'invalid_request', 'body must be application/x-www-form-urlencoded');
+  }
+  const form = new URLSearchParams((await readBody(req, 64 * 1024)).toString('utf8'));
+  const grant = form.get('grant_type');
+  if (!grant) throw oauthError(400, 'invalid_request', 'grant_type is required');
+  if (grant !== GRANT_TOKEN_EXCHANGE)
+    throw oauthError(400, 'unsupported_grant_type', 'only token exchange is supported');
+  let clientId = form.get('client_id');
+  let clientSecret = form.get('client_secret');
+  const basic = /^Basic\s+(\S+)$/i.exec(req.headers.authorization ?? '');
+  if (basic?.[1]) {
+    const [id, secret] = Buffer.from(basic[1], 'base64').toString('utf8').split(':');
+    clientId = decodeURIComponent(id ?? '');
+    clientSecret = decodeURIComponent(secret ?? '');
+  }
+  if (
+    !clientId ||
+    !clientSecret ||
+    clientId !== ctx.keys.clientId ||
+    !sameSecret(clientSecret, ctx.keys.clientSecret)
+  ) {
+    throw oauthError(401, 'invalid_client', 'client authentication failed', { 'www-authenticate': 'Basic' });
+  }
+  const subject = form.get('subject_token');
+  const subjectType = form.get('subject_token_type');
+  if (!subject || !subjectType)
+    throw oauthError(400, 'invalid_request', 'subject_token and subject_token_type are required');
+  if (subjectType !== TOKEN_TYPE_JWT && subjectType !== TOKEN_TYPE_ACCESS) {
+    throw oauthError(400, 'invalid_request', 'unsupported subject_token_type');
+  }
+  const v = verifyJwt(subject, ctx.keys.signingKey, AUD_ANALYTICS, ctx.ds.nowMs());
+  if (!v.ok) throw oauthError(400, 'invalid_grant', `subject_token rejected (${v.reason})`);
+  const ttl = spec.ttlSec ?? ctx.accessTokenTtlSec;
+  const token = issueToken(ctx.keys, AUD_V2, v.claims.sub, ctx.ds.nowMs(), ttl, ctx.ds.nextId(9));
+  sendJson(
+    res,
+    200,
+    { access_token: token, issued_token_type: TOKEN_TYPE_ACCESS, token_type: 'Bearer', expires_in: ttl },
+    { 'cache-control': 'no-store' },
+  );
+}
+
+// ---- analytics export ---------------------------------------------------------------------------
+
+function dateParam(url: URL, name: string): number | undefined {
+  const v = url.searchParams.get(name);
+  if (v === null || v === '' || v === 'null') return undefined;
+  const day = parseDay(v);
+  if (day === undefined) {
+    throw invalid({
+      loc: ['query', name],
+      msg: 'Input should be a valid date in the format YYYY-MM-DD',
+      type: 'date_parsing',
+    });
+  }
+  return day;
+}
+
+async function analytics(
+  ctx: ServerContext,
+  req: IncomingMessage,
+  res: ServerResponse,
+  url: URL,
+  spec: FaultSpec,
+  rf: RequestFaults,
+) {
+  requireBearer(ctx, req, AUD_ANALYTICS, rf);
+  const start = dateParam(url, 'start_date');
+  const end = dateParam(url, 'end_date');
+  if (start !== undefined && end !== undefined && start > end) {
+    throw invalid({
+      loc: ['query', 'start_date'],
+      msg: 'start_date must not be after end_date',
+      type: 'value_error',
+    });
+  }
+  const from = Math.max(start ?? ctx.ds.startDay, ctx.ds.startDay);
+  const to = Math.min(end ?? ctx.ds.lastDay(), ctx.ds.lastDay());
+  await streamExport(res, ctx.ds, { from, to }, ctx.engine, spec, rf);
+}
+
+// ---- v2 thread API ------------------------------------------------------------------------------
+
+function resolveThread(ctx: ServerContext, id: string): ThreadRef {
+  const found = ctx.ds.lookup(id);
+  if (found.status !== 'ok') throw fail(404, 'Thread not found');
+  if (found.thread.restricted) throw fail(403, 'You do not have access to this thread');
+  return found.thread;
+}
+
+function intQuery(url: URL, name: string, def: number, min: number, max: number): number {
+  const v = url.searchParams.get(name);
+  if (v === null || v === '') return def;
+  if (!/^-?\d+$/.test(v)) {
+    throw invalid({ loc: ['query', name], msg: 'Input should be a valid integer', type: 'int_parsing' });
+  }
+  const n = Number(v);
+  if (n < min)
+    throw invalid({
+      loc: ['query', name],
+      msg: `Input should be greater than or equal to ${min}`,
+      type: 'greater_than_equal',
+    });
+  if (n > max)
+    throw invalid({
+      loc: ['query', name],
+      msg: `Input should be less than or equal to ${max}`,
+      type: 'less_than_equal',
+    });
+  return n;
+}
+
+async function v2(
+  ctx: ServerContext,
+  req: IncomingMessage,
+  res: ServerResponse,
+  url: URL,
+  method: string,
+  rf: RequestFaults,
+) {
+  const parts = url.pathname.split('/').slice(3); // after /v2/threads
+  requireBearer(ctx, req, AUD_V2, rf);
+  const { ds, runner } = ctx;
+  if (parts.length === 0) {
+    return route(method, ['GET', 'POST'], async () => {
+      if (method === 'POST') {
+        const body = await readJsonObject(req);
+        const name = requiredString(body, 'thread_name');
+        const live = ds.createThread(name);
+        return sendJson(res, 201, {
+          thread_id: live.id,
+          thread_name: name,
+          created_at: new Date(live.createdAt).toISOString(),
+        });
+      }
+      return listThreads(ctx, res);
+    });
+  }
+  const threadId = segment(parts[0]!, 'thread_id');
+  const sub = parts[1];
+  if (parts.length === 1) {
+    return route(method, ['PATCH', 'DELETE'], async () => {
+      const ref = resolveThread(ctx, threadId);
+      if (method === 'DELETE') {
+        runner.drop(ref.id);
+        ds.deleteThread(ref);
+        return sendEmpty(res, 204);
+      }
+      const body = await readJsonObject(req);
+      const name = requiredString(body, 'name');
+      const live = ds.liveOf(ref);
+      live.name = name;
+      live.renamedAt = ds.nowMs();
+      return sendJson(res, 200, { thread_id: ref.id, thread_name: name });
+    });
+  }
+  if (parts.length === 2 && sub === 'messages') {
+    return route(method, ['GET', 'POST'], async () => {
+      const ref = resolveThread(ctx, threadId);
+      if (method === 'GET') {
+        const start = intQuery(url, 'start_index', 0, 0, Number.MAX_SAFE_INTEGER);
+        const limit = intQuery(url, 'limit_num', HISTORY_DEFAULT_LIMIT, 1, HISTORY_MAX_LIMIT);
+        return sendJson(res, 200, { messages: ds.history(ref).slice(start, start + limit) });
+      }
+      const form = await readForm(req, 1024 * 1024);
+      const message = form.get('message');
+      if (message === null)
+        throw invalid({ loc: ['body', 'message'], msg: 'Field required', type: 'missing' });
+      if (typeof message !== 'string') {
+        throw invalid({
+          loc: ['body', 'message'],
+          msg: 'Input should be a valid string',
+          type: 'string_type',
+        });
+      }
+      if (message.trim() === '') {
+        throw invalid({
+          loc: ['body', 'message'],
+          msg: 'String should have at least 1 character',
+          type: 'string_too_short',
+        });
+      }
+      if (runner.isBusy(ref.id)) throw fail(409, 'A task is already processing in this thread');
+      const task = runner.start(ds.liveOf(ref), message);
+      return sendJson(res, 202, {
+        thread_id: ref.id,
+        task_id: task.id,
+        message_id: task.turn.userMessageId,
+        status: 'queued',
+      });
+    });
+  }
+  if (parts.length === 2 && sub === 'progress') {
+    return route(method, ['GET'], () => {
+      const ref = resolveThread(ctx, threadId);
+      const task = runner.current(ref.id);
+      const done = task?.status === 'completed' || task?.status === 'cancelled';
+      return sendJson(res, 200, {
+        thread_id: ref.id,
+        task_id: task?.id ?? null,
+        status: task?.status ?? 'idle',
+        progress: task ? (done ? 1 : task.stepsDone / task.stepsTotal) : 0,
+        steps_completed: task?.stepsDone ?? 0,
+        steps_total: task?.stepsTotal ?? 0,
+        message_id: done ? task.replyMessageId : null,
+      });
+    });
+  }
+  if (parts.length === 2 && sub === 'task') {
+    return route(method, ['DELETE'], () => {
+      const ref = resolveThread(ctx, threadId);
+      const task = runner.cancel(ref.id);
+      if (!task) throw fail(409, 'No task is processing in this thread');
+      return sendJson(res, 200, {
+        thread_id: ref.id,
+        task_id: task.id,
+        status: 'cancelled',
+        message_id: task.replyMessageId,
+      });
+    });
+  }
+  if (parts.length === 2 && sub === 'files') {
+    return route(method, ['POST'], async () => {
+      const ref = resolveThread(ctx, threadId);
+      const type = req.headers['content-type'] ?? '';
+      if (!/^multipart\/form-data/i.test(type)) {
+        throw invalid({ loc: ['body', 'file'], msg: 'Expected multipart/form-data', type: 'missing' });
+      }
+      const form = await readForm(req, MAX_UPLOAD + 64 * 1024);
+      const file = form.get('file');
+      if (file === null || typeof file === 'string') {
+        throw invalid({ loc: ['body', 'file'], msg: 'Field required (a file part)', type: 'missing' });
+      }
+      if (file.size > MAX_UPLOAD) throw fail(413, 'File larger than 10 MiB');
+      const fileId = `file-${ds.nextId(5).replaceAll('-', '').slice(0, 16)}`;
+      const entry = {
+        file_id: fileId,
+        file_name: file.name || 'upload',
+        size_bytes: file.size,
+        content_type: file.type || 'application/octet-stream',
+      };
+      ds.liveOf(ref).files.set(fileId, entry);
+      return sendJson(res, 201, entry);
+    });
+  }
+  if (parts.length === 3 && sub === 'artifacts') {
+    return route(method, ['GET'], () => {
+      const artifactId = segment(parts[2]!, 'artifact_id');
+      checkArtifactIds(threadId, artifactId);
+      const ref = resolveThread(ctx, threadId);
+      const found = ds.artifact(ref, artifactId);
+      if (!found) throw fail(404, 'Artifact not found');
+      return sendJson(res, 200, { artifact: found.artifact });
+    });
+  }
+  if (parts.length === 2 && sub === 'events') {
+    return route(method, ['GET'], () => {
+      const ref = resolveThread(ctx, threadId);
+      res.writeHead(200, {
+        'content-type': 'text/event-stream',
+        'cache-control': 'no-cache',
+        connection: 'keep-alive',
+      });
+      runner.subscribe(ref.id, res);
+    });
+  }
+  throw fail(404, 'Not Found');
+}
+
+function checkArtifactIds(threadId: string, artifactId: string): void {
+  if (!isUuid(threadId)) {
+    throw invalid({ loc: ['path', 'thread_id'], msg: 'Input should be a valid UUID', type: 'uuid_parsing' });
+  }
+  if (!ARTIFACT_ID_RE.test(artifactId)) {
+    throw invalid({
+      loc: ['path', 'artifact_id'],
+      msg: 'Input should match [A-Za-z0-9_-]{1,200}',
+      type: 'string_pattern_mismatch',
+    });
+  }
+}
+
+/** The list is written entry by entry: with a large data set it holds many threads. */
+async function listThreads(ctx: ServerContext, res: ServerResponse): Promise<void> {
+  res.writeHead(200, { 'content-type': 'application/json' });
+  let buf = '{"threads":[';
+  let first = true;
+  for (const ref of ctx.ds.threads()) {
+    buf += (first ? '' : ',') + JSON.stringify(ctx.ds.threadEntry(ref));
+    first = false;
+    if (buf.length > 64 * 1024) {
+      if (!res.write(buf)) await new Promise((r) => res.once('drain', r));
+      buf = '';
+    }
+  }
+  res.end(`${buf}]}`);
+}
+
+// ---- legacy client API --------------------------------------------------------------------------
+
+async function legacy(
+  ctx: ServerContext,
+  req: IncomingMessage,
+  res: ServerResponse,
+  path: string,
+  method: string,
+) {
+  const art = /^\/client\/v2\/thread\/([^/]+)\/artifact\/([^/]+)$/.exec(path);
+  const dyn = /^\/client\/agent\/dynamic-output\/([^/]+)$/.exec(path);
+  if (!art && !dyn) throw fail(404, 'Not Found');
+  return route(method, ['GET'], () => {
+    requireApiKey(ctx, req);
+    if (art) {
+      const threadId = segment(art[1]!, 'thread_id');
+      const artifactId = segment(art[2]!, 'artifact_id');
+      checkArtifactIds(threadId, artifactId);
+      const ref = resolveThread(ctx, threadId);
+      const found = ctx.ds.artifact(ref, artifactId);
+      if (!found) throw fail(404, 'Artifact not found');
+      return sendJson(res, 200, { artifact_id: found.artifact_id, artifact: found.artifact });
+    }
+    const agentId = segment(dyn![1]!, 'agent_id');
+    if (!isUuid(agentId)) {
+      throw invalid({ loc: ['path', 'agent_id'], msg: 'Input should be a valid UUID', type: 'uuid_parsing' });
+    }
+    const rng = new Rng(hash4(ctx.ds.seed, stringHash(agentId.toLowerCase()), 0, 0xa9e7));
+    return sendJson(res, 200, `Agent ${agentId.toLowerCase()} latest output: ${sentenceOf(rng, 24)}`);
+  });
+}

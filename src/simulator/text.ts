@@ -1,0 +1,221 @@
+import { Rng } from './prng.ts';
+
+/**
+ * Text of the data set: inputs, long responses and thread names, in several scripts so that the
+ * connector meets real-world unicode (accents, CJK, emoji, right-to-left, astral planes). Responses
+ * are assembled from a per-seed pool of paragraphs whose JSON-escaped forms are computed once, so a
+ * million export lines can be written without escaping a megabyte of text per second.
+ */
+
+const TOPICS = [
+  'lithium supply chains',
+  'European bond yields',
+  'semiconductor capex',
+  'Q3 revenue guidance',
+  'shipping rates in the Red Sea',
+  'São Paulo retail sales',
+  'Zürich property prices',
+  'Tōkyō office vacancies',
+  'renewable auctions in India',
+  'copper demand from EVs',
+  'the ECB rate path',
+  'coffee futures',
+  'Nordic power prices',
+  'Ørsted offshore wind',
+  'Munich Re catastrophe losses',
+  'LNG contracts in Qatar',
+  'Nestlé pricing power',
+  'the yen carry trade',
+  'Mexican nearshoring',
+  'Korean battery makers',
+  'Île-de-France tourism',
+  'Kraków tech hiring',
+  'Istanbul inflation',
+  'Cape Town water tariffs',
+];
+
+const ASKS = [
+  'Summarise the latest on',
+  'What changed this week in',
+  'Build a table of key figures for',
+  'Compare analyst views on',
+  'Chart the trend of',
+  'Give me the risks around',
+  'Draft a briefing note on',
+  'Which sources disagree about',
+  '¿Qué sabemos sobre',
+  'Fasse zusammen:',
+  '請總結',
+  'Explain like I am new to',
+];
+
+const TAILS = [
+  '',
+  '',
+  ' Keep it short.',
+  ' Cite sources.',
+  ' Focus on 2025 onwards.',
+  ' 🙏',
+  ' — with numbers please.',
+];
+
+const WORDS = [
+  'revenue',
+  'margin',
+  'guidance',
+  'volatility',
+  'demand',
+  'supply',
+  'forecast',
+  'consensus',
+  'spread',
+  'yield',
+  'inventory',
+  'capacity',
+  'pricing',
+  'regulation',
+  'tariff',
+  'subsidy',
+  'outlook',
+  'downgrade',
+  'upgrade',
+  'quarter',
+  'growth',
+  'decline',
+  'momentum',
+  'exposure',
+  'hedging',
+  'liquidity',
+  'valuation',
+  'earnings',
+  'café',
+  'naïve',
+  'façade',
+  'résumé',
+  'Straße',
+  'Größe',
+  'smörgåsbord',
+  'ελληνικά',
+  'κέρδη',
+  'рынок',
+  'прибыль',
+  '市场',
+  '收入',
+  '増加',
+  '東京',
+  '한국',
+  '수익',
+  'سوق',
+  'ربح',
+  'עלייה',
+  'मांग',
+  '📈',
+  '📉',
+  '💶',
+  '🚢',
+  '⚡',
+  '𝔼[x]',
+  '≈',
+  '±2%',
+  '€',
+  '¥',
+  '₹',
+  '—',
+  '“quoted”',
+  '‘single’',
+  'x²',
+  '½',
+  '℃',
+];
+
+const NAME_PARTS = [
+  'Research',
+  'Deep dive',
+  'Notes',
+  'Briefing',
+  'Q&A',
+  'Análisis',
+  'Überblick',
+  '調査',
+  'Weekly',
+  'Draft',
+];
+
+export interface TextPool {
+  paragraphs: string[];
+  /** paragraphs[i] JSON-escaped, without the surrounding quotes. */
+  escaped: string[];
+}
+
+const POOL_SIZE = 1024;
+
+function escapeJson(s: string): string {
+  return JSON.stringify(s).slice(1, -1);
+}
+
+export function buildTextPool(seed: number): TextPool {
+  const rng = new Rng(seed ^ 0x7e47);
+  const paragraphs: string[] = [];
+  for (let i = 0; i < POOL_SIZE; i++) {
+    const sentences: string[] = [];
+    const n = rng.range(3, 6);
+    for (let s = 0; s < n; s++) {
+      const words: string[] = [];
+      const w = rng.range(7, 16);
+      for (let k = 0; k < w; k++) words.push(rng.pick(WORDS));
+      const first = words[0]!;
+      words[0] = first.charAt(0).toUpperCase() + first.slice(1);
+      sentences.push(`${words.join(' ')}${rng.pick(['.', '.', '.', '!', '?', ' …'])}`);
+    }
+    paragraphs.push(sentences.join(' '));
+  }
+  return { paragraphs, escaped: paragraphs.map(escapeJson) };
+}
+
+export function makeInput(rng: Rng, fileId: string | undefined): string {
+  const base = `${rng.pick(ASKS)} ${rng.pick(TOPICS)}?${rng.pick(TAILS)}`;
+  return fileId ? `${base} Use the uploaded file ${fileId}.` : base;
+}
+
+export function topicOf(rng: Rng): string {
+  return rng.pick(TOPICS);
+}
+
+export function makeThreadName(rng: Rng): string {
+  return `${rng.pick(NAME_PARTS)}: ${rng.pick(TOPICS)}`;
+}
+
+/** Picks of a response: a head sentence and paragraph indices, drawn once, rendered twice. */
+export interface ResponsePlan {
+  head: string;
+  parts: number[];
+}
+
+export function planResponse(rng: Rng): ResponsePlan {
+  const head = `Here is what the sources say about ${rng.pick(TOPICS)} (${rng.range(2, 9)} sources reviewed).`;
+  const n = rng.range(2, 6);
+  const parts: number[] = [];
+  for (let i = 0; i < n; i++) parts.push(rng.int(POOL_SIZE));
+  return { head, parts };
+}
+
+export function renderResponse(pool: TextPool, plan: ResponsePlan): string {
+  let out = plan.head;
+  for (const p of plan.parts) out += `\n\n${pool.paragraphs[p]}`;
+  return out;
+}
+
+/** The same text as renderResponse, JSON-escaped, from the pre-escaped pool. */
+export function renderResponseEscaped(pool: TextPool, plan: ResponsePlan): string {
+  let out = escapeJson(plan.head);
+  for (const p of plan.parts) out += `\\n\\n${pool.escaped[p]}`;
+  return out;
+}
+
+export function sentenceOf(rng: Rng, words: number): string {
+  const out: string[] = [];
+  for (let k = 0; k < words; k++) out.push(rng.pick(WORDS));
+  return out.join(' ');
+}
+
+export { escapeJson };
