@@ -44,6 +44,8 @@ export interface DayLoadSummary {
   deleted: number;
   threadsQueued: number;
   resumedFromLine: number;
+  /** Times the export stream was cut and requested again. */
+  reopens: number;
   elapsedMs: number;
 }
 
@@ -109,6 +111,7 @@ export async function loadExportDay(deps: ExportDayDeps, input: ExportDayInput):
       deleted: summary.deleted,
       threadsQueued: summary.threadsQueued,
       resumedFromLine: summary.resumedFromLine,
+      reopens: summary.reopens,
       elapsedMs: summary.elapsedMs,
     };
   } catch (err) {

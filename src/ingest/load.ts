@@ -59,6 +59,8 @@ export interface LoadSummary extends FinalizeResult {
   /** Whether lines were skipped because an earlier attempt had committed them. */
   resumed: boolean;
   resumedFromLine: number;
+  /** How many times the source was reopened after a retryable cut. */
+  reopens: number;
   elapsedMs: number;
 }
 
@@ -252,9 +254,11 @@ export async function runLoad(req: LoadRequest): Promise<LoadSummary> {
     if (p.rows.length + p.rejects.length >= req.batchSize) await flush(p, line.lineNo);
   };
 
+  let reopens = 0;
   try {
     const maxReopens = req.maxReopens ?? 5;
     for (let attempt = 0; ; attempt++) {
+      reopens = attempt;
       // After a cut, the stream starts again from its first line; lines up to `lastLine` are
       // already in a partition (buffered or committed) and are skipped.
       const skipUpTo = lastLine;
@@ -326,6 +330,7 @@ export async function runLoad(req: LoadRequest): Promise<LoadSummary> {
     bytesRead: stats.bytesRead,
     resumed,
     resumedFromLine,
+    reopens,
     elapsedMs: Date.now() - started,
   };
 }
