@@ -38,6 +38,8 @@ export interface SimulatorOptions {
   taskStepMs?: number;
   /** Lifetime of exchanged access tokens (default 3600 s; the fault `ttl` overrides it). */
   accessTokenTtlSec?: number;
+  /** How the latency fault waits (default: a timer); tests may observe it. */
+  sleep?: (ms: number) => Promise<void>;
 }
 
 /** One record of the analytics export (spec §2), possibly with extra keys. */
@@ -152,7 +154,15 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
   };
   const server = createServer(
     { keepAlive: true },
-    createHandler({ ds, keys, engine, runner, openapi, accessTokenTtlSec: opts.accessTokenTtlSec ?? 3600 }),
+    createHandler({
+      ds,
+      keys,
+      engine,
+      runner,
+      openapi,
+      accessTokenTtlSec: opts.accessTokenTtlSec ?? 3600,
+      sleep: opts.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms))),
+    }),
   );
   const host = opts.host ?? '127.0.0.1';
   server.listen(opts.port ?? 0, host);

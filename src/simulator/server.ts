@@ -50,12 +50,11 @@ export interface ServerContext {
   runner: TaskRunner;
   openapi: () => unknown;
   accessTokenTtlSec: number;
+  sleep: (ms: number) => Promise<void>;
 }
 
 const MAX_UPLOAD = 10 * 1024 * 1024;
 const ARTIFACT_ID_RE = /^[A-Za-z0-9_-]{1,200}$/;
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function segment(raw: string, loc: string): string {
   try {
@@ -95,7 +94,7 @@ async function handle(ctx: ServerContext, req: IncomingMessage, res: ServerRespo
     }
   }
   const rf = ctx.engine.decide(method, req.url ?? path, spec);
-  if (rf.latencyMs > 0) await sleep(rf.latencyMs);
+  if (rf.latencyMs > 0) await ctx.sleep(rf.latencyMs);
   if (rf.status === 429) {
     throw fail(429, 'Too Many Requests', { 'retry-after': String(rf.retryAfterSec) });
   }

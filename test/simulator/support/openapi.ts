@@ -1,0 +1,116 @@
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import addFormats from 'ajv-formats';
+
+/**
+ * Validates real responses of the simulator against the OpenAPI document it serves, with ajv
+ * (JSON Schema 2020-12, the dialect of OpenAPI 3.1). The document is registered whole, so a
+ * response schema is checked by a JSON pointer into it and every $ref resolves as written.
+ */
+
+type Json = Record<string, unknown>;
+
+const DOC_ID = 'https://crs-sync.invalid/openapi.json';
+
+const pointer = (...parts: string[]) =>
+  parts.map((p) => p.replaceAll('~', '~0').replaceAll('/', '~1')).join('/');
+
+export interface Validator {
+  /** Throws unless `body` matches the documented response of (method, path template, status). */
+  response(method: string, path: string, status: number, contentType: string, body: unknown): void;
+  /** Throws unless a documented response header matches. */
+  header(method: string, path: string, status: number, name: string, value: string | null): void;
+  /** Validates a value against a named component schema. */
+  component(name: string, value: unknown): void;
+  /** Validates one SSE event payload against the schema named for its event. */
+  sseEvent(path: string, event: string, data: unknown): void;
+}
+
+export function createValidator(doc: Json): Validator {
+  const ajv = new Ajv2020({ strict: false, allErrors: true, validateSchema: false });
+  addFormats.default(ajv);
+  ajv.addSchema({ ...doc, $id: DOC_ID });
+  const compiled = new Map<string, ReturnType<typeof ajv.compile>>();
+  const check = (ptr: string, value: unknown, what: string) => {
+    let fn = compiled.get(ptr);
+    if (!fn) {
+      fn = ajv.compile({ $ref: `${DOC_ID}#/${ptr}` });
+      compiled.set(ptr, fn);
+    }
+    if (!fn(value)) {
+      throw new Error(
+        `${what} does not match the OpenAPI document: ${ajv.errorsText(fn.errors)}\n${JSON.stringify(value).slice(0, 500)}`,
+      );
+    }
+  };
+  const paths = doc.paths as Record<string, Record<string, Json>>;
+  const responseKey = (method: string, path: string, status: number): string => {
+    const op = paths[path]?.[method.toLowerCase()];
+    if (!op) throw new Error(`operation ${method} ${path} is not in the OpenAPI document`);
+    const responses = op.responses as Json;
+    const key = [String(status), `${String(status)[0]}XX`, 'default'].find((k) => k in responses);
+    if (!key) throw new Error(`status ${status} of ${method} ${path} is not documented`);
+    return key;
+  };
+  return {
+    response(method, path, status, contentType, body) {
+      const key = responseKey(method, path, status);
+      const ct = contentType.split(';')[0]!.trim();
+      const content = ((paths[path]![method.toLowerCase()]!.responses as Json)[key] as Json).content as
+        | Json
+        | undefined;
+      if (!content) {
+        if (body !== undefined && body !== '')
+          throw new Error(`${method} ${path} ${status} documents no body`);
+        return;
+      }
+      if (!(ct in content))
+        throw new Error(`${method} ${path} ${status}: content type ${ct} is not documented`);
+      const media = content[ct] as Json;
+      const field = 'itemSchema' in media ? 'itemSchema' : 'schema';
+      check(
+        pointer('paths', path, method.toLowerCase(), 'responses', key, 'content', ct, field),
+        body,
+        `${method} ${path} ${status}`,
+      );
+    },
+    header(method, path, status, name, value) {
+      const key = responseKey(method, path, status);
+      const headers = ((paths[path]![method.toLowerCase()]!.responses as Json)[key] as Json).headers as
+        | Json
+        | undefined;
+      const h = headers?.[name] as Json | undefined;
+      if (!h) throw new Error(`header ${name} of ${method} ${path} ${status} is not documented`);
+      if (value === null) throw new Error(`header ${name} missing from ${method} ${path} ${status}`);
+      check(
+        pointer('paths', path, method.toLowerCase(), 'responses', key, 'headers', name, 'schema'),
+        value,
+        `header ${name}`,
+      );
+    },
+    component(name, value) {
+      check(pointer('components', 'schemas', name), value, name);
+    },
+    sseEvent(path, event, data) {
+      const media = (((paths[path]!.get!.responses as Json)['200'] as Json).content as Json)[
+        'text/event-stream'
+      ] as Json;
+      const events = media['x-sse-events'] as Json;
+      if (!(event in events)) throw new Error(`SSE event ${event} is not documented`);
+      check(
+        pointer(
+          'paths',
+          path,
+          'get',
+          'responses',
+          '200',
+          'content',
+          'text/event-stream',
+          'x-sse-events',
+          event,
+        ),
+        data,
+        `SSE ${event}`,
+      );
+    },
+  };
+}
