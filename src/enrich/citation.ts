@@ -1,0 +1,93 @@
+import { parseOffsetTime } from '../ingest/iso-time.ts';
+
+/** The eight citation fields spec §2 names; everything else of a citation goes to `extra`. */
+const SPEC_FIELDS = [
+  'id',
+  'internal_id',
+  'citation_type',
+  'name',
+  'inline_offset',
+  'summary',
+  'last_updated_at',
+  'is_snippet',
+] as const;
+
+export interface CitationFields {
+  citation_id: string | null;
+  internal_id: string | null;
+  citation_type: string | null;
+  name: string | null;
+  inline_offset: number | null;
+  summary: string | null;
+  last_updated_at: string | null;
+  is_snippet: boolean | null;
+  /** Type-specific and data-point fields (url, snippet_start, data_point, …), verbatim; null when none. */
+  extra: Record<string, unknown> | null;
+}
+
+export type CitationResult = { ok: true; value: CitationFields } | { ok: false; reason: string };
+
+function str(c: Record<string, unknown>, k: string, problems: string[]): string | null {
+  const v = c[k];
+  if (v === undefined || v === null) return null;
+  if (typeof v !== 'string') problems.push(`${k} is not a string`);
+  return typeof v === 'string' ? v : null;
+}
+
+/**
+ * Checks one citation against spec §2: each named field, when present, has its type (strings,
+ * integer inline_offset ≥ 0, boolean is_snippet, last_updated_at an ISO 8601 time with offset).
+ * Absent fields are allowed (the spec marks none required).
+ */
+export function parseCitation(c: unknown): CitationResult {
+  if (c === null || typeof c !== 'object' || Array.isArray(c))
+    return { ok: false, reason: 'is not an object' };
+  const o = c as Record<string, unknown>;
+  const problems: string[] = [];
+  const offset = o.inline_offset;
+  if (offset !== undefined && offset !== null && !(Number.isSafeInteger(offset) && (offset as number) >= 0)) {
+    problems.push('inline_offset is not a non-negative integer');
+  }
+  const snippet = o.is_snippet;
+  if (snippet !== undefined && snippet !== null && typeof snippet !== 'boolean') {
+    problems.push('is_snippet is not a boolean');
+  }
+  let lastUpdated: string | null = null;
+  const lu = str(o, 'last_updated_at', problems);
+  if (lu !== null) {
+    const t = parseOffsetTime(lu);
+    if (t.ok) lastUpdated = t.utc;
+    else problems.push(`last_updated_at: ${t.reason}`);
+  }
+  const value: CitationFields = {
+    citation_id: str(o, 'id', problems),
+    internal_id: str(o, 'internal_id', problems),
+    citation_type: str(o, 'citation_type', problems),
+    name: str(o, 'name', problems),
+    inline_offset: typeof offset === 'number' ? offset : null,
+    summary: str(o, 'summary', problems),
+    last_updated_at: lastUpdated,
+    is_snippet: typeof snippet === 'boolean' ? snippet : null,
+    extra: null,
+  };
+  if (problems.length > 0) return { ok: false, reason: problems.join('; ') };
+  const extra: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(o)) if (!(SPEC_FIELDS as readonly string[]).includes(k)) extra[k] = v;
+  value.extra = Object.keys(extra).length > 0 ? extra : null;
+  return { ok: true, value };
+}
+
+/** Parses a citations array; the first bad citation makes the whole owner break the contract. */
+export function parseCitations(
+  v: unknown,
+): { ok: true; value: CitationFields[] } | { ok: false; reason: string } {
+  if (v === undefined || v === null) return { ok: true, value: [] };
+  if (!Array.isArray(v)) return { ok: false, reason: 'citations is not an array' };
+  const out: CitationFields[] = [];
+  for (let i = 0; i < v.length; i++) {
+    const r = parseCitation(v[i]);
+    if (!r.ok) return { ok: false, reason: `citations[${i}] ${r.reason}` };
+    out.push(r.value);
+  }
+  return { ok: true, value: out };
+}

@@ -1,0 +1,224 @@
+import type { Kysely } from 'kysely';
+import type { EnrichCounts } from '../../workflows/types.ts';
+import type { HistoryEntry, ServiceClient } from '../api/index.ts';
+import { statusOf } from '../api/index.ts';
+import { CrsError, errorMessage, isCrsError } from '../errors.ts';
+import type { Logger } from '../log.ts';
+import type { Database } from '../warehouse/types.ts';
+import { parseArtifact } from './artifact.ts';
+import { type ParsedEntry, parseHistoryEntry } from './history-entry.ts';
+import {
+  failThread,
+  finishThread,
+  type RejectRow,
+  readThreadStates,
+  type StoredArtifact,
+  type ThreadState,
+  writePage,
+} from './store.ts';
+import type { ThreadNames } from './thread-names.ts';
+
+export interface EnrichDeps {
+  db: Kysely<Database>;
+  api: ServiceClient;
+  log: Logger;
+  names: ThreadNames;
+  /** Threads of one batch enriched at once (the client's own limits still bound the requests). */
+  concurrency: number;
+  /** limit_num of history pages (default: the client's DEFAULT_PAGE_SIZE). */
+  pageSize?: number;
+  /** Attempts at a thread that keeps failing with a retryable error before it is marked 'failed'. */
+  maxAttempts?: number;
+}
+
+export const DEFAULT_MAX_THREAD_ATTEMPTS = 3;
+
+/** A final status, or a retryable failure (the thread stays pending) with its error code. */
+type Outcome = 'done' | 'deleted' | 'forbidden' | 'failed' | { retry: CrsError['code'] };
+
+const emptyCounts = (): EnrichCounts => ({
+  threads: 0,
+  done: 0,
+  deleted: 0,
+  forbidden: 0,
+  failed: 0,
+  messages: 0,
+  artifacts: 0,
+});
+
+/**
+ * Enriches a batch of threads (DESIGN.md §1): for each, reads the history from the position
+ * already stored, page by page, storing messages, citations and the artifacts the entries name,
+ * each page with its checkpoint in one transaction. A 404 marks the thread 'deleted', a 403
+ * 'forbidden'; entries and artifacts that break the contract are quarantined and the rest of the
+ * thread still loads. A thread that fails with a retryable error stays 'pending' (up to
+ * maxAttempts, then 'failed'); when any did, the batch throws a retryable error at the end, after
+ * every other thread is stored, so that Temporal retries it and only the failed ones do work.
+ */
+export async function enrichThreads(
+  deps: EnrichDeps,
+  input: { threadIds: string[]; loadId: string; signal?: AbortSignal },
+): Promise<EnrichCounts> {
+  const counts = emptyCounts();
+  const states = await readThreadStates(deps.db, input.threadIds);
+  const names = await deps.names.get(input.signal);
+  const retryLater: string[] = [];
+  let retryCode: CrsError['code'] = 'HTTP_SERVER';
+  const queue = input.threadIds.filter((id) => states.has(id));
+  let firstError: unknown;
+
+  async function worker(): Promise<void> {
+    for (let id = queue.shift(); id !== undefined; id = queue.shift()) {
+      const state = states.get(id)!;
+      counts.threads++;
+      const outcome = await enrichThread(
+        deps,
+        state,
+        names.get(id),
+        input.loadId,
+        counts,
+        input.signal,
+      ).catch((err: unknown) => {
+        firstError ??= err;
+        queue.length = 0;
+        return { retry: 'CANCELLED' } as Outcome;
+      });
+      if (typeof outcome === 'object') {
+        retryLater.push(id);
+        retryCode = outcome.retry;
+      } else counts[outcome]++;
+    }
+  }
+  await Promise.all(Array.from({ length: Math.max(1, deps.concurrency) }, worker));
+  // Cancellation and warehouse failures stop the batch; Temporal decides what comes next.
+  if (firstError !== undefined) throw firstError;
+  if (retryLater.length > 0) {
+    throw new CrsError(retryCode, `enrichment of ${retryLater.length} thread(s) failed for now; retrying`, {
+      retryable: true,
+      details: { retryLater: retryLater.length, ...counts },
+    });
+  }
+  return counts;
+}
+
+async function enrichThread(
+  deps: EnrichDeps,
+  state: ThreadState,
+  name: string | undefined,
+  loadId: string,
+  counts: EnrichCounts,
+  signal: AbortSignal | undefined,
+): Promise<Outcome> {
+  const threadId = state.thread_id;
+  const log = deps.log.child({ threadId });
+  if (state.enrich_status === 'deleted') return 'deleted';
+  try {
+    for await (const page of deps.api.historyFrom(threadId, state.history_count, deps.pageSize, { signal })) {
+      const messages: Array<{ position: number; entry: ParsedEntry }> = [];
+      const rejects: RejectRow[] = [];
+      page.messages.forEach((raw: HistoryEntry, i) => {
+        const position = page.startIndex + i;
+        const r = parseHistoryEntry(raw);
+        if (r.ok) messages.push({ position, entry: r.value });
+        else
+          rejects.push({
+            source: 'history',
+            sourceName: `thread/${threadId}`,
+            lineNo: position,
+            raw: JSON.stringify(raw) ?? String(raw),
+            code: r.code,
+            detail: r.reason,
+          });
+      });
+      const artifacts = await fetchArtifacts(deps, threadId, messages, rejects, signal);
+      await writePage(deps.db, {
+        threadId,
+        loadId,
+        messages,
+        artifacts,
+        rejects,
+        nextIndex: page.nextIndex,
+      });
+      counts.messages += messages.length;
+      counts.artifacts += artifacts.length;
+    }
+    await finishThread(deps.db, threadId, { status: 'done', requestedAt: state.requested_at, name });
+    return 'done';
+  } catch (err) {
+    const status = statusOf(err);
+    if (status === 404 || status === 403) {
+      const outcome = status === 404 ? 'deleted' : 'forbidden';
+      log.info({ status }, `thread ${outcome}`);
+      await finishThread(deps.db, threadId, {
+        status: outcome,
+        requestedAt: state.requested_at,
+        name,
+        error: errorMessage(err),
+      });
+      return outcome;
+    }
+    // Cancellation and anything that is not an API error (the warehouse) end the batch.
+    if (!isCrsError(err) || err.code === 'CANCELLED' || !err.code.startsWith('HTTP_')) throw err;
+    const permanent = !err.retryable;
+    const now = await failThread(deps.db, threadId, {
+      error: err.message,
+      maxAttempts: deps.maxAttempts ?? DEFAULT_MAX_THREAD_ATTEMPTS,
+      permanent,
+    });
+    log.warn({ code: err.code, status, enrichStatus: now }, 'thread enrichment failed');
+    return now === 'failed' ? 'failed' : { retry: err.code };
+  }
+}
+
+/**
+ * Fetches the artifacts the page's entries name. An artifact the service does not have (404),
+ * refuses (403, 422) or that breaks the contract is quarantined; other errors fail the thread.
+ */
+async function fetchArtifacts(
+  deps: EnrichDeps,
+  threadId: string,
+  messages: Array<{ position: number; entry: ParsedEntry }>,
+  rejects: RejectRow[],
+  signal: AbortSignal | undefined,
+): Promise<StoredArtifact[]> {
+  const wanted = messages.flatMap(({ position, entry }) =>
+    entry.artifact_ids.map((artifactId) => ({ artifactId, position, messageId: entry.message_id })),
+  );
+  const results = await Promise.all(
+    wanted.map(async (w) => {
+      const reject = (code: string, detail: string, raw: string): undefined => {
+        rejects.push({
+          source: 'artifact',
+          sourceName: `thread/${threadId}/artifact/${w.artifactId}`,
+          lineNo: w.position,
+          raw,
+          code,
+          detail,
+        });
+        return undefined;
+      };
+      try {
+        const got = await deps.api.getArtifact(threadId, w.artifactId, { signal });
+        const parsed = parseArtifact(got.artifact);
+        if (!parsed.ok) return reject(parsed.code, parsed.reason, JSON.stringify(got.artifact));
+        return {
+          artifactId: w.artifactId,
+          messageId: w.messageId,
+          fetchedVia: got.fetched_via,
+          parsed: parsed.value,
+        };
+      } catch (err) {
+        const status = statusOf(err);
+        if (isCrsError(err) && (status === 404 || status === 422 || err.code === 'HTTP_BAD_RESPONSE')) {
+          return reject(
+            err.code,
+            err.message,
+            JSON.stringify({ thread_id: threadId, artifact_id: w.artifactId }),
+          );
+        }
+        throw err;
+      }
+    }),
+  );
+  return results.filter((r): r is StoredArtifact => r !== undefined);
+}

@@ -1,0 +1,51 @@
+/**
+ * Thread enrichment (DESIGN.md §1): what the Temporal activities `listPendingThreads` and
+ * `enrichThreads` run (activities/ops.ts SyncOps).
+ *
+ *   const ops = createEnrichOps({ db, api, log, concurrency: config.enrichConcurrency });
+ *   await ops.listPendingThreads({ afterThreadId, limit }): Promise<string[]>
+ *   await ops.enrichThreads({ threadIds, loadId, signal }): Promise<EnrichCounts>
+ */
+import type { Kysely } from 'kysely';
+import type { EnrichCounts } from '../../workflows/types.ts';
+import type { ServiceClient } from '../api/index.ts';
+import type { Logger } from '../log.ts';
+import type { Database } from '../warehouse/types.ts';
+import { enrichThreads } from './enrich-threads.ts';
+import { listPendingThreads } from './store.ts';
+import { createThreadNames } from './thread-names.ts';
+
+export { DEFAULT_MAX_THREAD_ATTEMPTS, enrichThreads } from './enrich-threads.ts';
+export { listPendingThreads } from './store.ts';
+
+export interface EnrichOps {
+  listPendingThreads(input: { afterThreadId: string | null; limit: number }): Promise<string[]>;
+  enrichThreads(input: { threadIds: string[]; loadId: string; signal?: AbortSignal }): Promise<EnrichCounts>;
+}
+
+export function createEnrichOps(o: {
+  db: Kysely<Database>;
+  api: ServiceClient;
+  log: Logger;
+  concurrency: number;
+  pageSize?: number;
+  threadListTtlMs?: number;
+}): EnrichOps {
+  const log = o.log.child({ component: 'enrich' });
+  const names = createThreadNames(o.api, o.db, log, o.threadListTtlMs);
+  return {
+    listPendingThreads: (input) => listPendingThreads(o.db, input),
+    enrichThreads: (input) =>
+      enrichThreads(
+        {
+          db: o.db,
+          api: o.api,
+          log,
+          names,
+          concurrency: o.concurrency,
+          ...(o.pageSize ? { pageSize: o.pageSize } : {}),
+        },
+        input,
+      ),
+  };
+}

@@ -1,0 +1,378 @@
+import type { ServerResponse } from 'node:http';
+import { sql } from 'kysely';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createServiceClient } from '../../src/api/index.ts';
+import { createEnrichOps } from '../../src/enrich/index.ts';
+import { captureLog, options, SECRETS } from '../api/helpers/client-setup.ts';
+import { type ScriptedServer, sendJson, startScriptedServer } from '../api/helpers/scripted-server.ts';
+import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
+
+/**
+ * Enrichment against a scripted service over real HTTP and a real Postgres schema.
+ */
+const uuid = (n: number, prefix = 'a') => `${prefix.repeat(8)}-0000-4000-8000-${String(n).padStart(12, '0')}`;
+const T1 = uuid(1, 'b');
+const T2 = uuid(2, 'b');
+const T3 = uuid(3, 'b');
+
+interface FakeThread {
+  name: string;
+  history: unknown[];
+  /** Answer every history request with this status instead. */
+  status?: number;
+}
+
+const citation = (i: number, extra: Record<string, unknown> = {}) => ({
+  id: `c${i}`,
+  internal_id: `i${i}`,
+  citation_type: 'web',
+  name: `Source ${i}`,
+  inline_offset: i,
+  summary: 's',
+  last_updated_at: '2026-01-01T00:00:00Z',
+  is_snippet: false,
+  ...extra,
+});
+
+const msg = (n: number, over: Record<string, unknown> = {}) => ({
+  message_id: uuid(n),
+  role: n % 2 === 0 ? 'user' : 'assistant',
+  content: `text ${n}`,
+  created_at: '2026-01-01T10:00:00+02:00',
+  citations: [],
+  artifact_ids: [],
+  status: 'completed',
+  ...over,
+});
+
+let tw: TestWarehouse;
+let server: ScriptedServer | undefined;
+const threads = new Map<string, FakeThread>();
+const artifacts = new Map<string, unknown>();
+let listStatus = 200;
+
+beforeAll(async () => {
+  tw = await createTestWarehouse({ prefix: 'enrich' });
+});
+afterAll(async () => {
+  await tw.dispose();
+});
+afterEach(async () => {
+  await server?.close();
+  server = undefined;
+  threads.clear();
+  artifacts.clear();
+  listStatus = 200;
+  await sql`truncate threads, thread_messages, citations, artifacts, rejected_records`.execute(tw.w.db);
+});
+
+function handle(req: { path: string; query: URLSearchParams }, res: ServerResponse) {
+  if (req.path === '/v2/threads') {
+    if (listStatus !== 200) return sendJson(res, listStatus, { detail: 'no' });
+    return sendJson(res, 200, {
+      threads: [...threads].map(([id, t]) => ({
+        thread_id: id,
+        thread_name: t.name,
+        message_count: t.history.length,
+      })),
+    });
+  }
+  let m = /^\/v2\/threads\/([^/]+)\/messages$/.exec(req.path);
+  if (m) {
+    const t = threads.get(m[1]!);
+    if (!t) return sendJson(res, 404, { detail: 'Thread not found' });
+    if (t.status) return sendJson(res, t.status, { detail: 'nope' });
+    const s = Number(req.query.get('start_index'));
+    const n = Number(req.query.get('limit_num'));
+    return sendJson(res, 200, { messages: t.history.slice(s, s + n) });
+  }
+  m = /^\/v2\/threads\/([^/]+)\/artifacts\/([^/]+)$/.exec(req.path);
+  if (m) {
+    const a = artifacts.get(m[2]!);
+    if (a === undefined || a === 'legacy') return sendJson(res, 404, { detail: 'Artifact not found' });
+    return sendJson(res, 200, { artifact: a });
+  }
+  m = /^\/legacy\/client\/v2\/thread\/([^/]+)\/artifact\/([^/]+)$/.exec(req.path);
+  if (m && artifacts.get(m[2]!) === 'legacy') {
+    return sendJson(res, 200, {
+      artifact_id: m[2],
+      artifact: {
+        output_type: 'text',
+        title: 'L',
+        citations: [],
+        val: 'legacy',
+        resolved_text_objects: false,
+      },
+    });
+  }
+  sendJson(res, 404, { detail: 'Not Found' });
+}
+
+async function setup(pending: string[], over: { pageSize?: number; maxRetries?: number } = {}) {
+  server = await startScriptedServer((req, res) => handle(req, res));
+  const { log } = captureLog();
+  const api = createServiceClient(
+    options(server.url, {
+      legacyBaseUrl: `${server.url}/legacy`,
+      apiKey: SECRETS.apiKey,
+      maxRetries: over.maxRetries ?? 1,
+    }),
+    log,
+  );
+  for (const id of pending) {
+    await sql`insert into threads (thread_id, enrich_status, enrich_requested_at) values (${id}, 'pending', now())`.execute(
+      tw.w.db,
+    );
+  }
+  const ops = createEnrichOps({
+    db: tw.w.db,
+    api,
+    log,
+    concurrency: 4,
+    pageSize: over.pageSize ?? 2,
+    threadListTtlMs: 0,
+  });
+  return { ops, srv: server };
+}
+
+const db = () => tw.w.db;
+
+describe('enrichThreads', () => {
+  it('when a pending thread is enriched, then messages, citations, artifacts and the name are stored and it is done', async () => {
+    const table = { columns: ['a'], rows: [[1]] };
+    artifacts.set('art-1', {
+      output_type: 'table',
+      title: 'T',
+      citations: [citation(9, { data_point: 0 })],
+      val: JSON.stringify(table),
+      resolved_text_objects: true,
+    });
+    threads.set(T1, {
+      name: 'Research A',
+      history: [
+        msg(0),
+        msg(1, {
+          citations: [citation(1), citation(2, { url: 'https://x.example' })],
+          artifact_ids: ['art-1'],
+        }),
+        msg(2),
+        msg(3, { role: 'system', content: 'User cancelled', status: 'cancelled' }),
+        msg(4),
+      ],
+    });
+    const { ops } = await setup([T1]);
+    const counts = await ops.enrichThreads({ threadIds: [T1], loadId: 'L1' });
+    expect(counts).toMatchObject({ threads: 1, done: 1, messages: 5, artifacts: 1, failed: 0 });
+
+    const t = await db()
+      .selectFrom('threads')
+      .selectAll()
+      .where('thread_id', '=', T1)
+      .executeTakeFirstOrThrow();
+    expect(t).toMatchObject({
+      enrich_status: 'done',
+      history_count: 5,
+      thread_name: 'Research A',
+      last_error: null,
+    });
+    const ms = await db().selectFrom('thread_messages').selectAll().orderBy('position').execute();
+    expect(ms.map((m) => [m.position, m.role, m.text, m.is_cancelled])).toEqual([
+      [0, 'user', 'text 0', false],
+      [1, 'assistant', 'text 1', false],
+      [2, 'user', 'text 2', false],
+      [3, 'system', 'User cancelled', true],
+      [4, 'user', 'text 4', false],
+    ]);
+    expect(ms[0]?.created_at?.toISOString()).toBe('2026-01-01T08:00:00.000Z');
+    expect(ms[1]?.raw).toEqual(threads.get(T1)?.history[1]);
+
+    const cs = await db()
+      .selectFrom('citations')
+      .selectAll()
+      .orderBy('owner_kind')
+      .orderBy('ordinal')
+      .execute();
+    expect(cs.map((c) => [c.owner_kind, c.ordinal, c.citation_id, c.extra])).toEqual([
+      ['artifact', 0, 'c9', { data_point: 0 }],
+      ['message', 0, 'c1', null],
+      ['message', 1, 'c2', { url: 'https://x.example' }],
+    ]);
+    expect(cs[0]).toMatchObject({ artifact_id: 'art-1', message_id: uuid(1), thread_id: T1 });
+    const a = await db().selectFrom('artifacts').selectAll().executeTakeFirstOrThrow();
+    expect(a).toMatchObject({
+      artifact_id: 'art-1',
+      message_id: uuid(1),
+      output_type: 'table',
+      fetched_via: 'v2',
+    });
+    expect(a.val_json).toEqual(table);
+  });
+
+  it('when the history grew since the last enrichment, then only the new entries are read, from the stored position', async () => {
+    threads.set(T1, { name: 'n', history: [msg(0), msg(1), msg(2)] });
+    const { ops, srv } = await setup([T1]);
+    await ops.enrichThreads({ threadIds: [T1], loadId: 'L1' });
+    threads.get(T1)!.history.push(msg(3), msg(4));
+    await sql`update threads set enrich_status = 'pending', enrich_requested_at = now()`.execute(db());
+    const before = srv.seen.length;
+    const counts = await ops.enrichThreads({ threadIds: [T1], loadId: 'L2' });
+    expect(counts.messages).toBe(2);
+    const starts = srv.seen
+      .slice(before)
+      .filter((s) => s.path.endsWith('/messages'))
+      .map((s) => s.query.get('start_index'));
+    expect(starts[0]).toBe('3');
+    const positions = await db()
+      .selectFrom('thread_messages')
+      .select('position')
+      .orderBy('position')
+      .execute();
+    expect(positions.map((p) => p.position)).toEqual([0, 1, 2, 3, 4]);
+  });
+
+  it('when the thread list shows more messages than stored, then a done thread is queued again', async () => {
+    threads.set(T1, { name: 'n', history: [msg(0)] });
+    const { ops } = await setup([T1]);
+    await ops.enrichThreads({ threadIds: [T1], loadId: 'L1' });
+    threads.get(T1)!.history.push(msg(1));
+    threads.set(T2, { name: 'other', history: [] });
+    await sql`insert into threads (thread_id, enrich_status) values (${T2}, 'pending')`.execute(db());
+    await ops.enrichThreads({ threadIds: [T2], loadId: 'L2' });
+    expect(await ops.listPendingThreads({ afterThreadId: null, limit: 10 })).toEqual([T1]);
+  });
+
+  it('when the service answers 404 or 403 for a thread, then it is marked deleted or forbidden and the batch succeeds', async () => {
+    threads.set(T1, { name: 'gone', history: [], status: 404 });
+    threads.set(T2, { name: 'private', history: [], status: 403 });
+    threads.set(T3, { name: 'fine', history: [msg(0)] });
+    const { ops } = await setup([T1, T2, T3]);
+    const counts = await ops.enrichThreads({ threadIds: [T1, T2, T3], loadId: 'L1' });
+    expect(counts).toMatchObject({ threads: 3, done: 1, deleted: 1, forbidden: 1, failed: 0 });
+    const rows = await db()
+      .selectFrom('threads')
+      .select(['thread_id', 'enrich_status'])
+      .orderBy('thread_id')
+      .execute();
+    expect(rows.map((r) => r.enrich_status)).toEqual(['deleted', 'forbidden', 'done']);
+  });
+
+  it('when entries or artifacts break the contract, then they are quarantined and the rest of the thread loads', async () => {
+    artifacts.set('bad-art', {
+      output_type: 7,
+      title: 'x',
+      citations: [],
+      val: 'v',
+      resolved_text_objects: true,
+    });
+    threads.set(T1, {
+      name: 'n',
+      history: [
+        msg(0),
+        { message_id: 'not-a-uuid', citations: [] },
+        msg(2, { citations: [citation(1, { inline_offset: 'three' })] }),
+        'just a string',
+        msg(4, { artifact_ids: ['bad-art', 'missing-art'] }),
+        msg(5, { created_at: '2026-01-01 10:00' }),
+      ],
+    });
+    const { ops } = await setup([T1]);
+    const counts = await ops.enrichThreads({ threadIds: [T1], loadId: 'L1' });
+    expect(counts).toMatchObject({ done: 1, messages: 2, artifacts: 0 });
+    const rj = await db()
+      .selectFrom('rejected_records')
+      .select(['source', 'line_no', 'error_code', 'thread_id', 'source_name'])
+      .orderBy('source')
+      .orderBy('line_no')
+      .orderBy('error_code')
+      .execute();
+    expect(rj.map((r) => [r.source, r.line_no, r.error_code])).toEqual([
+      ['artifact', 4, 'HTTP_NOT_FOUND'],
+      ['artifact', 4, 'artifact_invalid'],
+      ['history', 1, 'history_invalid_message_id'],
+      ['history', 2, 'history_invalid_citation'],
+      ['history', 3, 'history_not_object'],
+      ['history', 5, 'history_invalid_time'],
+    ]);
+    expect(rj.every((r) => r.thread_id === T1)).toBe(true);
+    const t = await db().selectFrom('threads').selectAll().executeTakeFirstOrThrow();
+    expect(t).toMatchObject({ enrich_status: 'done', history_count: 6 });
+  });
+
+  it('when a page is read again after a retry, then rejects and citations are not duplicated', async () => {
+    threads.set(T1, { name: 'n', history: [msg(0, { citations: [citation(1)] }), { message_id: 'x' }] });
+    const { ops } = await setup([T1]);
+    await ops.enrichThreads({ threadIds: [T1], loadId: 'L1' });
+    await sql`update threads set history_count = 0, enrich_status = 'pending'`.execute(db());
+    await ops.enrichThreads({ threadIds: [T1], loadId: 'L1' });
+    const n = async (t: 'citations' | 'rejected_records' | 'thread_messages') =>
+      Number((await sql<{ n: string }>`select count(*) n from ${sql.table(t)}`.execute(db())).rows[0]?.n);
+    expect([await n('citations'), await n('rejected_records'), await n('thread_messages')]).toEqual([
+      1, 1, 1,
+    ]);
+  });
+
+  it('when v2 does not have an artifact but the legacy path does, then it is stored fetched_via legacy', async () => {
+    artifacts.set('old-art', 'legacy');
+    threads.set(T1, { name: 'n', history: [msg(0, { artifact_ids: ['old-art'] })] });
+    const { ops } = await setup([T1]);
+    await ops.enrichThreads({ threadIds: [T1], loadId: 'L1' });
+    const a = await db().selectFrom('artifacts').selectAll().executeTakeFirstOrThrow();
+    expect(a).toMatchObject({ artifact_id: 'old-art', fetched_via: 'legacy', val: 'legacy' });
+  });
+
+  it('when a thread keeps failing with 5xx, then it stays pending and the batch throws retryable, until it is marked failed', async () => {
+    threads.set(T1, { name: 'n', history: [], status: 503 });
+    threads.set(T2, { name: 'ok', history: [msg(0)] });
+    const { ops } = await setup([T1, T2], { maxRetries: 0 });
+    for (let attempt = 1; attempt <= 2; attempt++) {
+      await expect(ops.enrichThreads({ threadIds: [T1, T2], loadId: 'L1' })).rejects.toMatchObject({
+        code: 'HTTP_SERVER',
+        retryable: true,
+      });
+      const t = await db()
+        .selectFrom('threads')
+        .selectAll()
+        .where('thread_id', '=', T1)
+        .executeTakeFirstOrThrow();
+      expect(t).toMatchObject({ enrich_status: 'pending', enrich_attempts: attempt });
+      expect(t.last_error).toContain('listMessages failed: HTTP 503');
+    }
+    const counts = await ops.enrichThreads({ threadIds: [T1, T2], loadId: 'L1' });
+    expect(counts).toMatchObject({ failed: 1, done: 1 });
+    const t = await db()
+      .selectFrom('threads')
+      .select('enrich_status')
+      .where('thread_id', '=', T1)
+      .executeTakeFirstOrThrow();
+    expect(t.enrich_status).toBe('failed');
+  });
+
+  it('when the thread is queued again while it is being enriched, then it stays pending', async () => {
+    threads.set(T1, { name: 'n', history: [msg(0), msg(1), msg(2)] });
+    server = await startScriptedServer(async (req, res) => {
+      if (req.path.endsWith('/messages')) {
+        await sql`update threads set enrich_requested_at = now() + interval '1 second'`.execute(db());
+      }
+      handle(req, res);
+    });
+    const { log } = captureLog();
+    const api = createServiceClient(options(server.url), log);
+    await sql`insert into threads (thread_id, enrich_status, enrich_requested_at) values (${T1}, 'pending', now())`.execute(
+      db(),
+    );
+    const ops = createEnrichOps({ db: db(), api, log, concurrency: 1, threadListTtlMs: 0 });
+    await ops.enrichThreads({ threadIds: [T1], loadId: 'L1' });
+    const t = await db().selectFrom('threads').selectAll().executeTakeFirstOrThrow();
+    expect(t).toMatchObject({ enrich_status: 'pending', history_count: 3 });
+  });
+
+  it('when the thread list is unavailable, then threads are still enriched (names unknown)', async () => {
+    listStatus = 500;
+    threads.set(T1, { name: 'n', history: [msg(0)] });
+    const { ops } = await setup([T1]);
+    const counts = await ops.enrichThreads({ threadIds: [T1], loadId: 'L1' });
+    expect(counts.done).toBe(1);
+    const t = await db().selectFrom('threads').selectAll().executeTakeFirstOrThrow();
+    expect(t.thread_name).toBeNull();
+  });
+});
