@@ -1,0 +1,90 @@
+import { Writable } from 'node:stream';
+import { describe, expect, it } from 'vitest';
+import { parseConfig, requireSettings } from '../../src/config.ts';
+import { CrsError } from '../../src/errors.ts';
+import { createLogger, redactText } from '../../src/log.ts';
+
+function problemsOf(fn: () => unknown): string[] {
+  try {
+    fn();
+  } catch (err) {
+    expect(err).toBeInstanceOf(CrsError);
+    expect((err as CrsError).code).toBe('CONFIG_INVALID');
+    return (err as CrsError).details?.problems as string[];
+  }
+  throw new Error('expected a configuration error');
+}
+
+describe('configuration', () => {
+  it('when nothing is set, then the defaults apply and the result is frozen', () => {
+    const c = parseConfig({});
+    expect(c.schema).toBe('crs');
+    expect(c.lookbackDays).toBe(3);
+    expect(c.maxLineBytes).toBe(16 * 1024 * 1024);
+    expect(Object.isFrozen(c.api)).toBe(true);
+  });
+
+  it('when several settings are bad, then every one of them is listed at once', () => {
+    const problems = problemsOf(() =>
+      parseConfig({
+        CRS_SCHEMA: 'Bad-Schema; drop table x',
+        CRS_LOOKBACK_DAYS: '-1',
+        CRS_BASE_URL: 'not a url',
+        DATABASE_URL: 'mysql://x',
+        LOG_LEVEL: 'loud',
+      }),
+    );
+    expect(problems.map((p) => p.split(':')[0])).toEqual(
+      expect.arrayContaining([
+        'DATABASE_URL',
+        'CRS_SCHEMA',
+        'CRS_BASE_URL',
+        'CRS_LOOKBACK_DAYS',
+        'LOG_LEVEL',
+      ]),
+    );
+  });
+
+  it('when the thread API is needed with a half-configured token exchange, then the missing parts are named', () => {
+    const c = parseConfig({ CRS_BASE_URL: 'http://127.0.0.1:1', CRS_TOKEN_URL: 'http://127.0.0.1:1/token' });
+    const problems = problemsOf(() => requireSettings(c, ['threads']));
+    expect(problems.join('\n')).toMatch(/CRS_CLIENT_ID/);
+    expect(problems.join('\n')).toMatch(/CRS_CLIENT_SECRET/);
+  });
+
+  it('when a bad setting holds a secret, then the error does not repeat the secret', () => {
+    const secret = 'super-secret-value-123';
+    const problems = problemsOf(() =>
+      parseConfig({ CRS_CLIENT_SECRET: secret, CRS_TOKEN_URL: `x${secret}` }),
+    );
+    expect(problems.join('\n')).not.toContain(secret);
+  });
+});
+
+describe('logging', () => {
+  it('when an object with credentials is logged, then tokens, keys and Authorization headers are redacted', () => {
+    let out = '';
+    const sink = new Writable({
+      write(chunk, _enc, cb) {
+        out += chunk;
+        cb();
+      },
+    });
+    const log = createLogger({ level: 'info', pretty: false, destination: sink });
+    log.info(
+      {
+        headers: { authorization: 'Bearer abc.def.ghi', 'x-api-key': 'key-123456' },
+        config: { clientSecret: 'shh-1', accessToken: 'tok-1' },
+        err: new Error('request failed with Authorization: Bearer abc.def.ghi'),
+      },
+      'request failed',
+    );
+    for (const s of ['abc.def.ghi', 'key-123456', 'shh-1', 'tok-1']) expect(out).not.toContain(s);
+    expect(out).toContain('[redacted]');
+  });
+
+  it('when free text carries a bearer token or a database password, then redactText masks them', () => {
+    expect(redactText('Authorization: Bearer eyJhbGciOi.x.y failed')).not.toContain('eyJhbGciOi');
+    expect(redactText('postgres://crs:hunter2@db:5432/x')).not.toContain('hunter2');
+  });
+});
