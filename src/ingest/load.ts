@@ -164,6 +164,7 @@ export async function runLoad(req: LoadRequest): Promise<LoadSummary> {
           source: req.source,
           sourceName: req.sourceName,
           ledgerDay: req.ledgerDay ?? null,
+          batchSize: req.batchSize,
         });
         p.committed = upto;
         totals.rowsRead += c.read;

@@ -36,6 +36,8 @@ export interface BatchTarget {
   sourceName: string;
   /** The sync_days row whose lines_committed mirrors this load's checkpoint (export day loads). */
   ledgerDay: string | null;
+  /** The load's batch size: only full batches use the prepared upsert. */
+  batchSize: number;
 }
 
 export interface BatchCounts {
@@ -75,10 +77,13 @@ const CASTS = [
   'text',
 ];
 
-const upsertText = new Map<number, string>();
-function upsertSql(n: number): string {
-  let s = upsertText.get(n);
-  if (s) return s;
+// Only the statement of a full batch is worth preparing and keeping: other sizes are rare, and
+// caching every size (each a ~100 KB text with up to 11,000 parameters) would cost memory on both
+// sides of every connection.
+let fullText: { n: number; text: string } | undefined;
+function upsertSql(n: number, cache: boolean): string {
+  if (fullText?.n === n) return fullText.text;
+  let s: string;
   const width = COLUMNS.length;
   const rows: string[] = [];
   for (let r = 0; r < n; r++) {
@@ -92,7 +97,7 @@ function upsertSql(n: number): string {
     'message_time = excluded.message_time, message_date = excluded.message_date, input = excluded.input, ' +
     'response = excluded.response, extra = excluded.extra, record_hash = excluded.record_hash, ' +
     '_source_line = excluded._source_line, _load_id = excluded._load_id, _loaded_at = now(), _deleted_at = null';
-  upsertText.set(n, s);
+  if (cache) fullText = { n, text: s };
   return s;
 }
 
@@ -218,7 +223,12 @@ export async function mergeBatch(
         values[i++] = lineNo;
         values[i++] = t.loadId;
       }
-      await client.query({ name: `crs_upsert_${write.length}`, text: upsertSql(write.length), values });
+      const full = write.length === t.batchSize;
+      await client.query(
+        full
+          ? { name: `crs_upsert_${write.length}`, text: upsertSql(write.length, true), values }
+          : { text: upsertSql(write.length, false), values },
+      );
 
       // Threads whose messages changed are queued for enrichment.
       const threads = new Map<string, string>();
