@@ -83,7 +83,6 @@ const CASTS = [
 let fullText: { n: number; text: string } | undefined;
 function upsertSql(n: number, cache: boolean): string {
   if (fullText?.n === n) return fullText.text;
-  let s: string;
   const width = COLUMNS.length;
   const rows: string[] = [];
   for (let r = 0; r < n; r++) {
@@ -91,7 +90,7 @@ function upsertSql(n: number, cache: boolean): string {
     for (let c = 0; c < width; c++) cells.push(`$${r * width + c + 1}::${CASTS[c]}`);
     rows.push(`(${cells.join(',')})`);
   }
-  s =
+  const s =
     `insert into analytics_messages (${COLUMNS.join(',')}) values ${rows.join(',')} ` +
     'on conflict (message_id) do update set thread_id = excluded.thread_id, user_id = excluded.user_id, ' +
     'message_time = excluded.message_time, message_date = excluded.message_date, input = excluded.input, ' +
