@@ -1,6 +1,8 @@
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
+import type { ServiceClient } from '../src/api/index.ts';
 import type { Config } from '../src/config.ts';
+import { loadExportDay } from '../src/ingest/export-day.ts';
 import type { Logger } from '../src/log.ts';
 import type { Warehouse } from '../src/warehouse/db.ts';
 import { finishRun, planWindow, startRun } from '../src/warehouse/ledger.ts';
@@ -12,7 +14,7 @@ import type { DayLoadProgress, SyncOps } from './ops.ts';
 export interface ActivityDeps {
   warehouse: Warehouse;
   /** The service client (src/api); the real ops use it, the activities never pass it on. */
-  client: unknown;
+  client: ServiceClient;
   config: Config;
   log: Logger;
   /** Replaces the loader or the enrichment (tests that run without the service). */
@@ -33,7 +35,7 @@ export interface PlanResult {
 export function createActivities(deps: ActivityDeps) {
   const { warehouse, config, log } = deps;
   const db = warehouse.db;
-  const ops: Partial<SyncOps> = deps.ops ?? {};
+  const ops: Partial<SyncOps> = { ...realOps(deps), ...(deps.ops ?? {}) };
 
   function need<K extends keyof SyncOps>(k: K): SyncOps[K] {
     const f = ops[k];
@@ -148,9 +150,12 @@ export function createActivities(deps: ActivityDeps) {
      */
     async releaseDay(input: { day: string; loadId: string; reason: string }): Promise<boolean> {
       return guarded(async () => {
+        // Cancelled: back to pending (nothing is wrong with the day); failed: failed, so that
+        // the watermark stops at it and the next scheduled sync retries it.
+        const status = input.reason === 'cancelled' ? 'pending' : 'failed';
         const r = await db
           .updateTable('sync_days')
-          .set({ status: 'failed', last_error: input.reason.slice(0, 2000), finished_at: new Date() })
+          .set({ status, last_error: input.reason.slice(0, 2000), finished_at: new Date() })
           .where('day', '=', input.day)
           .where('_load_id', '=', input.loadId)
           .where('status', '=', 'running')
@@ -189,3 +194,11 @@ export function createActivities(deps: ActivityDeps) {
 }
 
 export type Activities = ReturnType<typeof createActivities>;
+
+/** The project's loader and enrichment, bound to the worker's dependencies. */
+function realOps(deps: ActivityDeps): Partial<SyncOps> {
+  const { warehouse, client, config, log } = deps;
+  return {
+    loadDay: (input) => loadExportDay({ warehouse, client, config, log }, input),
+  };
+}

@@ -10,6 +10,7 @@ import {
 import { inject } from 'vitest';
 import { type ActivityDeps, createActivities } from '../../activities/index.ts';
 import type { SyncOps } from '../../activities/ops.ts';
+import { createServiceClient, type ServiceClient } from '../../src/api/index.ts';
 import { parseConfig } from '../../src/config.ts';
 import { createLogger } from '../../src/log.ts';
 import { pinoSdkLogger } from '../../src/temporal/sdk-logger.ts';
@@ -68,12 +69,12 @@ export const testLog = createLogger({ level: 'silent', destination: process.stde
 
 export async function createTestWorker(
   h: TemporalHarness,
-  deps: { warehouse: Warehouse; ops?: Partial<SyncOps>; env?: Record<string, string>; client?: unknown },
+  deps: { warehouse: Warehouse; ops?: Partial<SyncOps>; env?: Record<string, string>; client?: ServiceClient },
 ): Promise<Worker> {
   const config = parseConfig({ CRS_SCHEMA: deps.warehouse.schema, ...(deps.env ?? {}) });
   const activityDeps: ActivityDeps = {
     warehouse: deps.warehouse,
-    client: deps.client,
+    client: deps.client ?? createServiceClient({ ...config.api, concurrency: config.enrichConcurrency }, testLog),
     config,
     log: testLog,
     ...(deps.ops ? { ops: deps.ops } : {}),

@@ -106,7 +106,7 @@ describe('workflows (real Temporal dev server, stand-in loader)', () => {
     expect(runs).toBe(3);
   });
 
-  it('when a sync is cancelled in the middle of a day, then the day is released as failed and the run is recorded as cancelled', async () => {
+  it('when a sync is cancelled in the middle of a day, then the day is released back to pending and the run is recorded as cancelled', async () => {
     const days = randomDays(1);
     const slow = fakeLoaderOps(tw.w, { delayMs: 60_000 });
     const h2 = { ...h, taskQueue: `${h.taskQueue}-slow` };
@@ -126,7 +126,7 @@ describe('workflows (real Temporal dev server, stand-in loader)', () => {
       expect(day.status.name).toBe('CANCELLED');
     });
     const row = await dayRow(days[0]!);
-    expect(row).toMatchObject({ status: 'failed', last_error: 'cancelled' });
+    expect(row).toMatchObject({ status: 'pending', last_error: 'cancelled' });
     const run = await tw.w.db
       .selectFrom('sync_runs')
       .select(['status', 'error'])

@@ -1,11 +1,56 @@
 import type { Command } from 'commander';
-import { CrsError } from '../../errors.ts';
+import { checkRange, dayOption, positiveIntOption } from '../../temporal/cli-args.ts';
+import { connectClient } from '../../temporal/connection.ts';
+import { followWithProgress } from '../../temporal/follow-cli.ts';
+import { releaseForeignExitHooks } from '../../temporal/process-hooks.ts';
+import { startSync } from '../../temporal/runs.ts';
+import { loadContext } from '../context.ts';
 
 export function registerSync(program: Command): void {
   program
     .command('sync')
-    .description('(not built yet)')
-    .action(() => {
-      throw new CrsError('USAGE', 'sync is not built yet');
-    });
+    .description(
+      'sync a window of days through Temporal: by default from the ledger watermark minus ' +
+        'CRS_LOOKBACK_DAYS to yesterday (UTC); follows progress until done unless --detach',
+    )
+    .option('--from <day>', 'first day (YYYY-MM-DD)')
+    .option('--to <day>', 'last day (YYYY-MM-DD), default yesterday UTC')
+    .option('--no-enrich', 'skip thread enrichment after the load')
+    .option('--concurrency <n>', 'days loaded at once', '2')
+    .option('--detach', 'start the run, print its workflow id and exit')
+    .hook('preAction', () => releaseForeignExitHooks())
+    .action(
+      async (opts: {
+        from?: string;
+        to?: string;
+        enrich: boolean;
+        concurrency: string;
+        detach?: boolean;
+      }) => {
+        const from = dayOption('--from', opts.from);
+        const to = dayOption('--to', opts.to);
+        checkRange(from, to);
+        const concurrency = positiveIntOption('--concurrency', opts.concurrency, 64);
+        const ctx = loadContext();
+        const t = await connectClient(ctx.config.temporal);
+        try {
+          const handle = await startSync(t.client, ctx.config.temporal.taskQueue, {
+            ...(from ? { from } : {}),
+            ...(to ? { to } : {}),
+            enrich: opts.enrich,
+            ...(concurrency ? { concurrency } : {}),
+          });
+          process.stderr.write(
+            `started ${handle.workflowId} on task queue ${ctx.config.temporal.taskQueue}\n`,
+          );
+          if (opts.detach) {
+            process.stdout.write(`${handle.workflowId}\n`);
+            return;
+          }
+          await followWithProgress(t.client, handle);
+        } finally {
+          await t.close();
+        }
+      },
+    );
 }

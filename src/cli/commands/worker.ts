@@ -1,11 +1,64 @@
 import type { Command } from 'commander';
-import { CrsError } from '../../errors.ts';
+import { createActivities } from '../../../activities/index.ts';
+import { createServiceClient } from '../../api/index.ts';
+import { requireSettings } from '../../config.ts';
+import { connectWorker } from '../../temporal/connection.ts';
+import { releaseForeignExitHooks } from '../../temporal/process-hooks.ts';
+import { createSyncWorker, installRuntime } from '../../temporal/worker.ts';
+import { parseWorkerSettings } from '../../temporal/worker-settings.ts';
+import { loadContext, openConfiguredWarehouse } from '../context.ts';
 
 export function registerWorker(program: Command): void {
   program
     .command('worker')
-    .description('(not built yet)')
-    .action(() => {
-      throw new CrsError('USAGE', 'worker is not built yet');
+    .description(
+      'run a Temporal worker on TEMPORAL_TASK_QUEUE: the sync workflows and their activities. ' +
+        'SIGTERM/SIGINT drain it: polling stops, running activities get TEMPORAL_SHUTDOWN_GRACE to ' +
+        'finish (a load cut short resumes from its checkpoint elsewhere). Prometheus metrics on ' +
+        'TEMPORAL_METRICS_ADDRESS (/metrics).',
+    )
+    .action(async () => {
+      releaseForeignExitHooks();
+      const ctx = loadContext();
+      const settings = parseWorkerSettings(process.env);
+      requireSettings(ctx.config, ['export']);
+      const { config, log } = ctx;
+      // The SDK runtime (logs, metrics, signal handling) must exist before any connection.
+      installRuntime(log, settings.metricsAddress);
+      const opened = await openConfiguredWarehouse(ctx);
+      try {
+        const client = createServiceClient({ ...config.api, concurrency: config.enrichConcurrency }, log);
+        const connection = await connectWorker(config.temporal);
+        try {
+          const worker = await createSyncWorker({
+            connection,
+            namespace: config.temporal.namespace,
+            taskQueue: config.temporal.taskQueue,
+            activities: createActivities({ warehouse: opened.warehouse, client, config, log }),
+            settings,
+          });
+          for (const sig of ['SIGTERM', 'SIGINT'] as const) {
+            process.once(sig, () => log.info({ signal: sig }, 'draining the worker'));
+          }
+          log.info(
+            {
+              address: config.temporal.address,
+              namespace: config.temporal.namespace,
+              taskQueue: config.temporal.taskQueue,
+              warehouse: opened.description,
+              metrics: settings.metricsAddress ? `http://${settings.metricsAddress}/metrics` : 'off',
+              maxConcurrentActivities: settings.maxConcurrentActivities,
+              taskQueueActivitiesPerSecond: settings.taskQueueActivitiesPerSecond ?? 'unlimited',
+            },
+            'worker started',
+          );
+          await worker.run();
+          log.info('worker stopped');
+        } finally {
+          await connection.close();
+        }
+      } finally {
+        await opened.close();
+      }
     });
 }

@@ -1,0 +1,94 @@
+import type { Client, WorkflowHandle } from '@temporalio/client';
+import cliProgress from 'cli-progress';
+import type { backfill, syncWindow } from '../../workflows/index.ts';
+import type { SyncProgress, SyncResult } from '../../workflows/types.ts';
+import { CrsError } from '../errors.ts';
+import { followRun } from './runs.ts';
+
+/**
+ * The terminal side of `sync` and `backfill`: a progress bar on stderr while the run goes (plain
+ * lines when stderr is not a terminal), then a summary on stdout. Ctrl-C stops following; the
+ * run itself goes on in the workers.
+ */
+export async function followWithProgress(
+  client: Client,
+  handle: WorkflowHandle<typeof syncWindow> | WorkflowHandle<typeof backfill>,
+  out: NodeJS.WritableStream = process.stdout,
+  err: NodeJS.WritableStream & { isTTY?: boolean } = process.stderr,
+): Promise<SyncResult> {
+  const tty = err.isTTY === true;
+  const bar = tty
+    ? new cliProgress.SingleBar(
+        {
+          stream: err,
+          format: '{kind} |{bar}| {value}/{total} days | {rows} rows | {phase} {running}',
+          hideCursor: true,
+          clearOnComplete: false,
+        },
+        cliProgress.Presets.shades_classic,
+      )
+    : undefined;
+  let started = false;
+  let lastLine = '';
+  const onProgress = (p: SyncProgress) => {
+    const payload = {
+      kind: p.kind,
+      rows: p.totals.rowsRead,
+      phase: p.phase,
+      running: p.daysRunning.slice(0, 4).join(' '),
+    };
+    if (bar) {
+      if (!started) bar.start(Math.max(p.daysTotal, 1), p.daysDone, payload);
+      started = true;
+      bar.setTotal(Math.max(p.daysTotal, 1));
+      bar.update(p.daysDone, payload);
+      return;
+    }
+    const line = `${p.kind}: ${p.phase}, ${p.daysDone}/${p.daysTotal} days, ${p.totals.rowsRead} rows`;
+    if (line !== lastLine) err.write(`${line}\n`);
+    lastLine = line;
+  };
+  const interrupted = new Promise<never>((_, reject) => {
+    process.once('SIGINT', () =>
+      reject(
+        new CrsError(
+          'CANCELLED',
+          `stopped following ${handle.workflowId}; it goes on in the workers ` +
+            `(cancel it with: temporal workflow cancel --workflow-id ${handle.workflowId})`,
+        ),
+      ),
+    );
+  });
+  try {
+    const result = await Promise.race([followRun(client, handle, { onProgress }), interrupted]);
+    bar?.stop();
+    out.write(`${formatSummary(handle.workflowId, result).join('\n')}\n`);
+    return result;
+  } catch (e) {
+    bar?.stop();
+    throw e;
+  }
+}
+
+function mb(bytes: number): string {
+  return `${(bytes / 1024 / 1024).toFixed(1)} MB`;
+}
+
+export function formatSummary(workflowId: string, r: SyncResult): string[] {
+  const t = r.totals;
+  const lines = [
+    `${r.kind} ${workflowId} succeeded: ${r.from ?? '-'} → ${r.to ?? '-'}, ${r.days} day(s) ` +
+      `(${t.daysLoaded} loaded, ${t.daysAttached} taken from another run, ${t.daysFailed} failed)`,
+    `rows: ${t.rowsRead} read, ${t.inserted} inserted, ${t.updated} updated, ${t.unchanged} unchanged, ` +
+      `${t.rejected} rejected, ${t.deleted} marked deleted; ${mb(t.bytesRead)}; ${t.threadsQueued} thread(s) queued`,
+    `load id: ${r.loadId}`,
+  ];
+  if (r.enrich) {
+    const e = r.enrich;
+    lines.push(
+      `threads: ${e.threads} enriched (${e.done} done, ${e.deleted} deleted, ${e.forbidden} forbidden, ${e.failed} failed); ` +
+        `${e.messages} messages, ${e.artifacts} artifacts`,
+    );
+  }
+  return lines;
+}

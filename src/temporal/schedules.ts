@@ -1,0 +1,115 @@
+import {
+  type Client,
+  ScheduleAlreadyRunning,
+  type ScheduleDescription,
+  ScheduleNotFoundError,
+  ScheduleOverlapPolicy,
+} from '@temporalio/client';
+import { syncWindow } from '../../workflows/index.ts';
+import { CrsError } from '../errors.ts';
+
+export const SCHEDULE_ID = 'crs-sync-daily';
+/** Workflow id prefix of scheduled runs (Temporal appends the scheduled time). */
+export const SCHEDULED_WORKFLOW_ID = 'crs-sync-scheduled';
+/** 00:30 UTC: the previous UTC day is closed and its export complete. */
+export const DEFAULT_CRON = '30 0 * * *';
+export const DEFAULT_TIMEZONE = 'UTC';
+export const DEFAULT_CATCHUP_WINDOW = '1 day';
+
+/**
+ * BUFFER_ONE: a run that comes due (or is triggered by hand) while a sync is still running waits
+ * for it and then runs, so two syncs never overlap and a requested sync is not silently dropped;
+ * further requests while one is buffered are dropped (one more run covers them: the window is
+ * planned from the ledger when the run starts).
+ */
+export const OVERLAP_POLICY = ScheduleOverlapPolicy.BUFFER_ONE;
+
+export interface ScheduleOptions {
+  taskQueue: string;
+  cron?: string;
+  timezone?: string;
+  catchupWindow?: string;
+  enrich?: boolean;
+}
+
+function notFound(): CrsError {
+  return new CrsError('USAGE', `no schedule ${SCHEDULE_ID}: create it with \`crs-sync schedule create\``);
+}
+
+async function orNotFound<T>(f: () => Promise<T>): Promise<T> {
+  try {
+    return await f();
+  } catch (err) {
+    if (err instanceof ScheduleNotFoundError) throw notFound();
+    throw err;
+  }
+}
+
+/** Creates the daily schedule, or brings an existing one to these options (idempotent for deploys). */
+export async function createOrUpdateSchedule(
+  client: Client,
+  o: ScheduleOptions,
+): Promise<'created' | 'updated'> {
+  const spec = { cronExpressions: [o.cron ?? DEFAULT_CRON], timezone: o.timezone ?? DEFAULT_TIMEZONE };
+  const action = {
+    type: 'startWorkflow' as const,
+    workflowType: syncWindow,
+    workflowId: SCHEDULED_WORKFLOW_ID,
+    taskQueue: o.taskQueue,
+    args: [{ kind: 'scheduled' as const, enrich: o.enrich ?? true }] as [Parameters<typeof syncWindow>[0]],
+    staticSummary: 'daily crs-sync',
+  };
+  const policies = { overlap: OVERLAP_POLICY, catchupWindow: o.catchupWindow ?? DEFAULT_CATCHUP_WINDOW };
+  try {
+    await client.schedule.create({ scheduleId: SCHEDULE_ID, spec, action, policies });
+    return 'created';
+  } catch (err) {
+    if (!(err instanceof ScheduleAlreadyRunning)) throw err;
+  }
+  await client.schedule.getHandle(SCHEDULE_ID).update((prev) => ({ ...prev, spec, action, policies }));
+  return 'updated';
+}
+
+export function describeSchedule(client: Client): Promise<ScheduleDescription> {
+  return orNotFound(() => client.schedule.getHandle(SCHEDULE_ID).describe());
+}
+
+export function pauseSchedule(client: Client, note = 'paused with crs-sync schedule pause'): Promise<void> {
+  return orNotFound(() => client.schedule.getHandle(SCHEDULE_ID).pause(note));
+}
+
+export function unpauseSchedule(
+  client: Client,
+  note = 'unpaused with crs-sync schedule unpause',
+): Promise<void> {
+  return orNotFound(() => client.schedule.getHandle(SCHEDULE_ID).unpause(note));
+}
+
+/** A run now, under the same overlap policy as the scheduled ones. */
+export function triggerSchedule(client: Client): Promise<void> {
+  return orNotFound(() => client.schedule.getHandle(SCHEDULE_ID).trigger(OVERLAP_POLICY));
+}
+
+export function deleteSchedule(client: Client): Promise<void> {
+  return orNotFound(() => client.schedule.getHandle(SCHEDULE_ID).delete());
+}
+
+/** The description as plain lines for the terminal. */
+export function formatSchedule(d: ScheduleDescription): string[] {
+  const spec = d.spec as { cronExpressions?: string[]; timezone?: string };
+  const calendars = (d.spec.calendars ?? []).length;
+  const lines = [
+    `schedule   ${d.scheduleId}`,
+    `state      ${d.state.paused ? 'paused' : 'active'}${d.state.note ? ` (${d.state.note})` : ''}`,
+    `when       ${spec.cronExpressions?.join(', ') ?? `${calendars} calendar spec(s)`} (${d.spec.timezone ?? 'UTC'})`,
+    `policies   overlap ${d.policies.overlap}, catch-up window ${d.policies.catchupWindow / 1000}s`,
+    `task queue ${d.action.type === 'startWorkflow' ? d.action.taskQueue : '?'}`,
+    `next runs  ${d.info.nextActionTimes.map((t) => t.toISOString()).join(', ') || '(none)'}`,
+    `running    ${d.info.runningActions.map((a) => a.workflow.workflowId).join(', ') || '(none)'}`,
+    `taken      ${d.info.numActionsTaken} run(s), ${d.info.numActionsSkippedOverlap} skipped for overlap, ${d.info.numActionsMissedCatchupWindow} missed`,
+  ];
+  for (const a of d.info.recentActions.slice(-5)) {
+    lines.push(`recent     ${a.takenAt.toISOString()} ${a.action.workflow.workflowId}`);
+  }
+  return lines;
+}
