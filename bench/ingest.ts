@@ -1,0 +1,218 @@
+/**
+ * Ingest benchmark: our loader against two baselines on the same file and database.
+ *
+ *   npm run bench:ingest -- [--lines N] [--seed S] [--skip-psql] [--skip-dlt] [--rss-check] [--keep]
+ *
+ * See bench/README.md for what is measured and how to read the tables.
+ */
+import { writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { describeUrl, dropSchemas, withDb } from './lib/db.ts';
+import { runDltBaseline } from './lib/dlt-baseline.ts';
+import { type ExportFile, ensureExport } from './lib/generate.ts';
+import { hasGnuTime } from './lib/measure.ts';
+import { importOurs, migrateOurs } from './lib/ours.ts';
+import { type ContestResult, isOutcome, type Outcome, rowsPerS } from './lib/outcome.ts';
+import { runPsqlBaseline } from './lib/psql-baseline.ts';
+import { type Check, checks, comparison, cpuTable, notes } from './lib/report.ts';
+
+const OUT = path.resolve(import.meta.dirname, 'out');
+const RSS_SMALL = 100_000;
+const SCHEMA = {
+  ours: 'bench_ours',
+  oursSmall: 'bench_ours_100k',
+  psql: 'bench_psql',
+  dlt: 'bench_dlt',
+};
+
+const { values: flags } = parseArgs({
+  options: {
+    lines: { type: 'string', default: '1000000' },
+    seed: { type: 'string', default: '1' },
+    'skip-psql': { type: 'boolean', default: false },
+    'skip-dlt': { type: 'boolean', default: false },
+    'rss-check': { type: 'boolean' },
+    keep: { type: 'boolean', default: false },
+    help: { type: 'boolean', short: 'h', default: false },
+  },
+});
+if (flags.help) {
+  console.log(
+    'npm run bench:ingest -- [--lines N (1000000)] [--seed S (1)] [--skip-psql] [--skip-dlt]\n' +
+      '                       [--rss-check (default when N >= 1000000)] [--keep (leave the bench schemas)]',
+  );
+  process.exit(0);
+}
+const lines = Number(flags.lines);
+const seed = Number(flags.seed);
+if (!Number.isInteger(lines) || lines < 1 || !Number.isInteger(seed)) {
+  console.error('--lines must be a positive integer and --seed an integer');
+  process.exit(2);
+}
+const rssCheck = (flags['rss-check'] ?? lines >= 1_000_000) && lines !== RSS_SMALL;
+const url = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
+const log = (s: string) => console.log(`[${new Date().toISOString().slice(11, 19)}] ${s}`);
+
+async function checkpoint(): Promise<void> {
+  // Each contestant starts with no dirty pages left by the previous one.
+  await withDb(url, (c) => c.query('checkpoint')).catch(() => {});
+}
+
+function exportLine(f: ExportFile): string {
+  const how = f.generated ? `generated in ${(f.generateMs / 1000).toFixed(1)} s` : 'cached';
+  return `${f.lines.toLocaleString('en-US')} lines, ${(f.bytes / 1e6).toFixed(1)} MB (${Math.round(f.bytes / f.lines)} B/line), ${how}: ${path.relative(process.cwd(), f.path)}`;
+}
+
+async function main(): Promise<number> {
+  let server: string;
+  try {
+    server = await withDb(
+      url,
+      async (c) => (await c.query<{ server_version: string }>('show server_version')).rows[0]!.server_version,
+    );
+  } catch (err) {
+    console.error(`cannot reach the database at ${describeUrl(url)}: ${(err as Error).message}`);
+    return 1;
+  }
+  log(
+    `database ${describeUrl(url)} (PostgreSQL ${server}); ${os.cpus().length} cores, node ${process.version}; ` +
+      `peak RSS via ${hasGnuTime() ? '/usr/bin/time' : '/proc VmHWM polling'}`,
+  );
+  const file = ensureExport(OUT, lines, seed);
+  log(`export: ${exportLine(file)}`);
+  const small = rssCheck ? ensureExport(OUT, RSS_SMALL, seed) : null;
+  if (small) log(`export for the RSS check: ${exportLine(small)}`);
+
+  const schemas = [SCHEMA.ours, SCHEMA.oursSmall, SCHEMA.psql, SCHEMA.dlt, `${SCHEMA.dlt}_staging`];
+  await dropSchemas(url, schemas);
+
+  const results: ContestResult[] = [];
+  const record = (r: ContestResult) => {
+    results.push(r);
+    if (isOutcome(r)) {
+      log(
+        `${r.name}: ${r.rows.toLocaleString('en-US')} rows in ${r.seconds.toFixed(1)} s = ` +
+          `${Math.round(rowsPerS(r)).toLocaleString('en-US')} rows/s, peak RSS ${r.peakRssMb?.toFixed(0) ?? '?'} MB`,
+      );
+    } else log(`${r.name}: skipped: ${r.reason}`);
+    return r;
+  };
+
+  const migrated = await migrateOurs(url, SCHEMA.ours);
+  let first: Outcome | null = null;
+  if (migrated) {
+    record({ name: 'ours: first load', reason: migrated });
+  } else {
+    await checkpoint();
+    log('ours: first load ...');
+    const r = record(await importOurs('ours: first load', file.path, lines, url, SCHEMA.ours, 'inserted'));
+    if (isOutcome(r)) first = r;
+    await checkpoint();
+    log('ours: unchanged re-load ...');
+    record(await importOurs('ours: unchanged re-load', file.path, lines, url, SCHEMA.ours, 'unchanged'));
+  }
+
+  if (!flags['skip-psql']) {
+    await checkpoint();
+    log('psql \\copy + INSERT ON CONFLICT ...');
+    record(await runPsqlBaseline(file.path, file.bytes, url, SCHEMA.psql, OUT));
+  }
+  if (!flags['skip-dlt']) {
+    await checkpoint();
+    log('dlt ...');
+    record(await runDltBaseline(file.path, file.bytes, url, SCHEMA.dlt, OUT, log));
+  }
+
+  let smallRun: ContestResult | null = null;
+  if (small) {
+    const why = await migrateOurs(url, SCHEMA.oursSmall);
+    await checkpoint();
+    log(`ours: first load of ${RSS_SMALL.toLocaleString('en-US')} lines (RSS check) ...`);
+    smallRun = why
+      ? { name: 'ours: first load, 100k', reason: why }
+      : await importOurs('ours: first load, 100k', small.path, RSS_SMALL, url, SCHEMA.oursSmall, 'inserted');
+    record(smallRun);
+  }
+
+  const main = results.filter((r) => r !== smallRun);
+  console.log(`\n== Ingest benchmark: ${exportLine(file)}\n`);
+  console.log(comparison(main, first));
+  console.log('\nCPU (2 cores = 200%; postgres = all server processes, incl. other sessions on it):\n');
+  console.log(cpuTable(results));
+  const n = notes(results);
+  if (n) console.log(`\n${n}`);
+
+  const find = (name: string) => results.find((r) => r.name.startsWith(name));
+  const reload = find('ours: unchanged re-load');
+  const psql = find('psql');
+  const dlt = find('dlt');
+  const ratio = (a: ContestResult | undefined, b: ContestResult | undefined) =>
+    a && b && isOutcome(a) && isOutcome(b) ? rowsPerS(a) / rowsPerS(b) : null;
+  const x = (v: number | null) => (v === null ? '-' : `${v.toFixed(2)}x`);
+  const list: Check[] = [];
+  const r1 = ratio(first ?? undefined, psql);
+  list.push({
+    what: 'first load vs psql COPY + merge (rows/s)',
+    value: x(r1),
+    target: '>= 1.30x',
+    ok: r1 === null ? null : r1 >= 1.3,
+  });
+  const r2 = ratio(reload, first ?? undefined);
+  list.push({
+    what: 'unchanged re-load vs first load (rows/s)',
+    value: x(r2),
+    target: '>= 3.00x',
+    ok: r2 === null ? null : r2 >= 3,
+  });
+  for (const r of [first, reload, smallRun]) {
+    if (r && isOutcome(r) && r.peakRssMb !== null) {
+      list.push({
+        what: `peak RSS, ${r.name}`,
+        value: `${r.peakRssMb.toFixed(0)} MB`,
+        target: '<= 200 MB',
+        ok: r.peakRssMb <= 200,
+      });
+    }
+  }
+  if (smallRun && isOutcome(smallRun) && first && first.peakRssMb !== null && smallRun.peakRssMb !== null) {
+    const d = (first.peakRssMb - smallRun.peakRssMb) / smallRun.peakRssMb;
+    list.push({
+      what: `peak RSS ${lines.toLocaleString('en-US')} vs 100k lines`,
+      value: `${first.peakRssMb.toFixed(0)} vs ${smallRun.peakRssMb.toFixed(0)} MB (${d >= 0 ? '+' : ''}${(100 * d).toFixed(1)}%)`,
+      target: 'within 10%',
+      ok: Math.abs(d) <= 0.1,
+    });
+  }
+  const r3 = ratio(first ?? undefined, dlt);
+  list.push({
+    what: 'first load vs dlt merge (rows/s)',
+    value: x(r3),
+    target: '> 1x (report)',
+    ok: r3 === null ? null : r3 > 1,
+  });
+  console.log(`\nTargets:\n\n${checks(list)}`);
+
+  const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+  const saved = path.join(OUT, `ingest-${lines}-${stamp}.json`);
+  writeFileSync(
+    saved,
+    `${JSON.stringify({ lines, seed, bytes: file.bytes, server, results, checks: list }, null, 2)}\n`,
+  );
+  console.log(`\nresults saved to ${path.relative(process.cwd(), saved)}`);
+
+  if (flags.keep) console.log(`schemas kept: ${schemas.join(', ')}`);
+  else await dropSchemas(url, schemas);
+  return 0;
+}
+
+main().then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (err) => {
+    console.error(err);
+    process.exitCode = 1;
+  },
+);
