@@ -71,6 +71,8 @@ interface Partition {
   rejects: PendingReject[];
   committed: number;
   inflight: Promise<void> | null;
+  /** Records of lines an earlier attempt committed, waiting to be checked against the warehouse. */
+  verify: PendingRow[];
 }
 
 const RETRYABLE_PG = new Set(['40001', '40P01', '57P01', '08006', '08003', '08000', '53300']);
@@ -122,6 +124,7 @@ export async function runLoad(req: LoadRequest): Promise<LoadSummary> {
         rejects: [],
         committed: committedAtStart[i] ?? 0,
         inflight: null,
+        verify: [],
       });
     }
   } catch (err) {
@@ -185,6 +188,8 @@ export async function runLoad(req: LoadRequest): Promise<LoadSummary> {
   const flush = async (p: Partition, upto: number) => {
     if (p.inflight) await p.inflight;
     if (failure) throw failure;
+    // Stop between batches, not only between chunks of the source (a chunk can hold thousands).
+    if (req.signal?.aborted) throw new CrsError('CANCELLED', 'load cancelled', { cause: req.signal.reason });
     const rows = p.rows;
     const rejects = p.rejects;
     p.rows = [];
@@ -198,6 +203,38 @@ export async function runLoad(req: LoadRequest): Promise<LoadSummary> {
         failure ??= err;
       },
     );
+  };
+
+  /**
+   * A resumed load skips the lines its checkpoint covers, but the source may have changed since
+   * (a late record inserted early in a day's export shifts every later line). So skipped records
+   * are looked up, a batch at a time: one the warehouse does not hold as this line says (absent,
+   * marked deleted, another version not written by a later line of this load) is merged after all.
+   */
+  let reverified = 0;
+  const verifySkipped = async (p: Partition) => {
+    if (p.inflight) await p.inflight;
+    if (failure) throw failure;
+    const rows = p.verify;
+    p.verify = [];
+    const found = await p.client.query<{ id: string; h: string; d: boolean; l: string; s: number }>({
+      name: 'crs_verify',
+      text: `select message_id::text as id, record_hash as h, _deleted_at is not null as d, _load_id as l,
+               _source_line as s from analytics_messages where message_id = any($1::uuid[])`,
+      values: [rows.map((r) => r.record.messageId)],
+    });
+    const cur = new Map(found.rows.map((f) => [f.id, f]));
+    for (const row of rows) {
+      const c = cur.get(row.record.messageId);
+      const held =
+        c !== undefined &&
+        !c.d &&
+        (c.h === row.record.recordHash || (c.l === req.loadId && c.s >= row.lineNo));
+      if (!held) {
+        p.rows.push(row);
+        reverified++;
+      }
+    }
   };
 
   const take = async (line: SourceLine) => {
@@ -249,7 +286,15 @@ export async function runLoad(req: LoadRequest): Promise<LoadSummary> {
       }
     }
     const p = partitions[part]!;
-    if (line.lineNo <= p.committed) return; // merged by an earlier attempt
+    if (line.lineNo <= p.committed) {
+      // Merged by an earlier attempt, if the source still says what it said then: checked in bulk.
+      if (row) {
+        p.verify.push(row);
+        if (p.verify.length >= req.batchSize) await verifySkipped(p);
+      }
+      return;
+    }
+    if (p.verify.length > 0) await verifySkipped(p);
     if (row) p.rows.push(row);
     else if (rej) p.rejects.push(rej);
     if (p.rows.length + p.rejects.length >= req.batchSize) await flush(p, line.lineNo);
@@ -297,6 +342,9 @@ export async function runLoad(req: LoadRequest): Promise<LoadSummary> {
       }
     }
     // Every partition ends at the last line, so the checkpoint shows the whole source merged.
+    for (const p of partitions) if (p.verify.length > 0) await verifySkipped(p);
+    if (reverified > 0)
+      log.warn({ reverified }, 'the source changed since the checkpoint: re-merged skipped lines');
     for (const p of partitions) await flush(p, lastLine);
     await Promise.all(partitions.map((p) => p.inflight));
     if (failure) throw failure;

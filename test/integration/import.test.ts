@@ -3,7 +3,9 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config.ts';
+import { CrsError } from '../../src/errors.ts';
 import { importFile } from '../../src/ingest/import-file.ts';
+import { runLoad } from '../../src/ingest/load.ts';
 import { createLogger } from '../../src/log.ts';
 import { makeRecords, toJsonl, uuidFrom } from '../helpers/export-lines.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
@@ -132,6 +134,54 @@ describe('import', () => {
       [day],
     );
     expect(live.rows[0].n).toBe(3);
+  });
+
+  it('when a resumed load finds its source changed before the checkpoint, then the shifted lines are still loaded', async () => {
+    const recs = makeRecords(3000, { seed: 'shift', day: '2026-10-08' });
+    const load = (lines: string, failAfterBytes?: number) =>
+      runLoad({
+        warehouse: tw.w,
+        log,
+        loadId: 'shifting-load',
+        loadKey: 'shifting-load',
+        source: 'file',
+        sourceName: 'test',
+        open: async () =>
+          (async function* () {
+            const bytes = Buffer.from(lines);
+            if (failAfterBytes === undefined) {
+              yield bytes;
+              return;
+            }
+            // Enough for some batches to commit, then the source breaks for good.
+            for (let i = 0; i < failAfterBytes; i += 16_384) {
+              yield bytes.subarray(i, Math.min(i + 16_384, failAfterBytes));
+              await new Promise((r) => setTimeout(r, 5));
+            }
+            throw new CrsError('INPUT_UNREADABLE', 'disk gone');
+          })(),
+        batchSize: 50,
+        parts: 3,
+        maxLineBytes: 1 << 20,
+      });
+    const text = toJsonl(recs);
+    await expect(load(text, Math.floor(text.length / 2))).rejects.toMatchObject({ code: 'INPUT_UNREADABLE' });
+    const cp = await tw.w.pool.query(
+      "select min(lines_committed)::int as n from load_checkpoints where load_key = 'shifting-load'",
+    );
+    expect(cp.rows[0].n).toBeGreaterThan(100);
+    // A late record now sits at the top of the source: every line after it moved down by one.
+    const late = makeRecords(1, { seed: 'shift-late', day: '2026-10-08' })[0]!;
+    const s = await load(toJsonl([late, ...recs]));
+    expect(s.resumed).toBe(true);
+    const n = await tw.w.pool.query(
+      "select count(*)::int as n from analytics_messages where message_date = '2026-10-08' and _deleted_at is null",
+    );
+    expect(n.rows[0].n).toBe(3001);
+    const lateRow = await tw.w.pool.query('select 1 from analytics_messages where message_id = $1', [
+      late['Message ID'],
+    ]);
+    expect(lateRow.rowCount).toBe(1);
   });
 
   it('when records are loaded, then their threads are queued for enrichment with their aggregates', async () => {
