@@ -9,8 +9,9 @@ import { hash4, Rng, unit } from './prng.ts';
 
 export const DAY_MS = 86_400_000;
 export const MAX_TURNS = 8;
-/** Turn times stay below birth + 1 day + 7 gaps of at most 9 h = 87 h, i.e. within 3 following days. */
+/** Turns of a thread fall on its birth day or the MAX_SPAN_DAYS days after it. */
 export const MAX_SPAN_DAYS = 3;
+const SPAN_END_MS = (MAX_SPAN_DAYS + 1) * 86_400_000;
 const TURN_COUNTS = [1, 1, 2, 2, 3, 3, 4, 5, 6, 8];
 export const AVG_TURNS = 3.5;
 /** Threads 0 and 1 of every day are fixed edge cases of the UTC day filter (see planThread). */
@@ -92,12 +93,15 @@ export function planThread(
     out.offsetIdx[0] = index === 0 ? 6 : 11;
     return out;
   }
-  const turns = TURN_COUNTS[rng.int(TURN_COUNTS.length)]!;
-  out.turns = turns;
+  const wanted = TURN_COUNTS[rng.int(TURN_COUNTS.length)]!;
   out.hasFile = rng.chance(0.15);
   let t = base + rng.int(DAY_MS);
-  for (let i = 0; i < turns; i++) {
-    if (i > 0) t += rng.chance(0.12) ? rng.range(3 * 3600_000, 9 * 3600_000) : rng.range(20_000, 2_400_000);
+  let turns = 0;
+  for (let i = 0; i < wanted; i++) {
+    if (i > 0) t += rng.chance(0.2) ? rng.range(8 * 3600_000, 20 * 3600_000) : rng.range(20_000, 2_400_000);
+    // A thread lives at most MAX_SPAN_DAYS days after its birth day; later turns never happen.
+    if (t + 90_000 >= SPAN_END_MS + base) break;
+    turns++;
     out.userTime[i] = t;
     t += rng.range(2_000, 90_000);
     out.replyTime[i] = t;
@@ -108,6 +112,7 @@ export function planThread(
     out.offsetIdx[i] = rng.int(OFFSETS.length);
     if (out.hasFile && (i === 0 || rng.chance(0.5))) out.fileTurns |= 1 << i;
   }
+  out.turns = turns;
   if (rng.chance(0.1)) out.renameAt = out.userTime[0]! + rng.range(600_000, 48 * 3600_000);
   if (rng.chance(0.03)) out.deleteAt = t + rng.range(3600_000, 72 * 3600_000);
   return out;
