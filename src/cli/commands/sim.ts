@@ -9,6 +9,7 @@ import {
   parseFaultSpec,
   startSimulator,
 } from '../../simulator/index.ts';
+import { releaseForeignExitHooks } from '../../temporal/process-hooks.ts';
 
 interface SimOptions {
   port: string;
@@ -60,6 +61,9 @@ export function registerSim(program: Command): void {
       `\n${FAULT_SPEC_HELP}\n\nThe OpenAPI document is served at {CRS_BASE_URL}/openapi.json.`,
     )
     .action(async (opts: SimOptions) => {
+      // Another module's exit hooks would end the process at once on SIGINT/SIGTERM (and with
+      // status 0 on any error); the simulator closes its server itself.
+      releaseForeignExitHooks();
       const port = intOption('port', opts.port, 0, 65535);
       const seed = intOption('seed', opts.seed, 0, 4294967295);
       const days = intOption('days', opts.days, 0, 3650);
