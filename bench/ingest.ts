@@ -14,7 +14,7 @@ import { runDltBaseline } from './lib/dlt-baseline.ts';
 import { type ExportFile, ensureExport } from './lib/generate.ts';
 import { hasGnuTime } from './lib/measure.ts';
 import { importOurs, migrateOurs } from './lib/ours.ts';
-import { type ContestResult, isOutcome, type Outcome, rowsPerS } from './lib/outcome.ts';
+import { type ContestResult, isOutcome, rowsPerS } from './lib/outcome.ts';
 import { runPsqlBaseline } from './lib/psql-baseline.ts';
 import { type Check, checks, comparison, cpuTable, notes } from './lib/report.ts';
 
@@ -35,13 +35,15 @@ const { values: flags } = parseArgs({
     'skip-dlt': { type: 'boolean', default: false },
     'rss-check': { type: 'boolean' },
     keep: { type: 'boolean', default: false },
+    'node-options': { type: 'string', default: '' },
     help: { type: 'boolean', short: 'h', default: false },
   },
 });
 if (flags.help) {
   console.log(
     'npm run bench:ingest -- [--lines N (1000000)] [--seed S (1)] [--skip-psql] [--skip-dlt]\n' +
-      '                       [--rss-check (default when N >= 1000000)] [--keep (leave the bench schemas)]',
+      '                       [--rss-check (default when N >= 1000000)] [--keep (leave the bench schemas)]\n' +
+      '                       [--node-options STR (NODE_OPTIONS for our loader runs)]',
   );
   process.exit(0);
 }
@@ -52,13 +54,10 @@ if (!Number.isInteger(lines) || lines < 1 || !Number.isInteger(seed)) {
   process.exit(2);
 }
 const rssCheck = (flags['rss-check'] ?? lines >= 1_000_000) && lines !== RSS_SMALL;
+// NODE_OPTIONS for our CLI's runs only, to try V8 settings (e.g. --max-old-space-size=64).
+const nodeOptions = flags['node-options'];
 const url = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
 const log = (s: string) => console.log(`[${new Date().toISOString().slice(11, 19)}] ${s}`);
-
-async function checkpoint(): Promise<void> {
-  // Each contestant starts with no dirty pages left by the previous one.
-  await withDb(url, (c) => c.query('checkpoint')).catch(() => {});
-}
 
 function exportLine(f: ExportFile): string {
   const how = f.generated ? `generated in ${(f.generateMs / 1000).toFixed(1)} s` : 'cached';
@@ -78,7 +77,8 @@ async function main(): Promise<number> {
   }
   log(
     `database ${describeUrl(url)} (PostgreSQL ${server}); ${os.cpus().length} cores, node ${process.version}; ` +
-      `peak RSS via ${hasGnuTime() ? '/usr/bin/time' : '/proc VmHWM polling'}`,
+      `peak RSS via ${hasGnuTime() ? '/usr/bin/time' : '/proc VmHWM polling'}` +
+      (nodeOptions ? `; our runs with NODE_OPTIONS=${nodeOptions}` : ''),
   );
   const file = ensureExport(OUT, lines, seed);
   log(`export: ${exportLine(file)}`);
@@ -89,9 +89,16 @@ async function main(): Promise<number> {
   await dropSchemas(url, schemas);
 
   const results: ContestResult[] = [];
-  const record = (r: ContestResult) => {
+  // Each contestant starts after a checkpoint (no dirty pages left by the one before), and notes
+  // the machine's load average: other work on a shared 2-core machine skews every number.
+  const contest = async (name: string, run: () => Promise<ContestResult>): Promise<ContestResult> => {
+    await withDb(url, (c) => c.query('checkpoint')).catch(() => {});
+    const load0 = os.loadavg()[0]!;
+    log(`${name} ... (load average ${load0.toFixed(2)})`);
+    const r = await run();
     results.push(r);
     if (isOutcome(r)) {
+      r.notes.push(`load average (1 min) ${load0.toFixed(2)} before, ${os.loadavg()[0]!.toFixed(2)} after`);
       log(
         `${r.name}: ${r.rows.toLocaleString('en-US')} rows in ${r.seconds.toFixed(1)} s = ` +
           `${Math.round(rowsPerS(r)).toLocaleString('en-US')} rows/s, peak RSS ${r.peakRssMb?.toFixed(0) ?? '?'} MB`,
@@ -99,42 +106,34 @@ async function main(): Promise<number> {
     } else log(`${r.name}: skipped: ${r.reason}`);
     return r;
   };
+  const ours = (
+    name: string,
+    f: ExportFile,
+    schema: string,
+    expect: 'inserted' | 'unchanged',
+    migrate: boolean,
+  ) =>
+    contest(name, async () => {
+      const why = migrate ? await migrateOurs(url, schema, nodeOptions) : null;
+      return why
+        ? { name, reason: why }
+        : importOurs(name, f.path, f.lines, url, schema, expect, nodeOptions);
+    });
 
-  const migrated = await migrateOurs(url, SCHEMA.ours);
-  let first: Outcome | null = null;
-  if (migrated) {
-    record({ name: 'ours: first load', reason: migrated });
-  } else {
-    await checkpoint();
-    log('ours: first load ...');
-    const r = record(await importOurs('ours: first load', file.path, lines, url, SCHEMA.ours, 'inserted'));
-    if (isOutcome(r)) first = r;
-    await checkpoint();
-    log('ours: unchanged re-load ...');
-    record(await importOurs('ours: unchanged re-load', file.path, lines, url, SCHEMA.ours, 'unchanged'));
-  }
-
+  const firstRun = await ours('ours: first load', file, SCHEMA.ours, 'inserted', true);
+  const first = isOutcome(firstRun) ? firstRun : null;
+  if (first) await ours('ours: unchanged re-load', file, SCHEMA.ours, 'unchanged', false);
   if (!flags['skip-psql']) {
-    await checkpoint();
-    log('psql \\copy + INSERT ON CONFLICT ...');
-    record(await runPsqlBaseline(file.path, file.bytes, url, SCHEMA.psql, OUT));
+    await contest('psql \\copy + INSERT ON CONFLICT', () =>
+      runPsqlBaseline(file.path, file.bytes, url, SCHEMA.psql, OUT),
+    );
   }
   if (!flags['skip-dlt']) {
-    await checkpoint();
-    log('dlt ...');
-    record(await runDltBaseline(file.path, file.bytes, url, SCHEMA.dlt, OUT, log));
+    await contest('dlt', () => runDltBaseline(file.path, file.bytes, url, SCHEMA.dlt, OUT, log));
   }
-
-  let smallRun: ContestResult | null = null;
-  if (small) {
-    const why = await migrateOurs(url, SCHEMA.oursSmall);
-    await checkpoint();
-    log(`ours: first load of ${RSS_SMALL.toLocaleString('en-US')} lines (RSS check) ...`);
-    smallRun = why
-      ? { name: 'ours: first load, 100k', reason: why }
-      : await importOurs('ours: first load, 100k', small.path, RSS_SMALL, url, SCHEMA.oursSmall, 'inserted');
-    record(smallRun);
-  }
+  const smallRun = small
+    ? await ours('ours: first load, 100k', small, SCHEMA.oursSmall, 'inserted', true)
+    : null;
 
   const main = results.filter((r) => r !== smallRun);
   console.log(`\n== Ingest benchmark: ${exportLine(file)}\n`);

@@ -21,12 +21,17 @@ interface Summary {
   elapsedMs: number;
 }
 
-function env(url: string, schema: string): NodeJS.ProcessEnv {
-  return { ...process.env, DATABASE_URL: url, CRS_SCHEMA: schema, LOG_LEVEL: 'warn', NO_COLOR: '1' };
+function env(url: string, schema: string, nodeOptions: string): NodeJS.ProcessEnv {
+  const e: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: url, CRS_SCHEMA: schema, LOG_LEVEL: 'warn' };
+  if (nodeOptions) e.NODE_OPTIONS = nodeOptions;
+  return e;
 }
 
-export async function migrateOurs(url: string, schema: string): Promise<string | null> {
-  const r = await measure(process.execPath, [CLI, 'migrate'], { env: env(url, schema), cwd: ROOT });
+export async function migrateOurs(url: string, schema: string, nodeOptions = ''): Promise<string | null> {
+  const r = await measure(process.execPath, [CLI, 'migrate'], {
+    env: env(url, schema, nodeOptions),
+    cwd: ROOT,
+  });
   return r.code === 0 ? null : `migrate exited ${r.code}: ${r.stderr.trim().slice(-500)}`;
 }
 
@@ -41,9 +46,10 @@ export async function importOurs(
   url: string,
   schema: string,
   expect: 'inserted' | 'unchanged',
+  nodeOptions = '',
 ): Promise<ContestResult> {
   const r = await measure(process.execPath, [CLI, 'import', file, '--json', '--no-progress'], {
-    env: env(url, schema),
+    env: env(url, schema, nodeOptions),
     cwd: ROOT,
   });
   if (r.code !== 0) return { name, reason: `import exited ${r.code}: ${r.stderr.trim().slice(-800)}` };
