@@ -2,6 +2,7 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { ServiceClient } from '../src/api/index.ts';
 import type { Config } from '../src/config.ts';
+import { createEnrichOps } from '../src/enrich/index.ts';
 import { loadExportDay } from '../src/ingest/export-day.ts';
 import type { Logger } from '../src/log.ts';
 import type { Warehouse } from '../src/warehouse/db.ts';
@@ -10,6 +11,7 @@ import type { DayCounts, DayResult, EnrichCounts, RunTotals } from '../workflows
 import { awaitWorkflowResult } from './await-workflow.ts';
 import { toFailure } from './failures.ts';
 import type { DayLoadProgress, SyncOps } from './ops.ts';
+import { createSemaphore } from './semaphore.ts';
 
 export interface ActivityDeps {
   warehouse: Warehouse;
@@ -19,7 +21,15 @@ export interface ActivityDeps {
   log: Logger;
   /** Replaces the loader or the enrichment (tests that run without the service). */
   ops?: Partial<SyncOps>;
+  /**
+   * Day loads running at once in this worker (default 2). Each holds CRS_LOAD_CONNECTIONS
+   * database connections for its whole length, so the pool is sized from this, and loads beyond
+   * it wait here (heartbeating) instead of timing out on the pool.
+   */
+  maxDayLoads?: number;
 }
+
+export const DEFAULT_MAX_DAY_LOADS = 2;
 
 export interface PlanResult {
   from: string;
@@ -36,6 +46,7 @@ export function createActivities(deps: ActivityDeps) {
   const { warehouse, config, log } = deps;
   const db = warehouse.db;
   const ops: Partial<SyncOps> = { ...realOps(deps), ...(deps.ops ?? {}) };
+  const dayLoads = createSemaphore(deps.maxDayLoads ?? DEFAULT_MAX_DAY_LOADS);
 
   function need<K extends keyof SyncOps>(k: K): SyncOps[K] {
     const f = ops[k];
@@ -123,6 +134,14 @@ export function createActivities(deps: ActivityDeps) {
       const alog = log.child({ day: input.day, loadId: input.loadId, attempt: ctx.info.attempt });
       if (resumedFrom) alog.info({ resumedFrom }, 'resuming the day load from its checkpoint');
       return guarded(async () => {
+        const release = await dayLoads.acquire(ctx.cancellationSignal, () => ctx.heartbeat(resumedFrom));
+        try {
+          return await loadOnce();
+        } finally {
+          release();
+        }
+      });
+      async function loadOnce(): Promise<DayCounts> {
         const s = await need('loadDay')({
           day: input.day,
           loadId: input.loadId,
@@ -141,7 +160,7 @@ export function createActivities(deps: ActivityDeps) {
           deleted: s.deleted,
           threadsQueued: s.threadsQueued,
         };
-      });
+      }
     },
 
     /**
@@ -161,6 +180,37 @@ export function createActivities(deps: ActivityDeps) {
           .where('status', '=', 'running')
           .executeTakeFirst();
         return Number(r.numUpdatedRows) > 0;
+      });
+    },
+
+    /**
+     * The day's last load, when it completed at or after `since` (another run loaded it while
+     * this run was going): its figures, so this run need not load the day a second time.
+     */
+    async dayLoadedSince(input: { day: string; since: string }): Promise<DayResult | null> {
+      return guarded(async () => {
+        const r = await db
+          .selectFrom('sync_days')
+          .selectAll()
+          .where('day', '=', input.day)
+          .where('status', '=', 'complete')
+          .where('finished_at', '>=', new Date(input.since))
+          .executeTakeFirst();
+        if (!r) return null;
+        return {
+          day: input.day,
+          loadId: r._load_id ?? '',
+          outcome: 'attached',
+          linesRead: r.lines_committed,
+          bytesRead: r.bytes,
+          rowsRead: r.rows_read,
+          inserted: r.rows_inserted,
+          updated: r.rows_updated,
+          unchanged: r.rows_unchanged,
+          rejected: r.rows_rejected,
+          deleted: r.rows_deleted,
+          threadsQueued: 0,
+        };
       });
     },
 
@@ -198,7 +248,15 @@ export type Activities = ReturnType<typeof createActivities>;
 /** The project's loader and enrichment, bound to the worker's dependencies. */
 function realOps(deps: ActivityDeps): Partial<SyncOps> {
   const { warehouse, client, config, log } = deps;
+  const enrich = createEnrichOps({
+    db: warehouse.db,
+    api: client,
+    log,
+    concurrency: config.enrichConcurrency,
+  });
   return {
     loadDay: (input) => loadExportDay({ warehouse, client, config, log }, input),
+    listPendingThreads: enrich.listPendingThreads,
+    enrichThreads: enrich.enrichThreads,
   };
 }

@@ -34,6 +34,7 @@ export async function backfill(input: BackfillInput): Promise<SyncResult> {
     failedDays: [],
     firstError: null,
     runs: 0,
+    startedAt: workflowInfo().startTime.toISOString(),
   };
   const total = daysBetween(input.from, input.to);
   const p: SyncProgress = {
@@ -70,7 +71,7 @@ export async function backfill(input: BackfillInput): Promise<SyncResult> {
     const started = await runBounded(
       days,
       input.concurrency ?? 4,
-      (day) => loadDayInto(p, day, input.heartbeatTimeout),
+      (day) => loadDayInto(p, day, state.startedAt, input.heartbeatTimeout),
       () => workflowInfo().continueAsNewSuggested,
     );
     const nextIndex = state.nextIndex + started;
@@ -89,6 +90,7 @@ export async function backfill(input: BackfillInput): Promise<SyncResult> {
           failedDays: p.failedDays,
           firstError: p.firstError,
           runs: p.runs,
+          startedAt: state.startedAt,
         },
       });
     }

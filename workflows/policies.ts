@@ -1,4 +1,4 @@
-import { proxyActivities } from '@temporalio/workflow';
+import { proxyActivities, proxyLocalActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.ts';
 
 /**
@@ -68,4 +68,10 @@ export const enrichment = proxyActivities<Activities>({
     maximumAttempts: 8,
     nonRetryableErrorTypes: NON_RETRYABLE,
   },
+});
+
+/** Quick ledger reads the workflow decides on; local, so they cost one marker in the history. */
+export const lookup = proxyLocalActivities<Activities>({
+  startToCloseTimeout: '30s',
+  retry: { initialInterval: '1s', maximumInterval: '10s', maximumAttempts: 10 },
 });

@@ -5,7 +5,7 @@ import {
   ParentClosePolicy,
   WorkflowIdReusePolicy,
 } from '@temporalio/workflow';
-import { waiting } from './policies.ts';
+import { lookup, waiting } from './policies.ts';
 import { syncDay } from './sync-day.ts';
 import { type DayResult, dayWorkflowId } from './types.ts';
 
@@ -13,13 +13,22 @@ import { type DayResult, dayWorkflowId } from './types.ts';
 const MAX_ATTACH = 3;
 
 /**
- * Loads a day as a child workflow under the day's fixed id. When another run is loading that day
- * (the id is taken), this run attaches: it waits for that execution and takes its result; if that
- * execution ends without loading the day, this run loads it itself. So a backfill that reaches a
- * day the schedule is loading neither loads it a second time nor skips it.
+ * Loads a day as a child workflow under the day's fixed id, unless another run has loaded it
+ * since this run started (`since`): then that load is as fresh as this one would be, and its
+ * figures are taken over. When another run is loading the day right now (the id is taken), this
+ * run attaches: it waits for that execution and takes its result; if that execution ends without
+ * loading the day, this run loads it itself. So a backfill that reaches a day the schedule is
+ * loading, or has just loaded, neither loads it a second time nor skips it.
  */
-export async function runDay(day: string, loadId: string, heartbeatTimeout?: string): Promise<DayResult> {
+export async function runDay(
+  day: string,
+  loadId: string,
+  since: string,
+  heartbeatTimeout?: string,
+): Promise<DayResult> {
   const workflowId = dayWorkflowId(day);
+  const fresh = await lookup.dayLoadedSince({ day, since });
+  if (fresh) return fresh;
   for (let attempt = 1; ; attempt++) {
     try {
       return await executeChild(syncDay, {

@@ -25,12 +25,13 @@ export function publish(p: SyncProgress): void {
 export async function loadDayInto(
   p: SyncProgress,
   day: string,
+  since: string,
   heartbeatTimeout: string | undefined,
 ): Promise<void> {
   p.daysRunning.push(day);
   publish(p);
   try {
-    const r = await runDay(day, p.loadId, heartbeatTimeout);
+    const r = await runDay(day, p.loadId, since, heartbeatTimeout);
     p.totals = addDay(p.totals, r);
   } catch (err) {
     if (isCancellation(err)) throw err;

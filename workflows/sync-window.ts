@@ -47,9 +47,12 @@ export async function syncWindow(input: SyncWindowInput): Promise<SyncResult> {
     to: plan.to,
     workflowId: workflowInfo().workflowId,
   });
+  const since = workflowInfo().startTime.toISOString();
   try {
     p.phase = 'loading';
-    await runBounded(plan.days, input.concurrency ?? 2, (day) => loadDayInto(p, day, input.heartbeatTimeout));
+    await runBounded(plan.days, input.concurrency ?? 2, (day) =>
+      loadDayInto(p, day, since, input.heartbeatTimeout),
+    );
     if (input.enrich !== false && plan.days.length > 0) {
       p.phase = 'enriching';
       publish(p);

@@ -39,7 +39,10 @@ export interface SyncDayInput {
 export interface DayResult extends DayCounts {
   day: string;
   loadId: string;
-  /** `attached`: another run was loading the day; this run waited for it and took its result. */
+  /**
+   * `attached`: another run was loading the day (this run waited for it), or loaded it after this
+   * run started; this run took its result instead of loading the day again.
+   */
   outcome: 'loaded' | 'attached';
 }
 
@@ -99,6 +102,8 @@ export interface BackfillState {
   failedDays: string[];
   firstError: string | null;
   runs: number;
+  /** When the backfill began: days another run loads after this are not loaded again. */
+  startedAt: string;
 }
 
 export interface RunTotals extends DayCounts {

@@ -30,17 +30,19 @@ export interface ScheduleOptions {
   timezone?: string;
   catchupWindow?: string;
   enrich?: boolean;
+  /** Another schedule id (tests); default SCHEDULE_ID. */
+  id?: string;
 }
 
-function notFound(): CrsError {
-  return new CrsError('USAGE', `no schedule ${SCHEDULE_ID}: create it with \`crs-sync schedule create\``);
+function notFound(id: string): CrsError {
+  return new CrsError('USAGE', `no schedule ${id}: create it with \`crs-sync schedule create\``);
 }
 
-async function orNotFound<T>(f: () => Promise<T>): Promise<T> {
+async function orNotFound<T>(id: string, f: () => Promise<T>): Promise<T> {
   try {
     return await f();
   } catch (err) {
-    if (err instanceof ScheduleNotFoundError) throw notFound();
+    if (err instanceof ScheduleNotFoundError) throw notFound(id);
     throw err;
   }
 }
@@ -61,37 +63,44 @@ export async function createOrUpdateSchedule(
   };
   const policies = { overlap: OVERLAP_POLICY, catchupWindow: o.catchupWindow ?? DEFAULT_CATCHUP_WINDOW };
   try {
-    await client.schedule.create({ scheduleId: SCHEDULE_ID, spec, action, policies });
+    await client.schedule.create({ scheduleId: o.id ?? SCHEDULE_ID, spec, action, policies });
     return 'created';
   } catch (err) {
     if (!(err instanceof ScheduleAlreadyRunning)) throw err;
   }
-  await client.schedule.getHandle(SCHEDULE_ID).update((prev) => ({ ...prev, spec, action, policies }));
+  await client.schedule
+    .getHandle(o.id ?? SCHEDULE_ID)
+    .update((prev) => ({ ...prev, spec, action, policies }));
   return 'updated';
 }
 
-export function describeSchedule(client: Client): Promise<ScheduleDescription> {
-  return orNotFound(() => client.schedule.getHandle(SCHEDULE_ID).describe());
+export function describeSchedule(client: Client, id = SCHEDULE_ID): Promise<ScheduleDescription> {
+  return orNotFound(id, () => client.schedule.getHandle(id).describe());
 }
 
-export function pauseSchedule(client: Client, note = 'paused with crs-sync schedule pause'): Promise<void> {
-  return orNotFound(() => client.schedule.getHandle(SCHEDULE_ID).pause(note));
+export function pauseSchedule(
+  client: Client,
+  note = 'paused with crs-sync schedule pause',
+  id = SCHEDULE_ID,
+): Promise<void> {
+  return orNotFound(id, () => client.schedule.getHandle(id).pause(note));
 }
 
 export function unpauseSchedule(
   client: Client,
   note = 'unpaused with crs-sync schedule unpause',
+  id = SCHEDULE_ID,
 ): Promise<void> {
-  return orNotFound(() => client.schedule.getHandle(SCHEDULE_ID).unpause(note));
+  return orNotFound(id, () => client.schedule.getHandle(id).unpause(note));
 }
 
 /** A run now, under the same overlap policy as the scheduled ones. */
-export function triggerSchedule(client: Client): Promise<void> {
-  return orNotFound(() => client.schedule.getHandle(SCHEDULE_ID).trigger(OVERLAP_POLICY));
+export function triggerSchedule(client: Client, id = SCHEDULE_ID): Promise<void> {
+  return orNotFound(id, () => client.schedule.getHandle(id).trigger(OVERLAP_POLICY));
 }
 
-export function deleteSchedule(client: Client): Promise<void> {
-  return orNotFound(() => client.schedule.getHandle(SCHEDULE_ID).delete());
+export function deleteSchedule(client: Client, id = SCHEDULE_ID): Promise<void> {
+  return orNotFound(id, () => client.schedule.getHandle(id).delete());
 }
 
 /** The description as plain lines for the terminal. */

@@ -13,7 +13,9 @@ const LEVELS: Record<LogLevel, 'trace' | 'debug' | 'info' | 'warn' | 'error'> = 
 export function pinoSdkLogger(log: Logger): SdkLogger {
   const sdk = log.child({ component: 'temporal' });
   const write = (level: LogLevel, message: string, meta?: LogMetadata) => {
-    sdk[LEVELS[level] ?? 'info'](meta ?? {}, message);
+    // Errors under `err` go through the logger's serializer (message, stack, redaction).
+    const { error, ...rest } = meta ?? {};
+    sdk[LEVELS[level] ?? 'info'](error === undefined ? rest : { ...rest, err: error }, message);
   };
   return {
     log: write,

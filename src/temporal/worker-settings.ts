@@ -9,6 +9,8 @@ import { CrsError } from '../errors.ts';
 const schema = z.object({
   // Activity slots of this worker: day loads and enrichment batches running at once here.
   TEMPORAL_MAX_CONCURRENT_ACTIVITIES: z.coerce.number().int().min(1).max(1000).default(16),
+  // Export day loads at once in this worker; each holds CRS_LOAD_CONNECTIONS database connections.
+  TEMPORAL_MAX_CONCURRENT_DAY_LOADS: z.coerce.number().int().min(1).max(64).default(2),
   TEMPORAL_MAX_CONCURRENT_WORKFLOW_TASKS: z.coerce.number().int().min(2).max(1000).default(40),
   // Activities started per second across every worker of the task queue (the server enforces
   // it): the global brake on load against the service. Unset: no task-queue limit.
@@ -26,6 +28,8 @@ const schema = z.object({
 export interface WorkerSettings {
   maxConcurrentActivities: number;
   maxConcurrentWorkflowTasks: number;
+  /** Default 2 (activities/index.ts DEFAULT_MAX_DAY_LOADS). */
+  maxConcurrentDayLoads?: number;
   taskQueueActivitiesPerSecond: number | undefined;
   metricsAddress: string | undefined;
   shutdownGraceTime: string;
@@ -43,6 +47,7 @@ export function parseWorkerSettings(env: Record<string, string | undefined> = pr
   return {
     maxConcurrentActivities: e.TEMPORAL_MAX_CONCURRENT_ACTIVITIES,
     maxConcurrentWorkflowTasks: e.TEMPORAL_MAX_CONCURRENT_WORKFLOW_TASKS,
+    maxConcurrentDayLoads: e.TEMPORAL_MAX_CONCURRENT_DAY_LOADS,
     taskQueueActivitiesPerSecond: e.TEMPORAL_TASK_QUEUE_ACTIVITIES_PER_SECOND,
     metricsAddress: e.TEMPORAL_METRICS_ADDRESS.trim() === '' ? undefined : e.TEMPORAL_METRICS_ADDRESS.trim(),
     shutdownGraceTime: e.TEMPORAL_SHUTDOWN_GRACE,

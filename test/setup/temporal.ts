@@ -15,6 +15,12 @@ declare module 'vitest' {
   }
 }
 
+/**
+ * Day workflow ids (`crs-sync-day-YYYY-MM-DD`) are unique per namespace, and test files run in
+ * parallel against real dates; each file that starts workflows takes a namespace of its own.
+ */
+export const TEST_NAMESPACES = ['default', 'workflows', 'integration', 'kill', 'schedules', 'cli', 'replay'];
+
 let env: TestWorkflowEnvironment | undefined;
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
@@ -24,6 +30,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
       ...(path ? { executable: { type: 'existing-path' as const, path } } : {}),
       ip: '127.0.0.1',
       namespace: 'default',
+      extraArgs: TEST_NAMESPACES.slice(1).flatMap((n) => ['--namespace', n]),
     },
   });
   project.provide('temporalAddress', env.address);

@@ -21,11 +21,11 @@ let bundle: Promise<WorkflowBundleWithSourceMap> | undefined;
 
 /** The workflow bundle, built once per test file (about a second and a half). */
 export function workflowBundle(): Promise<WorkflowBundleWithSourceMap> {
-  bundle ??= bundleWorkflowCode({ workflowsPath, logger: quietSdkLogger });
+  bundle ??= bundleWorkflowCode({ workflowsPath, logger: quietLogger });
   return bundle;
 }
 
-const quietSdkLogger = {
+export const quietLogger = {
   log: () => {},
   trace: () => {},
   debug: () => {},
@@ -45,10 +45,10 @@ export interface TemporalHarness {
   close(): Promise<void>;
 }
 
-export async function connectHarness(): Promise<TemporalHarness> {
+/** `namespace`: one of TEST_NAMESPACES (test/setup/temporal.ts), a different one per test file. */
+export async function connectHarness(namespace: string): Promise<TemporalHarness> {
   installQuietRuntime();
   const address = inject('temporalAddress');
-  const namespace = inject('temporalNamespace');
   const connection = await Connection.connect({ address });
   const nativeConnection = await NativeConnection.connect({ address });
   return {
@@ -69,14 +69,27 @@ export const testLog = createLogger({ level: 'silent', destination: process.stde
 
 export async function createTestWorker(
   h: TemporalHarness,
-  deps: { warehouse: Warehouse; ops?: Partial<SyncOps>; env?: Record<string, string>; client?: ServiceClient },
+  deps: {
+    warehouse: Warehouse;
+    ops?: Partial<SyncOps>;
+    env?: Record<string, string>;
+    client?: ServiceClient;
+  },
 ): Promise<Worker> {
-  const config = parseConfig({ CRS_SCHEMA: deps.warehouse.schema, ...(deps.env ?? {}) });
+  // The test pools hold 10 connections: two day loads of two connections each, and the rest.
+  const config = parseConfig({
+    CRS_SCHEMA: deps.warehouse.schema,
+    CRS_LOAD_CONNECTIONS: '2',
+    CRS_ENRICH_CONCURRENCY: '2',
+    ...(deps.env ?? {}),
+  });
   const activityDeps: ActivityDeps = {
     warehouse: deps.warehouse,
-    client: deps.client ?? createServiceClient({ ...config.api, concurrency: config.enrichConcurrency }, testLog),
+    client:
+      deps.client ?? createServiceClient({ ...config.api, concurrency: config.enrichConcurrency }, testLog),
     config,
     log: testLog,
+    maxDayLoads: 2,
     ...(deps.ops ? { ops: deps.ops } : {}),
   };
   return Worker.create({

@@ -19,7 +19,7 @@ describe('workflows (real Temporal dev server, stand-in loader)', () => {
   let fake: ReturnType<typeof fakeLoaderOps>;
 
   beforeAll(async () => {
-    h = await connectHarness();
+    h = await connectHarness('workflows');
     tw = await createTestWarehouse({ prefix: 'twf' });
     fake = fakeLoaderOps(tw.w, { delayMs: 1500, failDays: [] });
     worker = await createTestWorker(h, { warehouse: tw.w, ops: fake.ops });

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { createActivities } from '../../../activities/index.ts';
+import { createActivities, DEFAULT_MAX_DAY_LOADS } from '../../../activities/index.ts';
 import { createServiceClient } from '../../api/index.ts';
 import { requireSettings } from '../../config.ts';
 import { connectWorker } from '../../temporal/connection.ts';
@@ -21,11 +21,15 @@ export function registerWorker(program: Command): void {
       releaseForeignExitHooks();
       const ctx = loadContext();
       const settings = parseWorkerSettings(process.env);
+      const dayLoads = settings.maxConcurrentDayLoads ?? DEFAULT_MAX_DAY_LOADS;
       requireSettings(ctx.config, ['export']);
       const { config, log } = ctx;
       // The SDK runtime (logs, metrics, signal handling) must exist before any connection.
       installRuntime(log, settings.metricsAddress);
-      const opened = await openConfiguredWarehouse(ctx);
+      // Day loads hold their connections throughout; enrichment batches and bookkeeping need a few more.
+      const opened = await openConfiguredWarehouse(ctx, {
+        connections: dayLoads * config.loadConnections + config.enrichConcurrency,
+      });
       try {
         const client = createServiceClient({ ...config.api, concurrency: config.enrichConcurrency }, log);
         const connection = await connectWorker(config.temporal);
@@ -34,7 +38,13 @@ export function registerWorker(program: Command): void {
             connection,
             namespace: config.temporal.namespace,
             taskQueue: config.temporal.taskQueue,
-            activities: createActivities({ warehouse: opened.warehouse, client, config, log }),
+            activities: createActivities({
+              warehouse: opened.warehouse,
+              client,
+              config,
+              log,
+              maxDayLoads: dayLoads,
+            }),
             settings,
           });
           for (const sig of ['SIGTERM', 'SIGINT'] as const) {
