@@ -1,0 +1,137 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { createServer } from 'node:net';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Simulator, startSimulator } from '../../src/simulator/index.ts';
+import { shiftDay, utcDay } from '../../src/warehouse/ledger.ts';
+import { syncWindow } from '../../workflows/index.ts';
+import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
+import { until } from './days.ts';
+import { connectHarness, type TemporalHarness } from './harness.ts';
+import { expectedRows, warehouseRows } from './truth.ts';
+
+const root = path.resolve(import.meta.dirname, '..', '..');
+
+async function freePort(): Promise<number> {
+  const s = createServer();
+  s.listen(0, '127.0.0.1');
+  await once(s, 'listening');
+  const port = (s.address() as { port: number }).port;
+  s.close();
+  return port;
+}
+
+// The real `crs-sync worker` command in child processes, killed in the middle of a day's load.
+describe('a worker killed in the middle of a day (real worker command, simulator, Postgres, dev server)', () => {
+  let h: TemporalHarness;
+  let tw: TestWarehouse;
+  let sim: Simulator;
+  const workers: ChildProcess[] = [];
+  const day = shiftDay(utcDay(new Date()), -2);
+
+  beforeAll(async () => {
+    h = await connectHarness('kill');
+    tw = await createTestWarehouse({ prefix: 'tkill' });
+    sim = await startSimulator({ port: 0, seed: 11, days: 4, recordsPerDay: 40_000, faults: 'none' });
+  });
+
+  afterAll(async () => {
+    for (const w of workers) if (w.exitCode === null && w.signalCode === null) w.kill('SIGKILL');
+    await sim?.close();
+    await tw?.dispose();
+    await h?.close();
+  });
+
+  function startWorker(metricsAddress: string): ChildProcess {
+    const child = spawn(process.execPath, [path.join(root, 'bin', 'crs-sync.js'), 'worker'], {
+      cwd: root,
+      env: {
+        PATH: process.env.PATH,
+        HOME: process.env.HOME,
+        ...sim.env(),
+        DATABASE_URL: tw.url,
+        CRS_SCHEMA: tw.schema,
+        TEMPORAL_ADDRESS: h.address,
+        TEMPORAL_NAMESPACE: h.namespace,
+        TEMPORAL_TASK_QUEUE: h.taskQueue,
+        TEMPORAL_METRICS_ADDRESS: metricsAddress,
+        TEMPORAL_SHUTDOWN_GRACE: '1s',
+        // Small batches: many checkpoints, so a kill lands between two of them.
+        CRS_BATCH_SIZE: '100',
+        CRS_LOAD_CONNECTIONS: '2',
+        CRS_RATE_LIMIT_RPS: '1000',
+        LOG_LEVEL: 'warn',
+      },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    child.stderr?.resume();
+    workers.push(child);
+    return child;
+  }
+
+  async function committed(): Promise<number> {
+    const r = await tw.w.db
+      .selectFrom('sync_days')
+      .select(['lines_committed', 'status'])
+      .where('day', '=', day)
+      .executeTakeFirst();
+    return r?.status === 'running' ? r.lines_committed : -1;
+  }
+
+  it('when the worker is killed with SIGKILL (and once stopped with SIGTERM) at several points of a day, then the run ends with the warehouse equal to the export', async () => {
+    const total = sim.truth.exportDayLines(day).length;
+    expect(total).toBeGreaterThan(10_000);
+    const handle = await h.client.workflow.start(syncWindow, {
+      taskQueue: h.taskQueue,
+      workflowId: `kill-${day}`,
+      // A short heartbeat timeout: a dead worker's load is retried within seconds.
+      args: [{ kind: 'manual', from: day, to: day, enrich: false, heartbeatTimeout: '3s' }],
+    });
+
+    const metricsAddress = `127.0.0.1:${await freePort()}`;
+    let worker = startWorker(metricsAddress);
+    const stops: { at: number; how: NodeJS.Signals; exit: number | null }[] = [];
+    for (const [fraction, how] of [
+      [0.15, 'SIGKILL'],
+      [0.4, 'SIGTERM'],
+      [0.65, 'SIGKILL'],
+    ] as const) {
+      const at = await until(
+        async () => {
+          const c = await committed();
+          return c >= fraction * total && c < total ? c : undefined;
+        },
+        `${fraction * 100}% of the day to be committed`,
+        120_000,
+      );
+      if (stops.length === 0) {
+        // The SDK's Prometheus endpoint of the first worker answers with its metrics.
+        const text = await (await fetch(`http://${metricsAddress}/metrics`)).text();
+        expect(text).toMatch(/temporal_/);
+      }
+      const exited = once(worker, 'exit');
+      worker.kill(how);
+      const [code] = (await exited) as [number | null];
+      stops.push({ at, how, exit: code });
+      worker = startWorker('');
+    }
+    const result = await handle.result();
+
+    // A drained worker exits cleanly; killed ones are simply gone.
+    expect(stops.find((s) => s.how === 'SIGTERM')?.exit).toBe(0);
+    expect(stops.map((s) => s.at)).toEqual([...stops.map((s) => s.at)].sort((a, b) => a - b));
+    const row = await tw.w.db
+      .selectFrom('sync_days')
+      .selectAll()
+      .where('day', '=', day)
+      .executeTakeFirstOrThrow();
+    expect(row.status).toBe('complete');
+    expect(row.attempts).toBeGreaterThanOrEqual(4);
+    expect(row.lines_committed).toBe(total);
+    const expected = expectedRows(sim, [day]);
+    expect(result.totals.daysLoaded).toBe(1);
+    expect(result.totals.inserted).toBe(expected.length);
+    expect(await warehouseRows(tw.w, [day])).toEqual(expected);
+  }, 300_000);
+});
