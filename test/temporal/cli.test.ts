@@ -1,0 +1,121 @@
+import { execFile } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import type { Worker } from '@temporalio/worker';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Simulator, startSimulator } from '../../src/simulator/index.ts';
+import { shiftDay, utcDay } from '../../src/warehouse/ledger.ts';
+import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
+import { connectHarness, createTestWorker, type TemporalHarness } from './harness.ts';
+
+const bin = path.resolve(import.meta.dirname, '..', '..', 'bin', 'crs-sync.js');
+
+interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+// `crs-sync sync|backfill|schedule` as a user runs them, against the dev server, with a worker
+// (real activities, simulator, Postgres) in this process.
+describe('the sync, backfill and schedule commands (dev server, real activities)', () => {
+  let h: TemporalHarness;
+  let tw: TestWarehouse;
+  let sim: Simulator;
+  let worker: Worker;
+  let badWorker: Worker;
+  let running: Promise<void>[] = [];
+  const cwd = mkdtempSync(path.join(tmpdir(), 'crs-cli-'));
+  const today = utcDay(new Date());
+
+  function cli(args: string[], taskQueue = h.taskQueue): Promise<CliResult> {
+    return new Promise((resolve) => {
+      execFile(
+        process.execPath,
+        [bin, ...args],
+        {
+          cwd,
+          env: {
+            PATH: process.env.PATH,
+            TEMPORAL_ADDRESS: h.address,
+            TEMPORAL_NAMESPACE: h.namespace,
+            TEMPORAL_TASK_QUEUE: taskQueue,
+            LOG_LEVEL: 'warn',
+          },
+          timeout: 120_000,
+        },
+        (err, stdout, stderr) => {
+          const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0;
+          resolve({ code, stdout, stderr });
+        },
+      );
+    });
+  }
+
+  beforeAll(async () => {
+    h = await connectHarness('cli');
+    tw = await createTestWarehouse({ prefix: 'tcli' });
+    sim = await startSimulator({ port: 0, seed: 5, days: 6, recordsPerDay: 400, faults: 'none' });
+    worker = await createTestWorker(h, { warehouse: tw.w, env: sim.env() });
+    // A worker whose service-account token the service refuses.
+    const bad = { ...h, taskQueue: `${h.taskQueue}-bad` };
+    badWorker = await createTestWorker(bad, {
+      warehouse: tw.w,
+      env: { ...sim.env(), CRS_SERVICE_ACCOUNT_TOKEN: 'not-the-token' },
+    });
+    running = [worker.run(), badWorker.run()];
+  });
+
+  afterAll(async () => {
+    worker?.shutdown();
+    badWorker?.shutdown();
+    await Promise.all(running);
+    await sim?.close();
+    await tw?.dispose();
+    await h?.close();
+  });
+
+  it('when sync runs over two days, then it follows the run to the end, prints a summary and exits 0', async () => {
+    const from = shiftDay(today, -3);
+    const to = shiftDay(today, -2);
+    const r = await cli(['sync', '--from', from, '--to', to, '--no-enrich']);
+    expect(r.stderr).not.toContain('unexpected');
+    expect(r.code).toBe(0);
+    const rows = sim.truth.exportDay(from).length + sim.truth.exportDay(to).length;
+    expect(r.stdout).toContain(`succeeded: ${from} → ${to}, 2 day(s)`);
+    expect(r.stdout).toContain(`rows: ${rows} read`);
+  });
+
+  it('when sync is started with --detach, then it prints the workflow id and exits 0 while the run goes on', async () => {
+    const day = shiftDay(today, -4);
+    const r = await cli(['sync', '--from', day, '--to', day, '--no-enrich', '--detach']);
+    expect(r.code).toBe(0);
+    const id = r.stdout.trim();
+    expect(id).toMatch(/^crs-sync-manual-/);
+    const result = await h.client.workflow.getHandle(id).result();
+    expect(result).toMatchObject({ from: day, to: day, days: 1 });
+  });
+
+  it('when a backfill fails because the service refuses the token, then it exits 1 naming the days and the reason', async () => {
+    const from = shiftDay(today, -3);
+    const to = shiftDay(today, -2);
+    const r = await cli(['backfill', '--from', from, '--to', to, '--no-enrich'], `${h.taskQueue}-bad`);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`crs-sync-backfill-${from}-${to} failed: 2 of 2 day(s) failed`);
+    expect(r.stderr).toMatch(/HTTP 401/);
+    expect(r.stderr).not.toContain('not-the-token');
+  });
+
+  it('when a date is not a date, then backfill exits 2 without starting anything', async () => {
+    const r = await cli(['backfill', '--from', '2025-02-30', '--to', '2025-03-02']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('--from: "2025-02-30" is not a date');
+  });
+
+  it('when there is no schedule, then schedule describe exits 2 and says how to create one', async () => {
+    const r = await cli(['schedule', 'describe']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('crs-sync schedule create');
+  });
+});
