@@ -57,7 +57,10 @@ describe('the sync, backfill and schedule commands (dev server, real activities)
     h = await connectHarness('cli');
     tw = await createTestWarehouse({ prefix: 'tcli' });
     sim = await startSimulator({ port: 0, seed: 5, days: 6, recordsPerDay: 400, faults: 'none' });
-    worker = await createTestWorker(h, { warehouse: tw.w, env: sim.env() });
+    worker = await createTestWorker(h, {
+      warehouse: tw.w,
+      env: { ...sim.env(), CRS_RATE_LIMIT_RPS: '1000' },
+    });
     // A worker whose service-account token the service refuses.
     const bad = { ...h, taskQueue: `${h.taskQueue}-bad` };
     badWorker = await createTestWorker(bad, {
@@ -95,6 +98,21 @@ describe('the sync, backfill and schedule commands (dev server, real activities)
     expect(id).toMatch(/^crs-sync-manual-/);
     const result = await h.client.workflow.getHandle(id).result();
     expect(result).toMatchObject({ from: day, to: day, days: 1 });
+  });
+
+  it('when sync runs with enrichment, then the threads its day queued are enriched and counted in the summary', async () => {
+    const day = shiftDay(today, -5);
+    const r = await cli(['sync', '--from', day, '--to', day]);
+    expect(r.code).toBe(0);
+    const m = /threads: (\d+) enriched \((\d+) done/.exec(r.stdout);
+    expect(m, r.stdout).not.toBeNull();
+    expect(Number(m![1])).toBeGreaterThan(0);
+    const pending = await tw.w.db
+      .selectFrom('threads')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('enrich_status', '=', 'pending')
+      .executeTakeFirstOrThrow();
+    expect(Number(pending.n)).toBe(0);
   });
 
   it('when a backfill fails because the service refuses the token, then it exits 1 naming the days and the reason', async () => {

@@ -1,0 +1,124 @@
+import { ApplicationFailure } from '@temporalio/common';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { toFailure } from '../../activities/failures.ts';
+import { createActivities } from '../../activities/index.ts';
+import type { SyncOps } from '../../activities/ops.ts';
+import { createServiceClient } from '../../src/api/index.ts';
+import { parseConfig } from '../../src/config.ts';
+import { CrsError } from '../../src/errors.ts';
+import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
+import { testLog } from './harness.ts';
+
+describe('activities', () => {
+  let tw: TestWarehouse;
+
+  beforeAll(async () => {
+    tw = await createTestWarehouse({ prefix: 'tact' });
+  });
+
+  afterAll(async () => {
+    await tw?.dispose();
+  });
+
+  function activities(ops: Partial<SyncOps>) {
+    const config = parseConfig({ CRS_SCHEMA: tw.schema });
+    const client = createServiceClient({ ...config.api, concurrency: 1 }, testLog);
+    return createActivities({ warehouse: tw.w, client, config, log: testLog, ops });
+  }
+
+  it('when a day load is retried, then it passes the same load id on and heartbeats the committed-line checkpoint', async () => {
+    const seen: { loadId: string }[] = [];
+    const a = activities({
+      async loadDay({ day, loadId, onProgress }) {
+        seen.push({ loadId });
+        onProgress({ linesCommitted: 700, rowsRead: 700, bytesRead: 70_000 });
+        return {
+          day,
+          loadId,
+          linesRead: 1000,
+          bytesRead: 100_000,
+          rowsRead: 1000,
+          inserted: 300,
+          updated: 0,
+          unchanged: 700,
+          rejected: 0,
+          deleted: 0,
+          threadsQueued: 4,
+        };
+      },
+    });
+    const env = new MockActivityEnvironment({
+      attempt: 3,
+      heartbeatDetails: { linesCommitted: 500, rowsRead: 500, bytesRead: 50_000 },
+    });
+    const beats: unknown[] = [];
+    env.on('heartbeat', (d: unknown) => beats.push(d));
+    const counts = await env.run(a.loadExportDay, { day: '2026-01-02', loadId: 'load-1' });
+    expect(seen).toEqual([{ loadId: 'load-1' }]);
+    expect(beats).toContainEqual({ linesCommitted: 700, rowsRead: 700, bytesRead: 70_000 });
+    expect(counts).toEqual({
+      linesRead: 1000,
+      bytesRead: 100_000,
+      rowsRead: 1000,
+      inserted: 300,
+      updated: 0,
+      unchanged: 700,
+      rejected: 0,
+      deleted: 0,
+      threadsQueued: 4,
+    });
+  });
+
+  it('when the loader reports bad credentials, then the activity fails without retry under the error code', async () => {
+    const a = activities({
+      async loadDay() {
+        throw new CrsError('HTTP_UNAUTHORIZED', 'export failed: HTTP 401 Unauthorized');
+      },
+    });
+    const err = await new MockActivityEnvironment()
+      .run(a.loadExportDay, { day: '2026-01-02', loadId: 'x' })
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ApplicationFailure);
+    expect(err).toMatchObject({ type: 'HTTP_UNAUTHORIZED', nonRetryable: true });
+  });
+
+  it('when the service throttles with a Retry-After, then the next retry waits that long', () => {
+    const f = toFailure(
+      new CrsError('HTTP_THROTTLED', 'export failed: HTTP 429', {
+        retryable: true,
+        details: { retryAfterMs: 7000 },
+      }),
+    );
+    expect(f).toMatchObject({ type: 'HTTP_THROTTLED', nonRetryable: false, nextRetryDelay: 7000 });
+  });
+
+  it('when a transient error carries a credential in its text, then the failure message masks it', () => {
+    const f = toFailure(new Error('connect failed: Authorization: Bearer abc.def.ghi'));
+    expect(f.message).not.toContain('abc.def.ghi');
+    expect(f).toMatchObject({ nonRetryable: false });
+  });
+
+  it('when a load ends short of success, then a day still running under its load id is released, and no other', async () => {
+    await tw.w.db
+      .insertInto('sync_days')
+      .values([
+        { day: '2026-03-01', status: 'running', _load_id: 'mine' },
+        { day: '2026-03-02', status: 'running', _load_id: 'theirs' },
+      ])
+      .execute();
+    const a = activities({});
+    const env = new MockActivityEnvironment();
+    expect(
+      await env.run(a.releaseDay, { day: '2026-03-01', loadId: 'mine', reason: 'load failed after retries' }),
+    ).toBe(true);
+    expect(await env.run(a.releaseDay, { day: '2026-03-02', loadId: 'mine', reason: 'cancelled' })).toBe(
+      false,
+    );
+    const rows = await tw.w.db.selectFrom('sync_days').select(['day', 'status']).orderBy('day').execute();
+    expect(rows).toEqual([
+      { day: '2026-03-01', status: 'failed' },
+      { day: '2026-03-02', status: 'running' },
+    ]);
+  });
+});
