@@ -51,8 +51,10 @@ export function createRateLimiter(
   const { limit, windowMs } = window;
   if (!Number.isInteger(limit) || limit < 1)
     throw new RangeError(`limit must be a positive integer, got ${limit}`);
-  // Grant times of the last `limit` starts, oldest first.
-  const recent: number[] = [];
+  // Grant times of the last `limit` starts, as a ring: `next` is the oldest once the ring is full.
+  const recent = new Float64Array(limit);
+  let filled = 0;
+  let next = 0;
   const queue: Waiter[] = [];
   let timer: NodeJS.Timeout | undefined;
   let granted = 0;
@@ -60,8 +62,8 @@ export function createRateLimiter(
   function pump(): void {
     while (queue.length > 0) {
       const t = now();
-      const oldest = recent[0];
-      if (recent.length >= limit && oldest !== undefined && t - oldest < windowMs) {
+      const oldest = recent[next]!;
+      if (filled === limit && t - oldest < windowMs) {
         if (timer === undefined) {
           // Timers may fire a little early; pump re-checks the clock and re-arms if so.
           timer = setTimeout(
@@ -75,8 +77,9 @@ export function createRateLimiter(
         return;
       }
       const w = queue.shift()!;
-      recent.push(t);
-      if (recent.length > limit) recent.shift();
+      recent[next] = t;
+      next = (next + 1) % limit;
+      if (filled < limit) filled++;
       granted++;
       if (w.onAbort) w.signal?.removeEventListener('abort', w.onAbort);
       w.resolve();

@@ -1,0 +1,238 @@
+/**
+ * Enrichment benchmark: the real enrichment (src/enrich) through the real client (src/api) against
+ * the simulator at fixed response latencies, into a real Postgres.
+ *
+ *   npm run bench:enrich -- [--latencies 10,25,50] [--concurrency 8] [--rps 1000] [--limited-rps 50 (0: skip)]
+ *                           [--records 300] [--days 3] [--page-size 50]
+ *
+ * For each latency L it reports threads/s and requests/s, against the bound
+ * min(concurrency ÷ L, rate limit) (a client with C requests in flight, each taking L, cannot do
+ * better), and the highest number of requests started in any one-second window (sliding, from
+ * the start times of every fetch the client made) against the configured limit. One more row per
+ * latency runs with a rate limit below concurrency ÷ L, where the limiter is what binds.
+ * Target: ≥ 80% of the bound; the limit never exceeded. DATABASE_URL (default
+ * postgres://postgres@127.0.0.1:5432/test) is used with throw-away schemas.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { Worker } from 'node:worker_threads';
+import { sql } from 'kysely';
+import { createServiceClient } from '../src/api/index.ts';
+import { createEnrichOps } from '../src/enrich/index.ts';
+import { createLogger } from '../src/log.ts';
+import type { SimulatorCredentials } from '../src/simulator/index.ts';
+import { openWarehouse } from '../src/warehouse/db.ts';
+import { dropSchema, migrateToLatest } from '../src/warehouse/migrator.ts';
+import { describeUrl } from './lib/db.ts';
+
+const { values: flags } = parseArgs({
+  options: {
+    latencies: { type: 'string', default: '10,25,50' },
+    concurrency: { type: 'string', default: '8' },
+    rps: { type: 'string', default: '1000' },
+    'limited-rps': { type: 'string', default: '50' },
+    records: { type: 'string', default: '300' },
+    days: { type: 'string', default: '3' },
+    'page-size': { type: 'string', default: '50' },
+    help: { type: 'boolean', short: 'h', default: false },
+  },
+});
+if (flags.help) {
+  console.log(
+    'npm run bench:enrich -- [--latencies 10,25,50] [--concurrency 8] [--rps 1000] [--limited-rps 50]\n' +
+      '                       [--records 300 (per simulated day)] [--days 3] [--page-size 50]',
+  );
+  process.exit(0);
+}
+const latencies = flags.latencies.split(',').map(Number);
+const concurrency = Number(flags.concurrency);
+const rps = Number(flags.rps);
+const limitedRps = Number(flags['limited-rps']);
+const records = Number(flags.records);
+const days = Number(flags.days);
+const pageSize = Number(flags['page-size']);
+const url = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
+const log = createLogger({ level: 'warn', pretty: false });
+
+interface Row {
+  latencyMs: number;
+  concurrency: number;
+  rateLimit: number;
+  threads: number;
+  requests: number;
+  retries: number;
+  seconds: number;
+  threadsPerS: number;
+  requestsPerS: number;
+  boundPerS: number;
+  ofBound: number;
+  maxInAnySecond: number;
+  limitHeld: boolean;
+}
+
+function maxInAnyWindow(times: number[], windowMs: number): number {
+  const t = [...times].sort((a, b) => a - b);
+  let best = 0;
+  for (let i = 0, j = 0; i < t.length; i++) {
+    while (t[i]! - t[j]! >= windowMs) j++;
+    best = Math.max(best, i - j + 1);
+  }
+  return best;
+}
+
+interface RemoteSim {
+  baseUrl: string;
+  legacyBaseUrl: string;
+  tokenUrl: string;
+  credentials: SimulatorCredentials;
+  threadIds: string[];
+  close(): Promise<void>;
+}
+
+async function startRemoteSimulator(faults: string): Promise<RemoteSim> {
+  const worker = new Worker(new URL('./lib/sim-worker.ts', import.meta.url), {
+    workerData: { seed: 3, days, recordsPerDay: records, faults },
+  });
+  const info = await new Promise<Omit<RemoteSim, 'close'>>((resolve, reject) => {
+    worker.once('message', resolve);
+    worker.once('error', reject);
+  });
+  return {
+    ...info,
+    close: async () => {
+      const exited = new Promise((resolve) => worker.once('exit', resolve));
+      worker.postMessage('close');
+      await exited;
+    },
+  };
+}
+
+async function run(latencyMs: number, rateLimit: number): Promise<Row> {
+  const sim = await startRemoteSimulator(`latency=${latencyMs}ms`);
+  const schema = `bench_enrich_${latencyMs}_${rateLimit}`.replace(/\./g, '_');
+  const w = openWarehouse({ url, schema, max: 20 });
+  try {
+    await dropSchema(w);
+    await migrateToLatest(w);
+    const ids = sim.threadIds;
+    await sql`insert into threads (thread_id, enrich_status, enrich_requested_at)
+              select unnest(${ids}::uuid[]), 'pending', now()`.execute(w.db);
+    const starts: number[] = [];
+    const recordingFetch: typeof fetch = (input, init) => {
+      starts.push(performance.now());
+      return fetch(input, init);
+    };
+    const api = createServiceClient(
+      {
+        baseUrl: sim.baseUrl,
+        legacyBaseUrl: sim.legacyBaseUrl,
+        serviceAccountToken: sim.credentials.serviceAccountToken,
+        accessToken: undefined,
+        tokenUrl: sim.tokenUrl,
+        clientId: sim.credentials.clientId,
+        clientSecret: sim.credentials.clientSecret,
+        apiKey: sim.credentials.apiKey,
+        timeoutMs: 30_000,
+        rateLimitRps: rateLimit,
+        concurrency,
+        fetch: recordingFetch,
+      },
+      log,
+    );
+    // Twice as many threads in progress as request slots, so that a thread busy with its
+    // database write never leaves a slot idle; batches of 25 as the enrich workflow sends them.
+    const ops = createEnrichOps({ db: w.db, api, log, concurrency: concurrency * 2, pageSize });
+    const t0 = performance.now();
+    let after: string | null = null;
+    let threads = 0;
+    for (;;) {
+      const page = await ops.listPendingThreads({ afterThreadId: after, limit: 50 });
+      if (page.length === 0) break;
+      const batches = [page.slice(0, 25), page.slice(25)].filter((b) => b.length > 0);
+      const counts = await Promise.all(
+        batches.map((b) => ops.enrichThreads({ threadIds: b, loadId: 'bench' })),
+      );
+      threads += counts.reduce((s, c) => s + c.threads, 0);
+      after = page[page.length - 1]!;
+    }
+    const seconds = (performance.now() - t0) / 1000;
+    const requests = starts.length;
+    const boundPerS = Math.min(concurrency / (latencyMs / 1000), rateLimit);
+    const maxInAnySecond = maxInAnyWindow(starts, 1000);
+    return {
+      latencyMs,
+      concurrency,
+      rateLimit,
+      threads,
+      requests,
+      retries: api.stats().retries,
+      seconds,
+      threadsPerS: threads / seconds,
+      requestsPerS: requests / seconds,
+      boundPerS,
+      ofBound: requests / seconds / boundPerS,
+      maxInAnySecond,
+      limitHeld: maxInAnySecond <= Math.floor(rateLimit),
+    };
+  } finally {
+    await dropSchema(w).catch(() => {});
+    await w.close();
+    await sim.close();
+  }
+}
+
+console.log(
+  `enrichment bench: concurrency ${concurrency}, page size ${pageSize}, simulator ${days} days × ${records} records/day, db ${describeUrl(url)}, node ${process.version}`,
+);
+const rows: Row[] = [];
+for (const l of latencies) {
+  rows.push(await run(l, rps));
+  if (limitedRps > 0 && limitedRps < concurrency / (l / 1000)) rows.push(await run(l, limitedRps));
+}
+
+const f = (n: number, d = 0) => n.toFixed(d);
+const header = [
+  'latency',
+  'limit/s',
+  'threads',
+  'requests',
+  'retries',
+  'time s',
+  'threads/s',
+  'req/s',
+  'bound/s',
+  'of bound',
+  'max in any 1 s',
+  'limit held',
+];
+const table = rows.map((r) => [
+  `${r.latencyMs} ms`,
+  f(r.rateLimit),
+  f(r.threads),
+  f(r.requests),
+  f(r.retries),
+  f(r.seconds, 1),
+  f(r.threadsPerS, 1),
+  f(r.requestsPerS, 1),
+  f(r.boundPerS),
+  `${f(r.ofBound * 100)}%`,
+  f(r.maxInAnySecond),
+  r.limitHeld ? 'yes' : 'NO',
+]);
+const widths = header.map((h, i) => Math.max(h.length, ...table.map((r) => r[i]!.length)));
+const line = (cells: string[]) => `| ${cells.map((c, i) => c.padStart(widths[i]!)).join(' | ')} |`;
+console.log(line(header));
+console.log(`|${widths.map((wd) => '-'.repeat(wd + 2)).join('|')}|`);
+for (const r of table) console.log(line(r));
+const ok = rows.every((r) => r.limitHeld && r.ofBound >= 0.8);
+console.log(
+  ok ? 'target met: every row ≥ 80% of its bound, limit never exceeded' : 'TARGET MISSED (see rows above)',
+);
+const out = path.resolve(import.meta.dirname, 'out');
+mkdirSync(out, { recursive: true });
+writeFileSync(
+  path.join(out, `enrich-${new Date().toISOString().replace(/[:.]/g, '-')}.json`),
+  JSON.stringify(rows, null, 2),
+);
+process.exitCode = ok ? 0 : 1;
