@@ -15,7 +15,6 @@ import {
 import { decodeThreadId, encodeThreadId, hash4, Rng, stringHash, uuidFromHash } from './prng.ts';
 import {
   buildTextPool,
-  escapeJson,
   makeInput,
   makeThreadName,
   planResponse,
@@ -184,9 +183,13 @@ export class Dataset {
     return plan.index * 16 + i;
   }
 
-  private procInput(plan: ThreadPlan, i: number): string {
+  private procInput(plan: ThreadPlan, i: number, escaped = false): string {
     const fileId = (plan.fileTurns >> i) & 1 ? this.procFile(plan)?.file_id : undefined;
-    return makeInput(new Rng(hash4(this.seed, plan.day, this.turnCoord(plan, i), TAG_INPUT)), fileId);
+    return makeInput(
+      new Rng(hash4(this.seed, plan.day, this.turnCoord(plan, i), TAG_INPUT)),
+      fileId,
+      escaped,
+    );
   }
 
   private procResponsePlan(plan: ThreadPlan, i: number) {
@@ -528,7 +531,7 @@ export class Dataset {
     if (h >>> 24 < 26) {
       extra = `,"Model":"crs-research-2","Latency Ms":${plan.replyTime[i]! - plan.userTime[i]!}`;
     }
-    return `{"Input":"${escapeJson(this.procInput(plan, i))}","Response":"${response}","Message ID":"${mid}","Message Time":"${time}","Thread ID":"${tid}","User ID":"${uid}"${extra}}`;
+    return `{"Input":"${this.procInput(plan, i, true)}","Response":"${response}","Message ID":"${mid}","Message Time":"${time}","Thread ID":"${tid}","User ID":"${uid}"${extra}}`;
   }
 
   /** Seeds the details of a reply written through the API (deterministic per thread and turn). */

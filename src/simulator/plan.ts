@@ -118,15 +118,39 @@ export function planThread(
   return out;
 }
 
+const PAD2: string[] = Array.from({ length: 100 }, (_, i) => String(i).padStart(2, '0'));
+const PAD3: string[] = Array.from({ length: 1000 }, (_, i) => String(i).padStart(3, '0'));
+
+/** ISO 8601 of a (local) wall time without zone, by civil-from-days arithmetic: toISOString is slow. */
+function wallTime(ms: number): string {
+  const days = Math.floor(ms / DAY_MS);
+  let rem = ms - days * DAY_MS;
+  const z = days + 719468;
+  const era = Math.floor(z / 146097);
+  const doe = z - era * 146097;
+  const yoe = Math.floor(
+    (doe - Math.floor(doe / 1460) + Math.floor(doe / 36524) - Math.floor(doe / 146096)) / 365,
+  );
+  const doy = doe - (365 * yoe + Math.floor(yoe / 4) - Math.floor(yoe / 100));
+  const mp = Math.floor((5 * doy + 2) / 153);
+  const d = doy - Math.floor((153 * mp + 2) / 5) + 1;
+  const m = mp < 10 ? mp + 3 : mp - 9;
+  const y = yoe + era * 400 + (m <= 2 ? 1 : 0);
+  const hh = Math.floor(rem / 3_600_000);
+  rem -= hh * 3_600_000;
+  const mi = Math.floor(rem / 60_000);
+  rem -= mi * 60_000;
+  const ss = Math.floor(rem / 1000);
+  const msec = rem - ss * 1000;
+  return `${y}-${PAD2[m]}-${PAD2[d]}T${PAD2[hh]}:${PAD2[mi]}:${PAD2[ss]}.${PAD3[msec]}`;
+}
+
 /** Renders an instant with the given offset as ISO 8601, e.g. 2026-11-20T23:59:59.999+02:00. */
 export function formatWithOffset(ms: number, offsetIdx: number): string {
   const minutes = OFFSETS[offsetIdx] ?? 0;
-  if (minutes === 0 && offsetIdx !== OFFSET_PLUS_ZERO) return new Date(ms).toISOString();
-  const local = new Date(ms + minutes * 60_000).toISOString().slice(0, 23);
+  if (minutes === 0 && offsetIdx !== OFFSET_PLUS_ZERO) return `${wallTime(ms)}Z`;
   const abs = Math.abs(minutes);
-  const hh = String(Math.floor(abs / 60)).padStart(2, '0');
-  const mm = String(abs % 60).padStart(2, '0');
-  return `${local}${minutes < 0 ? '-' : '+'}${hh}:${mm}`;
+  return `${wallTime(ms + minutes * 60_000)}${minutes < 0 ? '-' : '+'}${PAD2[Math.floor(abs / 60)]}:${PAD2[abs % 60]}`;
 }
 
 export function dayOf(ms: number): number {

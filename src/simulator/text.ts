@@ -172,8 +172,19 @@ export function buildTextPool(seed: number): TextPool {
   return { paragraphs, escaped: paragraphs.map(escapeJson) };
 }
 
-export function makeInput(rng: Rng, fileId: string | undefined): string {
-  const base = `${rng.pick(ASKS)} ${rng.pick(TOPICS)}?${rng.pick(TAILS)}`;
+const ESC_ASKS = ASKS.map((x) => escapeJson(x));
+const ESC_TOPICS = TOPICS.map((x) => escapeJson(x));
+const ESC_TAILS = TAILS.map((x) => escapeJson(x));
+
+/** An input message; `escaped` renders it JSON-escaped from pre-escaped pieces (same draws). */
+export function makeInput(rng: Rng, fileId: string | undefined, escaped = false): string {
+  const a = rng.int(ASKS.length);
+  const t = rng.int(TOPICS.length);
+  const tail = rng.int(TAILS.length);
+  const base = escaped
+    ? `${ESC_ASKS[a]} ${ESC_TOPICS[t]}?${ESC_TAILS[tail]}`
+    : `${ASKS[a]} ${TOPICS[t]}?${TAILS[tail]}`;
+  // File ids are plain ASCII: no escaping needed.
   return fileId ? `${base} Use the uploaded file ${fileId}.` : base;
 }
 
@@ -187,27 +198,29 @@ export function makeThreadName(rng: Rng): string {
 
 /** Picks of a response: a head sentence and paragraph indices, drawn once, rendered twice. */
 export interface ResponsePlan {
-  head: string;
+  topic: number;
+  sources: number;
   parts: number[];
 }
 
 export function planResponse(rng: Rng): ResponsePlan {
-  const head = `Here is what the sources say about ${rng.pick(TOPICS)} (${rng.range(2, 9)} sources reviewed).`;
+  const topic = rng.int(TOPICS.length);
+  const sources = rng.range(2, 9);
   const n = rng.range(2, 6);
   const parts: number[] = [];
   for (let i = 0; i < n; i++) parts.push(rng.int(POOL_SIZE));
-  return { head, parts };
+  return { topic, sources, parts };
 }
 
 export function renderResponse(pool: TextPool, plan: ResponsePlan): string {
-  let out = plan.head;
+  let out = `Here is what the sources say about ${TOPICS[plan.topic]} (${plan.sources} sources reviewed).`;
   for (const p of plan.parts) out += `\n\n${pool.paragraphs[p]}`;
   return out;
 }
 
 /** The same text as renderResponse, JSON-escaped, from the pre-escaped pool. */
 export function renderResponseEscaped(pool: TextPool, plan: ResponsePlan): string {
-  let out = escapeJson(plan.head);
+  let out = `Here is what the sources say about ${ESC_TOPICS[plan.topic]} (${plan.sources} sources reviewed).`;
   for (const p of plan.parts) out += `\\n\\n${pool.escaped[p]}`;
   return out;
 }
