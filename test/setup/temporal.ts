@@ -21,6 +21,8 @@ declare module 'vitest' {
  */
 export const TEST_NAMESPACES = ['default', 'workflows', 'integration', 'kill', 'schedules', 'cli', 'replay'];
 
+export const SUGGEST_CONTINUE_AS_NEW_AFTER = 30;
+
 let env: TestWorkflowEnvironment | undefined;
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
@@ -30,7 +32,13 @@ export default async function setup(project: TestProject): Promise<() => Promise
       ...(path ? { executable: { type: 'existing-path' as const, path } } : {}),
       ip: '127.0.0.1',
       namespace: 'default',
-      extraArgs: TEST_NAMESPACES.slice(1).flatMap((n) => ['--namespace', n]),
+      extraArgs: [
+        ...TEST_NAMESPACES.slice(1).flatMap((n) => ['--namespace', n]),
+        // The server suggests continue-as-new after this many history events (default 4k in
+        // production servers): low here, so a short backfill in a test is told to continue as new.
+        '--dynamic-config-value',
+        `limit.historyCount.suggestContinueAsNew=${SUGGEST_CONTINUE_AS_NEW_AFTER}`,
+      ],
     },
   });
   project.provide('temporalAddress', env.address);

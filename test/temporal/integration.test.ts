@@ -6,6 +6,7 @@ import { type Simulator, startSimulator } from '../../src/simulator/index.ts';
 import { createOrUpdateSchedule, describeSchedule } from '../../src/temporal/schedules.ts';
 import { shiftDay, utcDay } from '../../src/warehouse/ledger.ts';
 import { backfill } from '../../workflows/index.ts';
+import { progressQuery } from '../../workflows/queries.ts';
 import { DAY_WORKFLOW_PREFIX } from '../../workflows/types.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 import { until } from './days.ts';
@@ -102,6 +103,26 @@ describe('sync through Temporal with the real activities (simulator, Postgres, d
       );
       histories.push({ workflowId: id, history, json });
     }
+  });
+
+  it('when the history of a backfill grows past the continue-as-new threshold of the server, then it continues as new and still loads every day', async () => {
+    const range = [7, 6, 5, 4, 3, 2].map((n) => shiftDay(today, -n));
+    const workflowId = `backfill-can-${range[0]}`;
+    const worker = await createTestWorker(h, { warehouse: tw.w, env: sim.env() });
+    const [result, progress] = await worker.runUntil(async () => {
+      const r = await h.client.workflow.execute(backfill, {
+        taskQueue: h.taskQueue,
+        workflowId,
+        // One day at a time and no days-per-run limit of its own: only the server's suggestion
+        // (SUGGEST_CONTINUE_AS_NEW_AFTER events, test/setup/temporal.ts) makes it continue as new.
+        args: [{ from: range[0]!, to: range[5]!, concurrency: 1, enrich: false }],
+      });
+      // The last run answers the query while the worker is still up.
+      return [r, await h.client.workflow.getHandle(workflowId).query(progressQuery)] as const;
+    });
+    expect(result.totals.daysLoaded + result.totals.daysAttached).toBe(6);
+    expect(progress.runs).toBeGreaterThanOrEqual(2);
+    expect(await warehouseRows(tw.w, range)).toEqual(expectedRows(sim, range));
   });
 
   it('when the histories of those runs are read, then no credential and no row data is in them', async () => {

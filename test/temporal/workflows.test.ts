@@ -94,16 +94,17 @@ describe('workflows (real Temporal dev server, stand-in loader)', () => {
     const result = await handle.result();
     expect(result.totals.daysLoaded).toBe(5);
     for (const d of days) expect(fake.starts.get(d)).toBe(1);
+    // Two days per run make at least three runs (the server may suggest more: test/setup/temporal.ts).
     const progress = await h.client.workflow.getHandle(workflowId).query(progressQuery);
-    expect(progress.runs).toBe(3);
+    expect(progress.runs).toBeGreaterThanOrEqual(3);
     const last = await h.client.workflow.getHandle(workflowId).describe();
     expect(last.runId).not.toBe(handle.firstExecutionRunId);
     const runs = await until(async () => {
       let n = 0;
       for await (const _ of h.client.workflow.list({ query: `WorkflowId = '${workflowId}'` })) n++;
-      return n === 3 ? n : undefined;
-    }, 'three runs of the backfill in visibility');
-    expect(runs).toBe(3);
+      return n === progress.runs ? n : undefined;
+    }, 'every run of the backfill in visibility');
+    expect(runs).toBe(progress.runs);
   });
 
   it('when a sync is cancelled in the middle of a day, then the day is released back to pending and the run is recorded as cancelled', async () => {
