@@ -270,12 +270,22 @@ export function createServiceClient(options: ServiceClientOptions, log: Logger):
     ) {
       checkIndex('pageSize', pageSize, 1, MAX_PAGE_SIZE);
       let index = startIndex;
+      let previousFirst: unknown;
       for (;;) {
         const messages = await listMessages(threadId, {
           startIndex: index,
           limitNum: pageSize,
           signal: opts.signal,
         });
+        // A service that ignored start_index would hand back the same full page forever.
+        const first = (messages[0] as HistoryEntry | undefined)?.message_id;
+        if (first !== undefined && first === previousFirst) {
+          throw badResponse(
+            'listMessages',
+            `start_index ${index} returned the same entries as the page before`,
+          );
+        }
+        previousFirst = first;
         const last = messages.length < pageSize;
         const page: HistoryPage = { startIndex: index, messages, nextIndex: index + messages.length, last };
         index = page.nextIndex;

@@ -139,3 +139,17 @@ describe('getArtifact', () => {
     expect(server.seen).toHaveLength(1);
   });
 });
+
+describe('historyFrom guard', () => {
+  it('when the service ignores start_index, then paging stops with HTTP_BAD_RESPONSE instead of looping', async () => {
+    server = await startScriptedServer((_req, res) => sendJson(res, 200, { messages: entries(0, 3) }));
+    const { api } = client(server.url);
+    const pages: unknown[] = [];
+    const err = await (async () => {
+      for await (const p of api.historyFrom(T, 0, 3)) pages.push(p);
+    })().catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'HTTP_BAD_RESPONSE' });
+    expect(pages).toHaveLength(1);
+    expect(server.seen).toHaveLength(2);
+  });
+});

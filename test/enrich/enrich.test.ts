@@ -375,4 +375,36 @@ describe('enrichThreads', () => {
     const t = await db().selectFrom('threads').selectAll().executeTakeFirstOrThrow();
     expect(t.thread_name).toBeNull();
   });
+
+  it('when the service echoes credentials in error bodies, then no secret reaches a stored row', async () => {
+    threads.set(T1, { name: 'n', history: [], status: 403 });
+    threads.set(T2, { name: 'n', history: [msg(0, { artifact_ids: ['echo-art'] })] });
+    server = await startScriptedServer((req, res) => {
+      if (/artifacts|artifact\//.test(req.path) || req.path.endsWith(`${T1}/messages`)) {
+        const status = req.path.endsWith('/messages') ? 403 : 404;
+        return sendJson(res, status, {
+          detail: `bad credentials ${req.headers.authorization} ${req.headers['x-api-key']}`,
+        });
+      }
+      handle(req, res);
+    });
+    const { log } = captureLog();
+    const api = createServiceClient(
+      options(server.url, { legacyBaseUrl: `${server.url}/legacy`, apiKey: SECRETS.apiKey }),
+      log,
+    );
+    for (const id of [T1, T2]) {
+      await sql`insert into threads (thread_id, enrich_status, enrich_requested_at) values (${id}, 'pending', now())`.execute(
+        db(),
+      );
+    }
+    const ops = createEnrichOps({ db: db(), api, log, concurrency: 2, threadListTtlMs: 0 });
+    await ops.enrichThreads({ threadIds: [T1, T2], loadId: 'L1' });
+    const stored = JSON.stringify([
+      await db().selectFrom('threads').selectAll().execute(),
+      await db().selectFrom('rejected_records').selectAll().execute(),
+    ]);
+    expect(stored).toContain('bad credentials');
+    for (const secret of Object.values(SECRETS)) expect(stored).not.toContain(secret);
+  });
 });
