@@ -74,7 +74,7 @@ beforeAll(async () => {
     ])
     .execute();
   const cit = (ord: number, owner: string, type: string | null, name: string | null, artifact = false) => ({
-    owner_kind: artifact ? 'artifact' : 'message',
+    owner_kind: (artifact ? 'artifact' : 'message') as 'artifact' | 'message',
     owner_id: owner,
     ordinal: ord,
     message_id: artifact ? null : owner,
