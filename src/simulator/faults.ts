@@ -15,7 +15,7 @@ export interface FaultSpec {
   throttle?: { p: number; retryAfterSec: number };
   /** Probability that a URL starts with a burst of `burst` consecutive 5xx answers. */
   serverError?: { p: number; burst: number };
-  /** Probability per export response of a connection cut in the middle of a line. */
+  /** Probability per export response of a cut in the middle of a line (per SSE stream: after 1-3 events). */
   cut?: number;
   /** Probability per export line of an extra malformed line before it. */
   malformed?: number;
@@ -34,7 +34,8 @@ export const FAULT_SPEC_HELP = [
   '  latency=DUR          delay every response (DUR: 25ms, 2s, 1m; bare number = ms)',
   '  429=P[:DUR]          answer 429 with Retry-After (default 1s) with probability P per request',
   '  5xx=P[:N]            with probability P per URL, its first N (default 3) requests answer 500/502/503',
-  '  cut=P                cut the connection mid-line in an export response, with probability P',
+  '  cut=P                cut the connection mid-line in an export response, or after 1-3 events of an SSE\n' +
+    '                       stream (before completion), with probability P per request',
   '  malformed=P          insert a malformed export line before a line, with probability P per line',
   '  duplicate=P          send an export line twice, with probability P per line',
   '  expire=P             answer 401 "token expired" to a valid token, with probability P per request',

@@ -416,7 +416,7 @@ async function v2(
         'cache-control': 'no-cache',
         connection: 'keep-alive',
       });
-      runner.subscribe(ref.id, res);
+      runner.subscribe(ref.id, res, rf.cut ? 1 + Math.floor(rf.cutFraction * 3) : undefined);
     });
   }
   throw fail(404, 'Not Found');

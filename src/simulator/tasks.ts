@@ -25,13 +25,20 @@ export interface Task {
   events: SseEvent[];
   turn: LiveTurn;
   replyMessageId: string;
-  subscribers: Set<ServerResponse>;
+  /** Open streams, each with how many more events it may carry before a cut fault (undefined: no cut). */
+  subscribers: Map<ServerResponse, number | undefined>;
   timer: NodeJS.Timeout | undefined;
   steps: Array<() => void>;
   updatedAt: number;
 }
 
 const CHUNKS = 4;
+
+/** Drops the connection once what was written is out: the client sees the stream end early. */
+function cutStream(res: ServerResponse): void {
+  if (!res.headersSent) res.flushHeaders();
+  res.write('', () => res.socket?.destroy());
+}
 
 export function writeSse(res: ServerResponse, id: number, ev: SseEvent): void {
   res.write(`event: ${ev.event}\nid: ${id}\ndata: ${JSON.stringify(ev.data)}\n\n`);
@@ -75,7 +82,7 @@ export class TaskRunner {
       events: [],
       turn,
       replyMessageId: ds.nextId(4),
-      subscribers: new Set(),
+      subscribers: new Map(),
       timer: undefined,
       steps: [],
       updatedAt: now,
@@ -168,11 +175,19 @@ export class TaskRunner {
     const ev = { event, data };
     task.events.push(ev);
     const id = task.events.length - 1;
-    for (const res of task.subscribers) writeSse(res, id, ev);
+    for (const [res, budget] of task.subscribers) {
+      if (budget !== undefined && (budget <= 0 || event === 'completion')) {
+        task.subscribers.delete(res);
+        cutStream(res);
+        continue;
+      }
+      writeSse(res, id, ev);
+      if (budget !== undefined) task.subscribers.set(res, budget - 1);
+    }
   }
 
   private closeSubscribers(task: Task): void {
-    for (const res of task.subscribers) res.end();
+    for (const res of task.subscribers.keys()) res.end();
     task.subscribers.clear();
   }
 
@@ -206,22 +221,29 @@ export class TaskRunner {
     this.tasks.delete(threadId);
   }
 
-  /** Replays the task's events to a new subscriber, then follows it live until completion. */
-  subscribe(threadId: string, res: ServerResponse): void {
+  /**
+   * Replays the task's events to a new subscriber, then follows it live until completion. With
+   * `cutAfter` (the cut fault) the connection drops after that many events, before completion.
+   */
+  subscribe(threadId: string, res: ServerResponse, cutAfter?: number): void {
     const task = this.tasks.get(threadId);
     if (!task) {
+      if (cutAfter !== undefined) return cutStream(res);
       writeSse(res, 0, { event: 'completion', data: { task_id: null, status: 'idle', message_id: null } });
       res.end();
       return;
     }
-    task.events.forEach((ev, i) => {
+    let budget = cutAfter;
+    for (const [i, ev] of task.events.entries()) {
+      if (budget !== undefined && (budget <= 0 || ev.event === 'completion')) return cutStream(res);
       writeSse(res, i, ev);
-    });
+      if (budget !== undefined) budget--;
+    }
     if (task.status === 'completed' || task.status === 'cancelled') {
       res.end();
       return;
     }
-    task.subscribers.add(res);
+    task.subscribers.set(res, budget);
     res.on('close', () => task.subscribers.delete(res));
   }
 

@@ -90,6 +90,32 @@ describe('faults', () => {
     expect(truth[lines.length]!.startsWith(last)).toBe(true);
   });
 
+  it('when cut is switched on for an event stream, then it drops after a few events, before completion', async () => {
+    const created = await api.call('POST', '/v2/threads', '/v2/threads', {
+      headers: { ...api.v2(), 'content-type': 'application/json' },
+      body: JSON.stringify({ thread_name: 'cut stream' }),
+    });
+    const id = (created.body as { thread_id: string }).thread_id;
+    await api.call('POST', '/v2/threads/{thread_id}/messages', `/v2/threads/${id}/messages`, {
+      headers: api.v2(),
+      body: new URLSearchParams({ message: 'stream me' }),
+    });
+    const { body, complete } = await rawGet(
+      `${sim.baseUrl}/v2/threads/${id}/events`,
+      withFaults('cut=1', api.v2()),
+    );
+    expect(complete).toBe(false);
+    const events = body.split('\n\n').filter((b) => b.startsWith('event: '));
+    expect(events.length).toBeGreaterThanOrEqual(1);
+    expect(events.length).toBeLessThanOrEqual(3);
+    expect(body).not.toContain('event: completion');
+    // Without the fault, the same stream runs to completion.
+    const full = await api.call('GET', '/v2/threads/{thread_id}/events', `/v2/threads/${id}/events`, {
+      headers: api.v2(),
+    });
+    expect(full.text).toContain('event: completion');
+  });
+
   it('when malformed lines are switched on, then broken lines are added and every true record still arrives in order', async () => {
     const r = await api
       .call('GET', EXPORT, `${EXPORT}?start_date=${DAY}`, {

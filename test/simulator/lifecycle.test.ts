@@ -391,6 +391,8 @@ describe('thread lifecycle', () => {
         'POST /oauth/token',
       ]),
     );
+    // Every schema in it is valid JSON Schema 2020-12 and every $ref resolves.
+    expect(api.validator.checkAllSchemas().length).toBeGreaterThan(40);
     const schemes = doc.components.securitySchemes;
     expect(
       Object.values(schemes)

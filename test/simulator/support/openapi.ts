@@ -23,6 +23,42 @@ export interface Validator {
   component(name: string, value: unknown): void;
   /** Validates one SSE event payload against the schema named for its event. */
   sseEvent(path: string, event: string, data: unknown): void;
+  /**
+   * Checks every schema of the document (parameters, bodies, responses, headers, events,
+   * components) against the JSON Schema 2020-12 meta-schema and compiles it, so that every $ref
+   * resolves; returns the JSON pointers checked.
+   */
+  checkAllSchemas(): string[];
+}
+
+/** JSON pointers of every schema the document holds. */
+function schemaPointers(doc: Json): string[] {
+  const out: string[] = [];
+  const walk = (node: unknown, at: string[]) => {
+    if (node === null || typeof node !== 'object') return;
+    if (Array.isArray(node)) {
+      node.forEach((v, i) => {
+        walk(v, [...at, String(i)]);
+      });
+      return;
+    }
+    for (const [k, v] of Object.entries(node as Json)) {
+      const here = [...at, k];
+      if ((k === 'schema' || k === 'itemSchema') && v && typeof v === 'object') out.push(pointer(...here));
+      else if ((at.at(-1) === 'schemas' && at.at(-2) === 'components') || at.at(-1) === 'x-sse-events') {
+        out.push(pointer(...here));
+      } else walk(v, here);
+    }
+  };
+  walk(doc, []);
+  return out;
+}
+
+function at(doc: Json, ptr: string): unknown {
+  return ptr
+    .split('/')
+    .map((p) => p.replaceAll('~1', '/').replaceAll('~0', '~'))
+    .reduce<unknown>((node, key) => (node as Json)[key], doc);
 }
 
 export function createValidator(doc: Json): Validator {
@@ -89,6 +125,19 @@ export function createValidator(doc: Json): Validator {
     },
     component(name, value) {
       check(pointer('components', 'schemas', name), value, name);
+    },
+    checkAllSchemas() {
+      const meta = new Ajv2020({ strict: false });
+      const ptrs = schemaPointers(doc);
+      for (const ptr of ptrs) {
+        if (!meta.validateSchema(at(doc, ptr) as Json)) {
+          throw new Error(
+            `schema at ${ptr} is not valid JSON Schema 2020-12: ${meta.errorsText(meta.errors)}`,
+          );
+        }
+        ajv.compile({ $ref: `${DOC_ID}#/${ptr}` });
+      }
+      return ptrs;
     },
     sseEvent(path, event, data) {
       const media = (((paths[path]!.get!.responses as Json)['200'] as Json).content as Json)[
