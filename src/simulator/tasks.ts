@@ -228,14 +228,20 @@ export class TaskRunner {
   subscribe(threadId: string, res: ServerResponse, cutAfter?: number): void {
     const task = this.tasks.get(threadId);
     if (!task) {
-      if (cutAfter !== undefined) return cutStream(res);
+      if (cutAfter !== undefined) {
+        cutStream(res);
+        return;
+      }
       writeSse(res, 0, { event: 'completion', data: { task_id: null, status: 'idle', message_id: null } });
       res.end();
       return;
     }
     let budget = cutAfter;
     for (const [i, ev] of task.events.entries()) {
-      if (budget !== undefined && (budget <= 0 || ev.event === 'completion')) return cutStream(res);
+      if (budget !== undefined && (budget <= 0 || ev.event === 'completion')) {
+        cutStream(res);
+        return;
+      }
       writeSse(res, i, ev);
       if (budget !== undefined) budget--;
     }
