@@ -14,6 +14,7 @@
  * postgres://postgres@127.0.0.1:5432/test) is used with throw-away schemas.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Worker } from 'node:worker_threads';
@@ -69,6 +70,9 @@ interface Row {
   ofBound: number;
   maxInAnySecond: number;
   limitHeld: boolean;
+  meanInFlight: number;
+  p50LatencyMs: number;
+  p95LatencyMs: number;
 }
 
 function maxInAnyWindow(times: number[], windowMs: number): number {
@@ -119,9 +123,28 @@ async function run(latencyMs: number, rateLimit: number): Promise<Row> {
     await sql`insert into threads (thread_id, enrich_status, enrich_requested_at)
               select unnest(${ids}::uuid[]), 'pending', now()`.execute(w.db);
     const starts: number[] = [];
-    const recordingFetch: typeof fetch = (input, init) => {
-      starts.push(performance.now());
-      return fetch(input, init);
+    // Time-weighted requests in flight (call → response headers) and their latencies, to tell
+    // a client that is starved of work from a service (or machine) that answers slowly.
+    let inFlight = 0;
+    let lastChange = performance.now();
+    let busyArea = 0;
+    const latencies: number[] = [];
+    const change = (d: number) => {
+      const t = performance.now();
+      busyArea += inFlight * (t - lastChange);
+      lastChange = t;
+      inFlight += d;
+    };
+    const recordingFetch: typeof fetch = async (input, init) => {
+      const t = performance.now();
+      starts.push(t);
+      change(1);
+      try {
+        return await fetch(input, init);
+      } finally {
+        change(-1);
+        latencies.push(performance.now() - t);
+      }
     };
     const api = createServiceClient(
       {
@@ -140,16 +163,19 @@ async function run(latencyMs: number, rateLimit: number): Promise<Row> {
       },
       log,
     );
-    // Twice as many threads in progress as request slots, so that a thread busy with its
-    // database write never leaves a slot idle; batches of 25 as the enrich workflow sends them.
-    const ops = createEnrichOps({ db: w.db, api, log, concurrency: concurrency * 2, pageSize });
+    // Shaped like the enrichPending workflow on one worker: pages of batchSize × concurrency
+    // pending ids, batches of 25 threads, `concurrency` batches at once, each enriching
+    // `concurrency` threads at once (all sharing the one client and its limits).
+    const ops = createEnrichOps({ db: w.db, api, log, concurrency, pageSize });
+    const batchSize = 25;
     const t0 = performance.now();
     let after: string | null = null;
     let threads = 0;
     for (;;) {
-      const page = await ops.listPendingThreads({ afterThreadId: after, limit: 50 });
+      const page = await ops.listPendingThreads({ afterThreadId: after, limit: batchSize * concurrency });
       if (page.length === 0) break;
-      const batches = [page.slice(0, 25), page.slice(25)].filter((b) => b.length > 0);
+      const batches: string[][] = [];
+      for (let i = 0; i < page.length; i += batchSize) batches.push(page.slice(i, i + batchSize));
       const counts = await Promise.all(
         batches.map((b) => ops.enrichThreads({ threadIds: b, loadId: 'bench' })),
       );
@@ -157,6 +183,8 @@ async function run(latencyMs: number, rateLimit: number): Promise<Row> {
       after = page[page.length - 1]!;
     }
     const seconds = (performance.now() - t0) / 1000;
+    change(0);
+    latencies.sort((a, b) => a - b);
     const requests = starts.length;
     const boundPerS = Math.min(concurrency / (latencyMs / 1000), rateLimit);
     const maxInAnySecond = maxInAnyWindow(starts, 1000);
@@ -174,6 +202,9 @@ async function run(latencyMs: number, rateLimit: number): Promise<Row> {
       ofBound: requests / seconds / boundPerS,
       maxInAnySecond,
       limitHeld: maxInAnySecond <= Math.floor(rateLimit),
+      meanInFlight: busyArea / (seconds * 1000),
+      p50LatencyMs: latencies[Math.floor(latencies.length / 2)] ?? 0,
+      p95LatencyMs: latencies[Math.floor(latencies.length * 0.95)] ?? 0,
     };
   } finally {
     await dropSchema(w).catch(() => {});
@@ -185,6 +216,8 @@ async function run(latencyMs: number, rateLimit: number): Promise<Row> {
 console.log(
   `enrichment bench: concurrency ${concurrency}, page size ${pageSize}, simulator ${days} days × ${records} records/day, db ${describeUrl(url)}, node ${process.version}`,
 );
+const load = () => os.loadavg()[0]!.toFixed(1);
+console.log(`machine: ${os.cpus().length} CPUs, load average ${load()} at start`);
 const rows: Row[] = [];
 for (const l of latencies) {
   rows.push(await run(l, rps));
@@ -205,6 +238,8 @@ const header = [
   'of bound',
   'max in any 1 s',
   'limit held',
+  'slots busy',
+  'p50/p95 ms',
 ];
 const table = rows.map((r) => [
   `${r.latencyMs} ms`,
@@ -219,12 +254,19 @@ const table = rows.map((r) => [
   `${f(r.ofBound * 100)}%`,
   f(r.maxInAnySecond),
   r.limitHeld ? 'yes' : 'NO',
+  `${f((r.meanInFlight / r.concurrency) * 100)}%`,
+  `${f(r.p50LatencyMs)}/${f(r.p95LatencyMs)}`,
 ]);
 const widths = header.map((h, i) => Math.max(h.length, ...table.map((r) => r[i]!.length)));
 const line = (cells: string[]) => `| ${cells.map((c, i) => c.padStart(widths[i]!)).join(' | ')} |`;
 console.log(line(header));
 console.log(`|${widths.map((wd) => '-'.repeat(wd + 2)).join('|')}|`);
 for (const r of table) console.log(line(r));
+console.log(
+  `load average ${load()} at the end. "slots busy": time-weighted requests in flight ÷ concurrency (the client's own\n` +
+    'efficiency); when it is near 100% and req/s is below the bound, responses took longer than the configured latency\n' +
+    '(p50/p95: call to response headers, as the client saw them).',
+);
 const ok = rows.every((r) => r.limitHeld && r.ofBound >= 0.8);
 console.log(
   ok ? 'target met: every row ≥ 80% of its bound, limit never exceeded' : 'TARGET MISSED (see rows above)',
