@@ -160,7 +160,7 @@ describe('analytics export', () => {
     }
   });
 
-  it('when export records are joined to thread history, then each Message ID is the reply (or cancellation) entry of its thread', () => {
+  it('when export records are joined to thread history, then each Message ID is the reply (or cancellation) entry of its thread, at the same instant', () => {
     const records = sim.truth.exportDay('2026-03-07');
     let cancelled = 0;
     for (const r of records) {
@@ -170,6 +170,7 @@ describe('analytics export', () => {
       expect(i).toBeGreaterThan(0);
       const entry = history![i]!;
       expect(history![i - 1]).toMatchObject({ role: 'user', content: r.Input });
+      expect(Date.parse(entry.created_at)).toBe(Date.parse(r['Message Time']));
       if (entry.status === 'cancelled') {
         cancelled++;
         expect(entry).toMatchObject({ role: 'system', content: 'User cancelled' });
