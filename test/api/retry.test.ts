@@ -106,17 +106,21 @@ describe('retries', () => {
   });
 
   it('when Retry-After is an HTTP date, then the wait is the time until it', async () => {
-    server = await startScriptedServer((_req, res, n) =>
-      n === 1
-        ? sendJson(res, 503, {}, { 'retry-after': new Date(Date.now() + 2000).toUTCString() })
-        : sendJson(res, 200, { threads: [] }),
+    const at = new Date(Date.now() + 40_000);
+    server = await startScriptedServer((_req, res) =>
+      sendJson(res, 503, {}, { 'retry-after': at.toUTCString() }),
     );
     const { api, logText } = client(server.url);
-    await api.listThreads();
+    const ctrl = new AbortController();
+    const call = api.listThreads({ signal: ctrl.signal });
+    // No need to sit out the wait: once the retry is scheduled (and logged), cancel it.
+    while (retryDelays(logText()).length === 0) await new Promise((r) => setTimeout(r, 5));
+    ctrl.abort();
+    await expect(call).rejects.toMatchObject({ code: 'CANCELLED' });
     const [d] = retryDelays(logText());
-    // toUTCString drops milliseconds, so the date lies 1–2 s ahead.
-    expect(d).toBeGreaterThan(500);
-    expect(d).toBeLessThanOrEqual(2000);
+    // The date has whole seconds (up to 1 s before `at`), and some time passed before it was read.
+    expect(d).toBeGreaterThan(20_000);
+    expect(d).toBeLessThanOrEqual(40_000);
   });
 
   it('when Retry-After exceeds the configured maximum, then the wait is capped at the maximum', async () => {
