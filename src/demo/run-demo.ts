@@ -80,7 +80,7 @@ export async function runDemo(opts: DemoOptions, io: DemoIo): Promise<number> {
       say(`crs-sync demo: ${sig} again, exiting without cleaning up`);
       process.exit(1);
     }
-    if (!opts.keep || !keepWaiting) say(`\ncrs-sync demo: ${sig}, stopping everything the demo started…`);
+    say(`\ncrs-sync demo: ${sig}, stopping everything the demo started…`);
     abort.abort();
   };
   process.on('SIGINT', onSignal);
@@ -299,7 +299,7 @@ export async function runDemo(opts: DemoOptions, io: DemoIo): Promise<number> {
     return ok ? 0 : 1;
   } catch (err) {
     if (err instanceof CrsError && err.code === 'CANCELLED') {
-      say('crs-sync demo: interrupted');
+      say(keepWaiting ? 'crs-sync demo: stopped' : 'crs-sync demo: interrupted');
       return keepWaiting ? 0 : 1;
     }
     throw err;
