@@ -177,7 +177,7 @@ const artifactSchema: Json = {
 const analyticsRecordSchema: Json = {
   type: 'object',
   description:
-    'One line of the export (spec §2). The six keys are always present. Simulator\'s choices: some records carry additional keys not named by the spec (e.g. "Model", "Latency Ms"); ids are occasionally upper-case; Message Time carries various offsets (Z, +00:00, +05:30, -04:00, ...) while the date filter is by the UTC instant; Message ID equals the message_id of the assistant reply (or the "User cancelled" entry) in the thread\'s history, and Message Time is the same instant as that entry\'s created_at; a cancelled task has an empty Response. Lines of a day are not sorted by time.',
+    'One line of the export (spec §2). The six keys are always present. Simulator\'s choices: some records carry additional keys not named by the spec (e.g. "Model", "Latency Ms"); ids are occasionally upper-case; Message Time carries various offsets (Z, +00:00, +05:30, -04:00, ...), with or without milliseconds, while the date filter is by the UTC instant; Message ID equals the message_id of the assistant reply (or the "User cancelled" entry) in the thread\'s history, and Message Time is the same instant as that entry\'s created_at; a cancelled task has an empty Response. Lines of a day are not sorted by time.',
   'x-simulator-choice': true,
   required: ['Input', 'Response', 'Message ID', 'Message Time', 'Thread ID', 'User ID'],
   properties: {

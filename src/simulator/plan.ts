@@ -20,6 +20,8 @@ export const EDGE_THREADS = 2;
 /** UTC offsets of Message Time, minutes; the first four render as Z, the fifth as +00:00. */
 export const OFFSETS = [0, 0, 0, 0, 0, 60, 120, 330, 345, 540, -240, -300, -420, -180, 600, -570];
 const OFFSET_PLUS_ZERO = 4;
+/** Flag in offsetIdx: render Message Time without fractional seconds. */
+const WHOLE_SECOND = 0x80;
 
 export const P_RESTRICTED_MOD = 37;
 export function isRestrictedUser(userIndex: number): boolean {
@@ -104,12 +106,15 @@ export function planThread(
     turns++;
     out.userTime[i] = t;
     t += rng.range(2_000, 90_000);
+    // One time in five is written without fractional seconds (and is a whole second).
+    const wholeSecond = rng.chance(0.2);
+    if (wholeSecond) t -= t % 1000;
     out.replyTime[i] = t;
     out.cancelled[i] = rng.chance(0.05) ? 1 : 0;
     out.arrival[i] = rng.chance(0.03)
       ? t + rng.range(2 * 3600_000, 40 * 3600_000)
       : t + rng.range(500, 60_000);
-    out.offsetIdx[i] = rng.int(OFFSETS.length);
+    out.offsetIdx[i] = rng.int(OFFSETS.length) | (wholeSecond ? WHOLE_SECOND : 0);
     if (out.hasFile && (i === 0 || rng.chance(0.5))) out.fileTurns |= 1 << i;
   }
   out.turns = turns;
@@ -122,7 +127,7 @@ const PAD2: string[] = Array.from({ length: 100 }, (_, i) => String(i).padStart(
 const PAD3: string[] = Array.from({ length: 1000 }, (_, i) => String(i).padStart(3, '0'));
 
 /** ISO 8601 of a (local) wall time without zone, by civil-from-days arithmetic: toISOString is slow. */
-function wallTime(ms: number): string {
+function wallTime(ms: number, fraction: boolean): string {
   const days = Math.floor(ms / DAY_MS);
   let rem = ms - days * DAY_MS;
   const z = days + 719468;
@@ -142,15 +147,18 @@ function wallTime(ms: number): string {
   rem -= mi * 60_000;
   const ss = Math.floor(rem / 1000);
   const msec = rem - ss * 1000;
-  return `${y}-${PAD2[m]}-${PAD2[d]}T${PAD2[hh]}:${PAD2[mi]}:${PAD2[ss]}.${PAD3[msec]}`;
+  const base = `${y}-${PAD2[m]}-${PAD2[d]}T${PAD2[hh]}:${PAD2[mi]}:${PAD2[ss]}`;
+  return fraction ? `${base}.${PAD3[msec]}` : base;
 }
 
 /** Renders an instant with the given offset as ISO 8601, e.g. 2026-11-20T23:59:59.999+02:00. */
-export function formatWithOffset(ms: number, offsetIdx: number): string {
+export function formatWithOffset(ms: number, code: number): string {
+  const offsetIdx = code & ~WHOLE_SECOND;
+  const fraction = (code & WHOLE_SECOND) === 0;
   const minutes = OFFSETS[offsetIdx] ?? 0;
-  if (minutes === 0 && offsetIdx !== OFFSET_PLUS_ZERO) return `${wallTime(ms)}Z`;
+  if (minutes === 0 && offsetIdx !== OFFSET_PLUS_ZERO) return `${wallTime(ms, fraction)}Z`;
   const abs = Math.abs(minutes);
-  return `${wallTime(ms + minutes * 60_000)}${minutes < 0 ? '-' : '+'}${PAD2[Math.floor(abs / 60)]}:${PAD2[abs % 60]}`;
+  return `${wallTime(ms + minutes * 60_000, fraction)}${minutes < 0 ? '-' : '+'}${PAD2[Math.floor(abs / 60)]}:${PAD2[abs % 60]}`;
 }
 
 export function dayOf(ms: number): number {

@@ -71,6 +71,9 @@ describe('analytics export', () => {
     const offsets = new Set(times.map((t) => /(Z|[+-]\d{2}:\d{2})$/.exec(t)![1]));
     expect(offsets.size).toBeGreaterThan(5);
     expect(offsets).toContain('+00:00');
+    // With and without fractional seconds.
+    expect(times.some((t) => /:\d{2}\.\d{3}(Z|[+-])/.test(t))).toBe(true);
+    expect(times.some((t) => /:\d{2}(Z|[+-]\d{2}:\d{2})$/.test(t))).toBe(true);
     // Some records show a different local date than their UTC day.
     expect(times.some((t) => t.slice(0, 10) !== '2026-03-08')).toBe(true);
   });
