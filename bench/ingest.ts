@@ -13,7 +13,7 @@ import { describeUrl, dropSchemas, withDb } from './lib/db.ts';
 import { runDltBaseline } from './lib/dlt-baseline.ts';
 import { type ExportFile, ensureExport } from './lib/generate.ts';
 import { hasGnuTime } from './lib/measure.ts';
-import { importOurs, migrateOurs } from './lib/ours.ts';
+import { importOurs, migrateOurs, type OursTarget, THIS_CHECKOUT } from './lib/ours.ts';
 import { type ContestResult, isOutcome, rowsPerS } from './lib/outcome.ts';
 import { runPsqlBaseline } from './lib/psql-baseline.ts';
 import { type Check, checks, comparison, cpuTable, notes } from './lib/report.ts';
@@ -36,6 +36,7 @@ const { values: flags } = parseArgs({
     'rss-check': { type: 'boolean' },
     keep: { type: 'boolean', default: false },
     'node-options': { type: 'string', default: '' },
+    cli: { type: 'string' },
     help: { type: 'boolean', short: 'h', default: false },
   },
 });
@@ -43,7 +44,8 @@ if (flags.help) {
   console.log(
     'npm run bench:ingest -- [--lines N (1000000)] [--seed S (1)] [--skip-psql] [--skip-dlt]\n' +
       '                       [--rss-check (default when N >= 1000000)] [--keep (leave the bench schemas)]\n' +
-      '                       [--node-options STR (NODE_OPTIONS for our loader runs)]',
+      '                       [--node-options=STR (NODE_OPTIONS for our loader runs)]\n' +
+      '                       [--cli DIR (measure the CLI of another checkout, e.g. a git worktree)]',
   );
   process.exit(0);
 }
@@ -54,8 +56,10 @@ if (!Number.isInteger(lines) || lines < 1 || !Number.isInteger(seed)) {
   process.exit(2);
 }
 const rssCheck = (flags['rss-check'] ?? lines >= 1_000_000) && lines !== RSS_SMALL;
-// NODE_OPTIONS for our CLI's runs only, to try V8 settings (e.g. --max-old-space-size=64).
+// NODE_OPTIONS for our CLI's runs only, to try V8 settings (e.g. --max-old-space-size=64);
+// --cli: the root of another checkout of crs-sync whose CLI to measure (an A/B of loader changes).
 const nodeOptions = flags['node-options'];
+const target: OursTarget = { root: flags.cli ? path.resolve(flags.cli) : THIS_CHECKOUT.root, nodeOptions };
 const url = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
 const log = (s: string) => console.log(`[${new Date().toISOString().slice(11, 19)}] ${s}`);
 
@@ -78,7 +82,8 @@ async function main(): Promise<number> {
   log(
     `database ${describeUrl(url)} (PostgreSQL ${server}); ${os.cpus().length} cores, node ${process.version}; ` +
       `peak RSS via ${hasGnuTime() ? '/usr/bin/time' : '/proc VmHWM polling'}` +
-      (nodeOptions ? `; our runs with NODE_OPTIONS=${nodeOptions}` : ''),
+      (nodeOptions ? `; our runs with NODE_OPTIONS=${nodeOptions}` : '') +
+      (flags.cli ? `; our CLI from ${target.root}` : ''),
   );
   const file = ensureExport(OUT, lines, seed);
   log(`export: ${exportLine(file)}`);
@@ -114,10 +119,8 @@ async function main(): Promise<number> {
     migrate: boolean,
   ) =>
     contest(name, async () => {
-      const why = migrate ? await migrateOurs(url, schema, nodeOptions) : null;
-      return why
-        ? { name, reason: why }
-        : importOurs(name, f.path, f.lines, url, schema, expect, nodeOptions);
+      const why = migrate ? await migrateOurs(url, schema, target) : null;
+      return why ? { name, reason: why } : importOurs(name, f.path, f.lines, url, schema, expect, target);
     });
 
   const firstRun = await ours('ours: first load', file, SCHEMA.ours, 'inserted', true);

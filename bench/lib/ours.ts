@@ -9,7 +9,15 @@ import type { ContestResult } from './outcome.ts';
  */
 
 const ROOT = path.resolve(import.meta.dirname, '..', '..');
-const CLI = path.join(ROOT, 'bin', 'crs-sync.js');
+
+/** Which checkout's CLI runs: this one, or another (a worktree of another commit) to compare. */
+export interface OursTarget {
+  root: string;
+  nodeOptions: string;
+}
+export const THIS_CHECKOUT: OursTarget = { root: ROOT, nodeOptions: '' };
+
+const cli = (t: OursTarget) => path.join(t.root, 'bin', 'crs-sync.js');
 
 interface Summary {
   rowsRead: number;
@@ -21,17 +29,14 @@ interface Summary {
   elapsedMs: number;
 }
 
-function env(url: string, schema: string, nodeOptions: string): NodeJS.ProcessEnv {
+function env(url: string, schema: string, t: OursTarget): NodeJS.ProcessEnv {
   const e: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: url, CRS_SCHEMA: schema, LOG_LEVEL: 'warn' };
-  if (nodeOptions) e.NODE_OPTIONS = nodeOptions;
+  if (t.nodeOptions) e.NODE_OPTIONS = t.nodeOptions;
   return e;
 }
 
-export async function migrateOurs(url: string, schema: string, nodeOptions = ''): Promise<string | null> {
-  const r = await measure(process.execPath, [CLI, 'migrate'], {
-    env: env(url, schema, nodeOptions),
-    cwd: ROOT,
-  });
+export async function migrateOurs(url: string, schema: string, t: OursTarget): Promise<string | null> {
+  const r = await measure(process.execPath, [cli(t), 'migrate'], { env: env(url, schema, t), cwd: t.root });
   return r.code === 0 ? null : `migrate exited ${r.code}: ${r.stderr.trim().slice(-500)}`;
 }
 
@@ -46,11 +51,11 @@ export async function importOurs(
   url: string,
   schema: string,
   expect: 'inserted' | 'unchanged',
-  nodeOptions = '',
+  t: OursTarget,
 ): Promise<ContestResult> {
-  const r = await measure(process.execPath, [CLI, 'import', file, '--json', '--no-progress'], {
-    env: env(url, schema, nodeOptions),
-    cwd: ROOT,
+  const r = await measure(process.execPath, [cli(t), 'import', file, '--json', '--no-progress'], {
+    env: env(url, schema, t),
+    cwd: t.root,
   });
   if (r.code !== 0) return { name, reason: `import exited ${r.code}: ${r.stderr.trim().slice(-800)}` };
   let s: Summary;
