@@ -80,7 +80,11 @@ describe('docker-compose.yml', () => {
     expect(services.worker?.environment?.DATABASE_URL).toMatch(/@postgres:5432\/crs$/);
     expect(JSON.stringify(services.worker?.command)).toContain('bin/crs-sync.js worker');
     expect(services.migrate?.command).toEqual(['node', 'bin/crs-sync.js', 'migrate']);
-    expect((services.simulator?.command as string[]).slice(0, 3)).toEqual(['node', 'bin/crs-sync.js', 'sim']);
+    expect(((services.simulator?.command ?? []) as string[]).slice(0, 3)).toEqual([
+      'node',
+      'bin/crs-sync.js',
+      'sim',
+    ]);
   });
 
   it('when a port is published, then it binds to 127.0.0.1 only', () => {
