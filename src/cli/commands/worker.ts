@@ -24,6 +24,12 @@ export function registerWorker(program: Command): void {
       const dayLoads = settings.maxConcurrentDayLoads ?? DEFAULT_MAX_DAY_LOADS;
       requireSettings(ctx.config, ['export']);
       const { config, log } = ctx;
+      try {
+        requireSettings(config, ['threads']);
+      } catch (err) {
+        // Loads work without it; runs with enrichment will fail (not retried) until it is set.
+        log.warn({ err }, 'thread API credentials are missing: enrichment will fail; use --no-enrich');
+      }
       // The SDK runtime (logs, metrics, signal handling) must exist before any connection.
       installRuntime(log, settings.metricsAddress);
       // Day loads hold their connections throughout; enrichment batches and bookkeeping need a few more.
