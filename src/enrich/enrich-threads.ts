@@ -33,6 +33,17 @@ export interface EnrichDeps {
 
 export const DEFAULT_MAX_THREAD_ATTEMPTS = 3;
 
+export interface EnrichThreadsInput {
+  threadIds: string[];
+  loadId: string;
+  signal?: AbortSignal;
+  /**
+   * Called after every stored page and every finished thread, with the counts so far: the
+   * activity's heartbeat (progress, not a timer, so a stuck batch is noticed).
+   */
+  onProgress?: (counts: Readonly<EnrichCounts>) => void;
+}
+
 /** A final status, or a retryable failure (the thread stays pending) with its error code. */
 type Outcome = 'done' | 'deleted' | 'forbidden' | 'failed' | { retry: CrsError['code'] };
 
@@ -55,10 +66,7 @@ const emptyCounts = (): EnrichCounts => ({
  * maxAttempts, then 'failed'); when any did, the batch throws a retryable error at the end, after
  * every other thread is stored, so that Temporal retries it and only the failed ones do work.
  */
-export async function enrichThreads(
-  deps: EnrichDeps,
-  input: { threadIds: string[]; loadId: string; signal?: AbortSignal },
-): Promise<EnrichCounts> {
+export async function enrichThreads(deps: EnrichDeps, input: EnrichThreadsInput): Promise<EnrichCounts> {
   const counts = emptyCounts();
   const states = await readThreadStates(deps.db, input.threadIds);
   const names = await deps.names.get(input.signal);
@@ -71,14 +79,7 @@ export async function enrichThreads(
     for (let id = queue.shift(); id !== undefined; id = queue.shift()) {
       const state = states.get(id)!;
       counts.threads++;
-      const outcome = await enrichThread(
-        deps,
-        state,
-        names.get(id),
-        input.loadId,
-        counts,
-        input.signal,
-      ).catch((err: unknown) => {
+      const outcome = await enrichThread(deps, state, names.get(id), input, counts).catch((err: unknown) => {
         firstError ??= err;
         queue.length = 0;
         return { retry: 'CANCELLED' } as Outcome;
@@ -87,6 +88,7 @@ export async function enrichThreads(
         retryLater.push(id);
         retryCode = outcome.retry;
       } else counts[outcome]++;
+      input.onProgress?.(counts);
     }
   }
   await Promise.all(Array.from({ length: Math.max(1, deps.concurrency) }, worker));
@@ -105,10 +107,10 @@ async function enrichThread(
   deps: EnrichDeps,
   state: ThreadState,
   name: string | undefined,
-  loadId: string,
+  input: EnrichThreadsInput,
   counts: EnrichCounts,
-  signal: AbortSignal | undefined,
 ): Promise<Outcome> {
+  const { loadId, signal } = input;
   const threadId = state.thread_id;
   const log = deps.log.child({ threadId });
   if (state.enrich_status === 'deleted') return 'deleted';
@@ -141,6 +143,7 @@ async function enrichThread(
       });
       counts.messages += messages.length;
       counts.artifacts += artifacts.length;
+      input.onProgress?.(counts);
     }
     await finishThread(deps.db, threadId, { status: 'done', requestedAt: state.requested_at, name });
     return 'done';

@@ -4,23 +4,24 @@
  *
  *   const ops = createEnrichOps({ db, api, log, concurrency: config.enrichConcurrency });
  *   await ops.listPendingThreads({ afterThreadId, limit }): Promise<string[]>
- *   await ops.enrichThreads({ threadIds, loadId, signal }): Promise<EnrichCounts>
+ *   await ops.enrichThreads({ threadIds, loadId, signal, onProgress }): Promise<EnrichCounts>
+ *     onProgress (optional) fires after every stored page and finished thread: heartbeat there.
  */
 import type { Kysely } from 'kysely';
 import type { EnrichCounts } from '../../workflows/types.ts';
 import type { ServiceClient } from '../api/index.ts';
 import type { Logger } from '../log.ts';
 import type { Database } from '../warehouse/types.ts';
-import { enrichThreads } from './enrich-threads.ts';
+import { type EnrichThreadsInput, enrichThreads } from './enrich-threads.ts';
 import { listPendingThreads } from './store.ts';
 import { createThreadNames } from './thread-names.ts';
 
-export { DEFAULT_MAX_THREAD_ATTEMPTS, enrichThreads } from './enrich-threads.ts';
+export { DEFAULT_MAX_THREAD_ATTEMPTS, type EnrichThreadsInput, enrichThreads } from './enrich-threads.ts';
 export { listPendingThreads } from './store.ts';
 
 export interface EnrichOps {
   listPendingThreads(input: { afterThreadId: string | null; limit: number }): Promise<string[]>;
-  enrichThreads(input: { threadIds: string[]; loadId: string; signal?: AbortSignal }): Promise<EnrichCounts>;
+  enrichThreads(input: EnrichThreadsInput): Promise<EnrichCounts>;
 }
 
 export function createEnrichOps(o: {

@@ -161,8 +161,15 @@ describe('enrichThreads', () => {
       ],
     });
     const { ops } = await setup([T1]);
-    const counts = await ops.enrichThreads({ threadIds: [T1], loadId: 'L1' });
+    const progress: number[] = [];
+    const counts = await ops.enrichThreads({
+      threadIds: [T1],
+      loadId: 'L1',
+      onProgress: (c) => progress.push(c.messages),
+    });
     expect(counts).toMatchObject({ threads: 1, done: 1, messages: 5, artifacts: 1, failed: 0 });
+    // Three pages of two, then the finished thread: progress after each (the activity's heartbeat).
+    expect(progress).toEqual([2, 4, 5, 5]);
 
     const t = await db()
       .selectFrom('threads')
