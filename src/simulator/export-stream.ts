@@ -73,11 +73,14 @@ export async function streamExport(
   };
 
   const cut = (line: string): void => {
-    buf += line.slice(0, Math.max(1, Math.floor(line.length / 2)));
+    // Half of the line's bytes: like a real dropped connection, the cut may fall inside a
+    // multi-byte character.
+    const bytes = Buffer.from(line, 'utf8');
+    const partial = bytes.subarray(0, Math.max(1, Math.floor(bytes.length / 2)));
     cutDone = true;
     // Destroying the socket once the half line is out ends the chunked body without its
-    // terminator: the client sees a premature close, as with a real dropped connection.
-    res.write(buf, () => res.socket?.destroy());
+    // terminator: the client sees a premature close.
+    res.write(Buffer.concat([Buffer.from(buf, 'utf8'), partial]), () => res.socket?.destroy());
     buf = '';
   };
 
