@@ -34,12 +34,12 @@ export const FAULT_SPEC_HELP = [
   '  latency=DUR          delay every response (DUR: 25ms, 2s, 1m; bare number = ms)',
   '  429=P[:DUR]          answer 429 with Retry-After (default 1s) with probability P per request',
   '  5xx=P[:N]            with probability P per URL, its first N (default 3) requests answer 500/502/503',
-  '  cut=P                cut the connection mid-line in an export response, or after 1-3 events of an SSE\n' +
+  '  cut=P                cut the connection mid-line (at a byte) in an export response, or after 1-3 events of an SSE\n' +
     '                       stream (before completion), with probability P per request',
   '  malformed=P          insert a malformed export line before a line, with probability P per line',
   '  duplicate=P          send an export line twice, with probability P per line',
   '  expire=P             answer 401 "token expired" to a valid token, with probability P per request',
-  '  ttl=DUR              lifetime of exchanged access tokens (default 3600s)',
+  '  ttl=DUR              lifetime of exchanged access tokens (default 3600s); expire=DUR means the same',
   '  delete-before-history=P  delete a thread right after an export served it, probability P per thread',
   '  none                 no faults',
   'The header x-sim-faults takes the same syntax and overrides the global spec for one request.',
@@ -101,7 +101,10 @@ export function parseFaultSpec(text: string | undefined): FaultSpec {
         spec.duplicate = probability(key, value);
         break;
       case 'expire':
-        spec.expire = probability(key, value);
+        // expire=30s (a duration) is read as ttl=30s: the form of the example in the issue.
+        if (/^\d+(\.\d+)?(ms|s|m|h)$/.test(value))
+          spec.ttlSec = Math.max(1, Math.round(parseDuration(value, 1000, key) / 1000));
+        else spec.expire = probability(key, value);
         break;
       case 'ttl':
         spec.ttlSec = Math.max(1, Math.round(parseDuration(value, 1000, key) / 1000));

@@ -287,6 +287,7 @@ describe('faults', () => {
       deleteBeforeHistory: 0.05,
     });
     expect(parseFaultSpec('none')).toEqual({});
+    expect(parseFaultSpec('expire=30s')).toEqual({ ttlSec: 30 });
     for (const bad of ['cut=2', 'bogus=1', 'latency=fast', '5xx=0.1:0', 'cut'])
       expect(() => parseFaultSpec(bad)).toThrow();
   });
