@@ -6,8 +6,8 @@ import path from 'node:path';
 /**
  * Runs one contestant as a child process and measures it from outside: wall time, the child's
  * CPU and peak RSS (GNU time's rusage when present, else polling /proc/PID/status VmHWM), and the
- * CPU the local PostgreSQL server spent meanwhile (its processes' utime+stime, plus what the
- * postmaster reaped from backends that exited), so a table can say where the time went.
+ * CPU the local PostgreSQL server spent meanwhile (its processes' utime+stime, sampled every
+ * 200 ms), so a table can say where the time went.
  */
 
 export interface RunResult {
@@ -34,10 +34,9 @@ function machineBusyTicks(): number {
   return f.reduce((a, b) => a + b, 0) - (f[3] ?? 0) - (f[4] ?? 0);
 }
 
-/** utime+stime of every postgres process, plus the postmaster's reaped children's. */
-function postgresTicks(): number | null {
-  let total = 0;
-  let seen = false;
+/** utime+stime of every live `postgres` process, by pid; null when none is visible. */
+function postgresTicks(): Map<number, number> | null {
+  const out = new Map<number, number>();
   for (const pid of readdirSync('/proc')) {
     if (!/^\d+$/.test(pid)) continue;
     let stat: string;
@@ -47,14 +46,37 @@ function postgresTicks(): number | null {
       continue;
     }
     const close = stat.lastIndexOf(')');
-    const comm = stat.slice(stat.indexOf('(') + 1, close);
-    if (comm !== 'postgres') continue;
-    seen = true;
+    if (stat.slice(stat.indexOf('(') + 1, close) !== 'postgres') continue;
     const f = stat.slice(close + 2).split(' ');
-    // fields after comm: state(0) ppid(1) ... utime(11) stime(12) cutime(13) cstime(14)
-    total += Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]);
+    // fields after comm: state(0) ppid(1) ... utime(11) stime(12)
+    out.set(Number(pid), Number(f[11]) + Number(f[12]));
   }
-  return seen ? total : null;
+  return out.size > 0 ? out : null;
+}
+
+/**
+ * Server CPU over a run, sampled: backends come and go with the client's connections, and a
+ * backend's time reaches the postmaster's cutime only once reaped, so each pid's last seen value
+ * counts (at most one sampling interval of a backend's life is lost).
+ */
+class PostgresCpu {
+  private readonly start: Map<number, number>;
+  private readonly last = new Map<number, number>();
+  readonly visible: boolean;
+  constructor() {
+    const t = postgresTicks();
+    this.visible = t !== null;
+    this.start = t ?? new Map();
+  }
+  sample(): void {
+    for (const [pid, ticks] of postgresTicks() ?? []) this.last.set(pid, ticks);
+  }
+  seconds(): number | null {
+    if (!this.visible) return null;
+    let total = 0;
+    for (const [pid, ticks] of this.last) total += ticks - (this.start.get(pid) ?? 0);
+    return total / TICK;
+  }
 }
 
 export function hasGnuTime(): boolean {
@@ -70,7 +92,7 @@ export async function measure(
   const timeFile = path.join(os.tmpdir(), `bench-time-${process.pid}-${Date.now()}.txt`);
   const argv = useTime ? ['-f', '%e %U %S %M', '-o', timeFile, cmd, ...args] : args;
   const exe = useTime ? GNU_TIME : cmd;
-  const pg0 = postgresTicks();
+  const pgCpu = new PostgresCpu();
   const m0 = machineBusyTicks();
   const t0 = performance.now();
   const child = spawn(exe, argv, {
@@ -87,14 +109,16 @@ export async function measure(
   });
   // Without GNU time: VmHWM is the peak, so the last value read before exit is close to it.
   let hwmKb = 0;
-  const poll = useTime
-    ? null
-    : setInterval(() => {
-        try {
-          const m = /VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'));
-          if (m) hwmKb = Math.max(hwmKb, Number(m[1]));
-        } catch {}
-      }, 50);
+  let tick = 0;
+  const poll = setInterval(() => {
+    if (!useTime) {
+      try {
+        const m = /VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'));
+        if (m) hwmKb = Math.max(hwmKb, Number(m[1]));
+      } catch {}
+    }
+    if (++tick % 4 === 0) pgCpu.sample();
+  }, 50);
   const code = await new Promise<number | null>((resolve) => {
     child.on('close', (c) => resolve(c));
     child.on('error', (e) => {
@@ -102,11 +126,9 @@ export async function measure(
       resolve(null);
     });
   });
-  if (poll) clearInterval(poll);
+  clearInterval(poll);
   const wallS = (performance.now() - t0) / 1000;
-  // Backends exit just after their client; give the postmaster a moment to reap them.
-  await new Promise((r) => setTimeout(r, 300));
-  const pg1 = postgresTicks();
+  pgCpu.sample();
   const m1 = machineBusyTicks();
 
   let cpuS: number | null = null;
@@ -128,7 +150,7 @@ export async function measure(
     wallS,
     cpuS,
     peakRssMb,
-    pgCpuS: pg0 !== null && pg1 !== null ? (pg1 - pg0) / TICK : null,
+    pgCpuS: pgCpu.seconds(),
     machineCpuS: (m1 - m0) / TICK,
   };
 }
