@@ -121,15 +121,17 @@ function createTokenExchange(
       );
     }
     o.scrubber.add(b.access_token);
-    const lifetimeMs =
-      typeof b.expires_in === 'number' && b.expires_in >= 0 ? b.expires_in * 1000 : undefined;
+    // RFC 6749 says a number; some servers send a numeric string.
+    const expiresIn =
+      typeof b.expires_in === 'string' && /^\d+$/.test(b.expires_in) ? Number(b.expires_in) : b.expires_in;
+    const lifetimeMs = typeof expiresIn === 'number' && expiresIn >= 0 ? expiresIn * 1000 : undefined;
     // Without expires_in the token is kept until the service rejects it (then refreshed once).
     const refreshAt =
       lifetimeMs === undefined
         ? Number.POSITIVE_INFINITY
         : o.now() + lifetimeMs - Math.min(o.refreshSkewMs, lifetimeMs / 2);
     cached = { token: b.access_token, refreshAt };
-    o.log.debug({ expiresInS: b.expires_in }, 'crs access token obtained by token exchange');
+    o.log.debug({ expiresInS: expiresIn }, 'crs access token obtained by token exchange');
     return b.access_token;
   }
 
