@@ -2,7 +2,7 @@ import { CrsError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { retryDelay } from './backoff.ts';
 import type { ConcurrencyLimiter } from './concurrency.ts';
-import { httpStatusError } from './http-error.ts';
+import { classifyStatus, httpStatusError } from './http-error.ts';
 import { cancelled, type RateLimiter } from './rate-limiter.ts';
 import { parseRetryAfter } from './retry-after.ts';
 import type { SecretScrubber } from './secrets.ts';
@@ -94,17 +94,28 @@ export function createTransport(o: TransportOptions): Transport {
   const stats: TransportStats = { requests: 0, retries: 0, tokenRefreshes: 0 };
   const scrub = (s: string) => o.scrubber.scrub(s);
 
-  function failure(spec: SendSpec, err: unknown, timedOut: boolean, attempts: number): CrsError {
+  function failure(
+    spec: SendSpec,
+    err: unknown,
+    timedOut: boolean,
+    attempts: number,
+    last: boolean,
+  ): CrsError {
     if (spec.signal?.aborted) return cancelled(spec.signal);
     if (err instanceof CrsError) return err;
+    const note = last && attempts > 1 ? ` after ${attempts} attempts` : '';
     if (timedOut) {
-      return new CrsError('HTTP_TIMEOUT', `${spec.operation} failed: no answer within ${o.timeoutMs} ms`, {
-        retryable: true,
-        details: { operation: spec.operation, attempts },
-      });
+      return new CrsError(
+        'HTTP_TIMEOUT',
+        `${spec.operation} failed: no answer within ${o.timeoutMs} ms${note}`,
+        {
+          retryable: true,
+          details: { operation: spec.operation, attempts },
+        },
+      );
     }
     const reason = scrub(networkReason(err));
-    return new CrsError('HTTP_NETWORK', `${spec.operation} failed: network error (${reason})`, {
+    return new CrsError('HTTP_NETWORK', `${spec.operation} failed: network error (${reason})${note}`, {
       retryable: true,
       details: { operation: spec.operation, attempts, reason },
     });
@@ -176,7 +187,7 @@ export function createTransport(o: TransportOptions): Transport {
       } catch (err) {
         clearTimeout(timer);
         release();
-        const e = failure(spec, err, timedOut, attempts);
+        const e = failure(spec, err, timedOut, attempts, retry >= o.maxRetries);
         if (!e.retryable || retry >= o.maxRetries) throw e;
         await wait(spec, retry++, e, undefined);
         continue;
@@ -205,9 +216,15 @@ export function createTransport(o: TransportOptions): Transport {
         o.log.info({ operation: spec.operation }, 'crs access token rejected; refreshing it once');
         continue;
       }
+      const exhausted = retry >= o.maxRetries && classifyStatus(response.status).retryable;
       const e = httpStatusError(spec.operation, response.status, text, scrub, {
         attempts,
-        note: response.status === 401 && refreshed ? 'after refreshing the access token' : undefined,
+        note:
+          response.status === 401 && refreshed
+            ? 'after refreshing the access token'
+            : exhausted
+              ? `after ${attempts} attempts`
+              : undefined,
       });
       if (!e.retryable || retry >= o.maxRetries) throw e;
       await wait(spec, retry++, e, parseRetryAfter(response.headers.get('retry-after')));
