@@ -1,4 +1,5 @@
 import { type CitationFields, parseCitations } from './citation.ts';
+import { containsNul } from './history-entry.ts';
 
 export interface ParsedArtifact {
   output_type: string | null;
@@ -15,6 +16,13 @@ export type ArtifactParse = { ok: true; value: ParsedArtifact } | { ok: false; c
 
 /** Checks an artifact against spec §2: each named field, when present, has its type. */
 export function parseArtifact(a: Record<string, unknown>): ArtifactParse {
+  if (containsNul(a)) {
+    return {
+      ok: false,
+      code: 'artifact_nul_character',
+      reason: 'the artifact contains U+0000, which PostgreSQL cannot store',
+    };
+  }
   const problems: string[] = [];
   const s = (k: string): string | null => {
     const v = a[k];

@@ -22,6 +22,18 @@ export type EntryResult = { ok: true; value: ParsedEntry } | { ok: false; code: 
 
 const bad = (code: string, reason: string): EntryResult => ({ ok: false, code, reason });
 
+// JSON.stringify writes U+0000 as \u0000; an odd number of backslashes before `u0000` is that
+// escape (an even number is a literal backslash followed by the text "u0000").
+const NUL_ESCAPE = /(?<!\\)(?:\\\\)*\\u0000/;
+
+/**
+ * PostgreSQL can store U+0000 neither in text nor in jsonb: such an entry could never be written
+ * and would fail its page forever, so it is quarantined instead.
+ */
+export function containsNul(v: unknown): boolean {
+  return NUL_ESCAPE.test(JSON.stringify(v) ?? '');
+}
+
 function optionalString(o: Record<string, unknown>, keys: string[]): { v: string | null; bad?: string } {
   for (const k of keys) {
     const v = o[k];
@@ -43,6 +55,8 @@ export function parseHistoryEntry(entry: unknown): EntryResult {
     return bad('history_not_object', 'the history entry is not a JSON object');
   }
   const o = entry as Record<string, unknown>;
+  if (containsNul(o))
+    return bad('history_nul_character', 'the entry contains U+0000, which PostgreSQL cannot store');
   if (typeof o.message_id !== 'string' || o.message_id === '') {
     return bad('history_missing_message_id', 'message_id is missing or not a string');
   }

@@ -280,6 +280,7 @@ describe('enrichThreads', () => {
         'just a string',
         msg(4, { artifact_ids: ['bad-art', 'missing-art'] }),
         msg(5, { created_at: '2026-01-01 10:00' }),
+        msg(6, { content: 'a\u0000b' }),
       ],
     });
     const { ops } = await setup([T1]);
@@ -299,10 +300,11 @@ describe('enrichThreads', () => {
       ['history', 2, 'history_invalid_citation'],
       ['history', 3, 'history_not_object'],
       ['history', 5, 'history_invalid_time'],
+      ['history', 6, 'history_nul_character'],
     ]);
     expect(rj.every((r) => r.thread_id === T1)).toBe(true);
     const t = await db().selectFrom('threads').selectAll().executeTakeFirstOrThrow();
-    expect(t).toMatchObject({ enrich_status: 'done', history_count: 6 });
+    expect(t).toMatchObject({ enrich_status: 'done', history_count: 7 });
   });
 
   it('when a page is read again after a retry, then rejects and citations are not duplicated', async () => {
