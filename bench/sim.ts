@@ -1,7 +1,9 @@
 /**
- * Benchmark of the simulator's analytics export: a day of ~1M lines (about 1.6 KB each) is
- * streamed over HTTP from a simulator in its own process, and the export's lines/s and the
- * simulator's peak RSS are printed; the same day is also generated without HTTP.
+ * Benchmark of the simulator's analytics export: a day of ~1M lines (about 1.6 KB of text,
+ * 2 KB of UTF-8 each) is streamed over HTTP from a simulator in its own process; the export's
+ * lines/s and the simulator's peak RSS are printed. Two more rows put it in context: the same
+ * day generated without HTTP, and the loopback ceiling of this machine (a bare node:http server
+ * writing one constant line of the same size, in the same 256 KB chunks).
  *
  *   node bench/sim.ts [--lines N] [--seed S] [--heap MB]     (default N = 1000000)
  *
@@ -9,50 +11,89 @@
  * which shows that memory does not grow with the size of the day.
  */
 import { spawn } from 'node:child_process';
-import { get } from 'node:http';
+import { once } from 'node:events';
+import { createServer, get } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import { generateExportLines, startSimulator } from '../src/simulator/index.ts';
 
 const DAY = '2026-01-10';
 const DAY_MS = 86_400_000;
-/** A day's export holds about 97.5% of recordsPerDay (threads reach into neighbour days). */
-const LINES_PER_RECORD = 0.975;
+/** A day's export holds about 97% of recordsPerDay (threads reach into neighbour days). */
+const LINES_PER_RECORD = 0.97;
 
 const { values } = parseArgs({
   options: {
     lines: { type: 'string', default: '1000000' },
     seed: { type: 'string', default: '42' },
-    child: { type: 'boolean', default: false },
-    records: { type: 'string' },
-    /** Caps the simulator's V8 heap (MB), to show that the export runs in constant memory. */
     heap: { type: 'string' },
+    // Internal: run as the served process.
+    child: { type: 'string' },
+    records: { type: 'string' },
   },
 });
 const seed = Number(values.seed);
 
-async function child(): Promise<void> {
+interface Served {
+  url: string;
+  token: string;
+  close: () => Promise<void>;
+}
+
+async function serveSimulator(records: number): Promise<Served> {
   const fixed = new Date(Date.parse(DAY) + 4 * DAY_MS);
-  const sim = await startSimulator({
-    seed,
-    days: 11,
-    recordsPerDay: Number(values.records),
-    now: () => fixed,
+  const sim = await startSimulator({ seed, days: 11, recordsPerDay: records, now: () => fixed });
+  return {
+    url: `${sim.baseUrl}/v2/analytics/messages?start_date=${DAY}&end_date=${DAY}`,
+    token: sim.credentials.serviceAccountToken,
+    close: () => sim.close(),
+  };
+}
+
+/** A bare server writing `lines` copies of one line as large buffers: what the machine allows. */
+async function serveCeiling(lines: number): Promise<Served> {
+  const line = `${JSON.stringify({ Input: 'x'.repeat(60), Response: `${'é中📈 quarter '.repeat(105)}` })}\n`;
+  const server = createServer(async (_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/x-ndjson' });
+    let buf = '';
+    for (let i = 0; i < lines; i++) {
+      buf += line;
+      if (buf.length >= 256 * 1024) {
+        const ok = res.write(Buffer.from(buf, 'utf8'));
+        buf = '';
+        if (!ok) await once(res, 'drain');
+      }
+    }
+    res.end(buf);
   });
-  process.stdout.write(
-    `${JSON.stringify({ baseUrl: sim.baseUrl, token: sim.credentials.serviceAccountToken })}\n`,
-  );
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}/`,
+    token: '',
+    close: () => new Promise((r) => server.close(() => r())),
+  };
+}
+
+async function child(kind: string): Promise<void> {
+  const n = Number(values.records);
+  const served = kind === 'ceiling' ? await serveCeiling(n) : await serveSimulator(n);
+  process.stdout.write(`${JSON.stringify({ url: served.url, token: served.token })}\n`);
   for await (const line of createInterface({ input: process.stdin })) {
     if (line.trim() === 'stop') break;
   }
-  await sim.close();
-  // resourceUsage().maxRSS is in kilobytes: the peak of the whole process life.
+  await served.close();
   const mem = process.memoryUsage();
-  const mb = (n: number) => Math.round(n / 1048576);
-  const end = { rssMb: mb(mem.rss), heapUsedMb: mb(mem.heapUsed), externalMb: mb(mem.external) };
-  process.stdout.write(`${JSON.stringify({ maxRssMb: process.resourceUsage().maxRSS / 1024, end })}\n`, () =>
-    process.exit(0),
-  );
+  const mb = (x: number) => Math.round(x / 1048576);
+  const report = {
+    // resourceUsage().maxRSS is in kilobytes: the peak of the whole process life.
+    maxRssMb: Math.round(process.resourceUsage().maxRSS / 1024),
+    heapUsedMb: mb(mem.heapUsed),
+    externalMb: mb(mem.external),
+  };
+  process.stdout.write(`${JSON.stringify(report)}\n`, () => process.exit(0));
 }
 
 function countNewlines(buf: Buffer): number {
@@ -65,42 +106,45 @@ function countNewlines(buf: Buffer): number {
   return n;
 }
 
-async function overHttp(
-  records: number,
-): Promise<{ lines: number; bytes: number; seconds: number; rssMb: number }> {
+interface Row {
+  lines: number;
+  bytes: number;
+  seconds: number;
+  rssMb?: number;
+  heapUsedMb?: number;
+}
+
+async function overHttp(kind: 'sim' | 'ceiling', n: number): Promise<Row> {
+  const heap = values.heap && kind === 'sim' ? [`--max-old-space-size=${values.heap}`] : [];
   const proc = spawn(
     process.execPath,
-    [import.meta.filename, '--child', '--seed', String(seed), '--records', String(records)],
-    {
-      stdio: ['pipe', 'pipe', 'inherit'],
-    },
+    [...heap, import.meta.filename, '--child', kind, '--seed', String(seed), '--records', String(n)],
+    { stdio: ['pipe', 'pipe', 'inherit'] },
   );
   const out = createInterface({ input: proc.stdout! })[Symbol.asyncIterator]();
-  const hello = JSON.parse((await out.next()).value as string) as { baseUrl: string; token: string };
+  const hello = JSON.parse((await out.next()).value as string) as { url: string; token: string };
   const t0 = performance.now();
   const { lines, bytes } = await new Promise<{ lines: number; bytes: number }>((resolve, reject) => {
-    const url = `${hello.baseUrl}/v2/analytics/messages?start_date=${DAY}&end_date=${DAY}`;
-    get(url, { headers: { authorization: `Bearer ${hello.token}` } }, (res) => {
+    get(hello.url, { headers: { authorization: `Bearer ${hello.token}` } }, (res) => {
       if (res.statusCode !== 200) reject(new Error(`export answered ${res.statusCode}`));
-      let n = 0;
+      let l = 0;
       let b = 0;
       res.on('data', (c: Buffer) => {
-        n += countNewlines(c);
+        l += countNewlines(c);
         b += c.length;
       });
-      res.on('end', () => resolve({ lines: n, bytes: b }));
+      res.on('end', () => resolve({ lines: l, bytes: b }));
       res.on('error', reject);
     }).on('error', reject);
   });
   const seconds = (performance.now() - t0) / 1000;
   proc.stdin!.write('stop\n');
-  const bye = JSON.parse((await out.next()).value as string) as { maxRssMb: number; end: unknown };
-  console.error(`simulator memory after the export: ${JSON.stringify(bye.end)}`);
+  const report = JSON.parse((await out.next()).value as string) as { maxRssMb: number; heapUsedMb: number };
   proc.stdin!.end();
-  return { lines, bytes, seconds, rssMb: bye.maxRssMb };
+  return { lines, bytes, seconds, rssMb: report.maxRssMb, heapUsedMb: report.heapUsedMb };
 }
 
-function inProcess(records: number): { lines: number; bytes: number; seconds: number } {
+function inProcess(records: number): Row {
   const t0 = performance.now();
   let lines = 0;
   let bytes = 0;
@@ -111,29 +155,42 @@ function inProcess(records: number): { lines: number; bytes: number; seconds: nu
   return { lines, bytes, seconds: (performance.now() - t0) / 1000 };
 }
 
+function row(name: string, r: Row): string {
+  const cells = [
+    name.padEnd(41),
+    String(r.lines).padStart(9),
+    (r.bytes / r.lines).toFixed(0).padStart(6),
+    r.seconds.toFixed(2).padStart(6),
+    Math.round(r.lines / r.seconds)
+      .toString()
+      .padStart(9),
+    (r.bytes / r.seconds / 1048576).toFixed(1).padStart(6),
+    (r.rssMb === undefined ? '-' : String(r.rssMb)).padStart(12),
+  ];
+  return `| ${cells.join(' | ')} |`;
+}
+
 async function main(): Promise<void> {
   const target = Number(values.lines);
   const records = Math.round(target / LINES_PER_RECORD);
-  const http = await overHttp(records);
+  const sim = await overHttp('sim', records);
   const gen = inProcess(records);
-  const row = (name: string, r: { lines: number; bytes: number; seconds: number }, rss: string) =>
-    `| ${name.padEnd(34)} | ${String(r.lines).padStart(9)} | ${(r.bytes / r.lines).toFixed(0).padStart(6)} | ${r.seconds.toFixed(2).padStart(6)} | ${Math.round(
-      r.lines / r.seconds,
-    )
-      .toString()
-      .padStart(9)} | ${(r.bytes / r.seconds / 1048576).toFixed(1).padStart(6)} | ${rss.padStart(12)} |`;
+  const ceiling = await overHttp('ceiling', sim.lines);
   console.log(
-    `simulator export benchmark: day ${DAY}, seed ${seed}, recordsPerDay ${records}, node ${process.version}`,
+    `simulator export benchmark: day ${DAY}, seed ${seed}, recordsPerDay ${records}, node ${process.version}` +
+      (values.heap ? `, simulator heap capped at ${values.heap} MB` : ''),
   );
   console.log(
-    '| path                               |     lines | B/line |      s |   lines/s |   MB/s | peak RSS MB  |',
+    '| path                                      |     lines | B/line |      s |   lines/s |   MB/s | peak RSS MB  |',
   );
   console.log(
-    '|------------------------------------|-----------|--------|--------|-----------|--------|--------------|',
+    '|-------------------------------------------|-----------|--------|--------|-----------|--------|--------------|',
   );
-  console.log(row('HTTP export (simulator process)', http, http.rssMb.toFixed(0)));
-  console.log(row('generateExportLines (no HTTP)', gen, '-'));
+  console.log(row('HTTP export (simulator process)', sim));
+  console.log(row('generateExportLines (no HTTP)', gen));
+  console.log(row('HTTP ceiling (constant line, bare server)', ceiling));
+  console.log(`simulator heap used after the export: ${sim.heapUsedMb} MB`);
 }
 
-if (values.child) await child();
+if (values.child) await child(values.child);
 else await main();
