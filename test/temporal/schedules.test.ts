@@ -86,12 +86,13 @@ describe('the daily schedule (dev server)', () => {
     expect(first).toHaveLength(1);
     await triggerSchedule(h.client, id);
     await triggerSchedule(h.client, id);
-    // The schedule has taken note of the triggers (buffered), yet still one sync runs.
-    await new Promise((r) => setTimeout(r, 1500));
-    const d = await describeSchedule(h.client, id);
+    // The triggers are taken in: one waits in the buffer (BUFFER_ONE drops any on top of it).
+    const d = await until(async () => {
+      const x = await describeSchedule(h.client, id);
+      return Number(x.raw.info?.bufferSize ?? 0) >= 1 ? x : undefined;
+    }, 'the schedule to buffer a trigger');
     expect(d.info.runningActions).toHaveLength(1);
     expect(d.info.numActionsTaken).toBe(1);
-    // BUFFER_ONE keeps one waiting run and drops what comes on top of it.
     expect(Number(d.raw.info?.bufferSize ?? 0)).toBe(1);
     let running = 0;
     for await (const w of h.client.workflow.list({
