@@ -118,11 +118,22 @@ async function enrichThread(
     for await (const page of deps.api.historyFrom(threadId, state.history_count, deps.pageSize, { signal })) {
       const messages: Array<{ position: number; entry: ParsedEntry }> = [];
       const rejects: RejectRow[] = [];
+      const ids = new Set<string>();
       page.messages.forEach((raw: HistoryEntry, i) => {
         const position = page.startIndex + i;
-        const r = parseHistoryEntry(raw);
-        if (r.ok) messages.push({ position, entry: r.value });
-        else
+        let r = parseHistoryEntry(raw);
+        // One statement cannot upsert the same key twice: a repeated id within a page is quarantined.
+        if (r.ok && ids.has(r.value.message_id)) {
+          r = {
+            ok: false,
+            code: 'history_duplicate_message_id',
+            reason: 'message_id repeats an earlier entry of the page',
+          };
+        }
+        if (r.ok) {
+          ids.add(r.value.message_id);
+          messages.push({ position, entry: r.value });
+        } else
           rejects.push({
             source: 'history',
             sourceName: `thread/${threadId}`,
@@ -184,9 +195,13 @@ async function fetchArtifacts(
   rejects: RejectRow[],
   signal: AbortSignal | undefined,
 ): Promise<StoredArtifact[]> {
-  const wanted = messages.flatMap(({ position, entry }) =>
-    entry.artifact_ids.map((artifactId) => ({ artifactId, position, messageId: entry.message_id })),
-  );
+  // An artifact named by several entries of the page is fetched once, for the first of them.
+  const seen = new Set<string>();
+  const wanted = messages
+    .flatMap(({ position, entry }) =>
+      entry.artifact_ids.map((artifactId) => ({ artifactId, position, messageId: entry.message_id })),
+    )
+    .filter((w) => !seen.has(w.artifactId) && seen.add(w.artifactId));
   const results = await Promise.all(
     wanted.map(async (w) => {
       const reject = (code: string, detail: string, raw: string): undefined => {

@@ -307,6 +307,26 @@ describe('enrichThreads', () => {
     expect(t).toMatchObject({ enrich_status: 'done', history_count: 7 });
   });
 
+  it('when a page repeats a message id or names an artifact twice, then the repeat is quarantined and the page loads', async () => {
+    artifacts.set('shared', {
+      output_type: 'text',
+      title: '',
+      citations: [],
+      val: 'v',
+      resolved_text_objects: true,
+    });
+    threads.set(T1, {
+      name: 'n',
+      history: [msg(0, { artifact_ids: ['shared'] }), msg(0), msg(2, { artifact_ids: ['shared', 'shared'] })],
+    });
+    const { ops, srv } = await setup([T1], { pageSize: 5 });
+    const counts = await ops.enrichThreads({ threadIds: [T1], loadId: 'L1' });
+    expect(counts).toMatchObject({ done: 1, messages: 2, artifacts: 1 });
+    const rj = await db().selectFrom('rejected_records').select(['line_no', 'error_code']).execute();
+    expect(rj).toEqual([{ line_no: 1, error_code: 'history_duplicate_message_id' }]);
+    expect(srv.seen.filter((s) => s.path.includes('/artifacts/'))).toHaveLength(1);
+  });
+
   it('when a page is read again after a retry, then rejects and citations are not duplicated', async () => {
     threads.set(T1, { name: 'n', history: [msg(0, { citations: [citation(1)] }), { message_id: 'x' }] });
     const { ops } = await setup([T1]);
