@@ -57,6 +57,12 @@ describe('workflows (real Temporal dev server, stand-in loader)', () => {
       .where('load_id', '=', result.loadId)
       .executeTakeFirstOrThrow();
     expect(run).toMatchObject({ status: 'succeeded', kind: 'manual', rows_read: 300, rows_inserted: 300 });
+    // What the Temporal UI shows as the run's current details.
+    const meta = await h.client.workflow
+      .getHandle(`t-sync-${days[0]}`)
+      .query<{ currentDetails?: string }>('__temporal_workflow_metadata');
+    expect(meta.currentDetails).toContain('days 3/3 (0 failed)');
+    expect(meta.currentDetails).toContain('rows 300 read');
   });
 
   it('when a backfill reaches days another run is loading, then it attaches to them instead of loading them again', async () => {
