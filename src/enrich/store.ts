@@ -239,7 +239,8 @@ export async function writePage(db: Kysely<Database>, p: PageWrite): Promise<voi
     }
     await trx
       .updateTable('threads')
-      .set({ history_count: p.nextIndex })
+      // Never backwards: an overlapping older attempt at the same thread may commit a page late.
+      .set({ history_count: sql<number>`greatest(history_count, ${p.nextIndex})` })
       .where('thread_id', '=', p.threadId)
       .execute();
   });
