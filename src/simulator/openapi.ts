@@ -642,7 +642,12 @@ export function buildOpenApiDocument(addr: OpenApiAddresses): Json {
                 },
               },
               content: {
-                'application/x-ndjson': { itemSchema: ref('AnalyticsRecord'), schema: { type: 'string' } },
+                'application/x-ndjson': {
+                  // OpenAPI 3.1 has no way to type the lines of a JSONL body (3.2's itemSchema);
+                  // the extension carries the schema of each line.
+                  schema: { type: 'string', description: 'JSON Lines: one AnalyticsRecord per line.' },
+                  'x-item-schema': ref('AnalyticsRecord'),
+                },
               },
             },
             '401': errorResponse('Missing, invalid or expired service-account JWT.'),

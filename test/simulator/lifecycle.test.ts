@@ -1,3 +1,4 @@
+import { Validator } from '@seriousme/openapi-schema-validator';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Simulator, startSimulator } from '../../src/simulator/index.ts';
 import { type Checked, checkedClient, parseSse } from './support/client.ts';
@@ -391,7 +392,13 @@ describe('thread lifecycle', () => {
         'POST /oauth/token',
       ]),
     );
-    // Every schema in it is valid JSON Schema 2020-12 and every $ref resolves.
+    // It is a valid OpenAPI 3.1 document by the official schema...
+    const oas = new Validator();
+    const result = await oas.validate(doc);
+    expect(result.errors ?? []).toEqual([]);
+    expect(result.valid).toBe(true);
+    expect(oas.version).toBe('3.1');
+    // ...every schema in it is valid JSON Schema 2020-12, and every $ref resolves.
     expect(api.validator.checkAllSchemas().length).toBeGreaterThan(40);
     const schemes = doc.components.securitySchemes;
     expect(

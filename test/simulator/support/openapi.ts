@@ -44,7 +44,7 @@ function schemaPointers(doc: Json): string[] {
     }
     for (const [k, v] of Object.entries(node as Json)) {
       const here = [...at, k];
-      if ((k === 'schema' || k === 'itemSchema') && v && typeof v === 'object') out.push(pointer(...here));
+      if ((k === 'schema' || k === 'x-item-schema') && v && typeof v === 'object') out.push(pointer(...here));
       else if ((at.at(-1) === 'schemas' && at.at(-2) === 'components') || at.at(-1) === 'x-sse-events') {
         out.push(pointer(...here));
       } else walk(v, here);
@@ -102,7 +102,7 @@ export function createValidator(doc: Json): Validator {
       if (!(ct in content))
         throw new Error(`${method} ${path} ${status}: content type ${ct} is not documented`);
       const media = content[ct] as Json;
-      const field = 'itemSchema' in media ? 'itemSchema' : 'schema';
+      const field = 'x-item-schema' in media ? 'x-item-schema' : 'schema';
       check(
         pointer('paths', path, method.toLowerCase(), 'responses', key, 'content', ct, field),
         body,
