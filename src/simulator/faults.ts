@@ -123,6 +123,7 @@ export function mergeFaults(base: FaultSpec, over: FaultSpec): FaultSpec {
   return { ...base, ...over };
 }
 
+const MAX_TRACKED_URLS = 200_000;
 const TAG_5XX = 0xf501;
 const TAG_429 = 0xf429;
 const TAG_EXPIRE = 0xf401;
@@ -159,6 +160,9 @@ export class FaultEngine {
   /** Decides the request-level faults of one request; counts attempts per method + URL. */
   decide(method: string, url: string, spec: FaultSpec): RequestFaults {
     const key = `${method} ${url}`;
+    // A long-running simulator sees endless distinct URLs; forgetting them all at once now and
+    // then keeps memory bounded at the price of restarting the attempt counts.
+    if (this.attempts.size >= MAX_TRACKED_URLS) this.attempts.clear();
     const attempt = this.attempts.get(key) ?? 0;
     this.attempts.set(key, attempt + 1);
     const k = stringHash(key);
