@@ -3,7 +3,8 @@ import { CrsError, type ErrorCode } from '../errors.ts';
 /**
  * Maps an HTTP status to the connector's error taxonomy. Retryable: 408, 429 and 5xx (except
  * 501 Not Implemented and 505, which no retry can fix). Not retryable: every other 4xx — 401
- * (after the one token refresh), 403, 404 and 422 in particular.
+ * (after the one token refresh), 403, 404 and 422 in particular — and 3xx (redirects are not
+ * followed).
  */
 export function classifyStatus(status: number): { code: ErrorCode; retryable: boolean; name: string } {
   switch (status) {
@@ -19,6 +20,9 @@ export function classifyStatus(status: number): { code: ErrorCode; retryable: bo
       return { code: 'HTTP_UNPROCESSABLE', retryable: false, name: 'Unprocessable Entity' };
     case 429:
       return { code: 'HTTP_THROTTLED', retryable: true, name: 'Too Many Requests' };
+  }
+  if (status >= 300 && status <= 399) {
+    return { code: 'HTTP_CLIENT', retryable: false, name: 'Redirect (not followed)' };
   }
   if (status >= 500 && status <= 599) {
     return { code: 'HTTP_SERVER', retryable: status !== 501 && status !== 505, name: 'Server Error' };

@@ -171,7 +171,15 @@ export function createTransport(o: TransportOptions): Transport {
         }, o.timeoutMs);
         const headers: Record<string, string> = { ...spec.headers };
         if (auth) headers[auth.name] = auth.value;
-        response = await o.fetch(spec.url, { method: spec.method, headers, body: spec.body, signal });
+        // Redirects are not followed: fetch would carry x-api-key (unlike Authorization) to
+        // whatever host a redirect names, and no endpoint of the spec redirects.
+        response = await o.fetch(spec.url, {
+          method: spec.method,
+          headers,
+          body: spec.body,
+          signal,
+          redirect: 'manual',
+        });
         if (response.ok && mode === 'stream') {
           clearTimeout(timer);
           const res = response;

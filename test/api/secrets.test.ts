@@ -181,3 +181,29 @@ describe('no secret in errors or logs', () => {
     });
   }
 });
+
+describe('redirects', () => {
+  it('when the legacy API redirects to another host, then the API key is not sent there and the call fails clearly', async () => {
+    const elsewhere = await startScriptedServer((_req, res) =>
+      sendJson(res, 200, { artifact_id: 'a', artifact: {} }),
+    );
+    server = await startScriptedServer((req, res) => {
+      if (req.path.startsWith('/v2/')) return sendJson(res, 404, { detail: 'no' });
+      res.writeHead(302, { location: `${elsewhere.url}/steal` });
+      res.end();
+    });
+    try {
+      const { log } = captureLog();
+      const api = createServiceClient(
+        options(server.url, { legacyBaseUrl: `${server.url}/legacy`, apiKey: SECRETS.apiKey }),
+        log,
+      );
+      const err = await api.getArtifact(T, 'art-1').catch((e: unknown) => e);
+      expect(err).toMatchObject({ code: 'HTTP_CLIENT', retryable: false, details: { status: 302 } });
+      expect((err as Error).message).toContain('getArtifact.legacy failed: HTTP 302 Redirect (not followed)');
+      expect(elsewhere.seen).toHaveLength(0);
+    } finally {
+      await elsewhere.close();
+    }
+  });
+});
