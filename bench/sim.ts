@@ -1,9 +1,11 @@
 /**
  * Benchmark of the simulator's analytics export: a day of ~1M lines (about 1.6 KB of text,
  * 2 KB of UTF-8 each) is streamed over HTTP from a simulator in its own process; the export's
- * lines/s and the simulator's peak RSS are printed. Two more rows put it in context: the same
- * day generated without HTTP, and the loopback ceiling of this machine (a bare node:http server
- * writing one constant line of the same size, in the same 256 KB chunks).
+ * lines/s and the simulator's peak RSS are printed. More rows put it in context: the same day
+ * written as bytes without HTTP (writeExportDay, what a file of the export is made with), as JS
+ * strings (generateExportLines, the ground truth's form), and the loopback ceiling of this
+ * machine (a bare node:http server writing one pre-encoded line of the same size in the same
+ * 256 KB chunks).
  *
  *   node bench/sim.ts [--lines N] [--seed S] [--heap MB]     (default N = 1000000)
  *
@@ -15,8 +17,9 @@ import { once } from 'node:events';
 import { createServer, get } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createInterface } from 'node:readline';
+import { Writable } from 'node:stream';
 import { parseArgs } from 'node:util';
-import { generateExportLines, startSimulator } from '../src/simulator/index.ts';
+import { generateExportLines, startSimulator, writeExportDay } from '../src/simulator/index.ts';
 
 const DAY = '2026-01-10';
 const DAY_MS = 86_400_000;
@@ -51,21 +54,26 @@ async function serveSimulator(records: number): Promise<Served> {
   };
 }
 
-/** A bare server writing `lines` copies of one line as large buffers: what the machine allows. */
+/** A bare server writing `lines` copies of one pre-encoded line in 256 KB chunks: what the machine allows. */
 async function serveCeiling(lines: number): Promise<Served> {
-  const line = `${JSON.stringify({ Input: 'x'.repeat(60), Response: `${'é中📈 quarter '.repeat(105)}` })}\n`;
+  const line = Buffer.from(
+    `${JSON.stringify({ Input: 'x'.repeat(60), Response: `${'é中📈 quarter '.repeat(105)}` })}\n`,
+    'utf8',
+  );
   const server = createServer(async (_req, res) => {
     res.writeHead(200, { 'content-type': 'application/x-ndjson' });
-    let buf = '';
+    let chunk = Buffer.allocUnsafe(320 * 1024);
+    let off = 0;
     for (let i = 0; i < lines; i++) {
-      buf += line;
-      if (buf.length >= 256 * 1024) {
-        const ok = res.write(Buffer.from(buf, 'utf8'));
-        buf = '';
+      off += line.copy(chunk, off);
+      if (off >= 256 * 1024) {
+        const ok = res.write(chunk.subarray(0, off));
+        chunk = Buffer.allocUnsafe(320 * 1024);
+        off = 0;
         if (!ok) await once(res, 'drain');
       }
     }
-    res.end(buf);
+    res.end(chunk.subarray(0, off));
   });
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
@@ -144,15 +152,24 @@ async function overHttp(kind: 'sim' | 'ceiling', n: number): Promise<Row> {
   return { lines, bytes, seconds, rssMb: report.maxRssMb, heapUsedMb: report.heapUsedMb };
 }
 
-function inProcess(records: number): Row {
+/** writeExportDay into a sink that drops the bytes: the byte path without HTTP (files, fixtures). */
+async function toSink(records: number): Promise<Row> {
+  const sink = new Writable({
+    write(_chunk, _enc, cb) {
+      cb();
+    },
+  });
+  const t0 = performance.now();
+  const { lines, bytes } = await writeExportDay({ seed, day: DAY, recordsPerDay: records }, sink);
+  return { lines, bytes, seconds: (performance.now() - t0) / 1000 };
+}
+
+/** generateExportLines: the lines as JS strings (ground truth, tests); bytes taken from `like`. */
+function strings(records: number, like: Row): Row {
   const t0 = performance.now();
   let lines = 0;
-  let bytes = 0;
-  for (const line of generateExportLines({ seed, day: DAY, recordsPerDay: records })) {
-    lines++;
-    bytes += Buffer.byteLength(line) + 1;
-  }
-  return { lines, bytes, seconds: (performance.now() - t0) / 1000 };
+  for (const _ of generateExportLines({ seed, day: DAY, recordsPerDay: records })) lines++;
+  return { lines, bytes: like.bytes, seconds: (performance.now() - t0) / 1000 };
 }
 
 function row(name: string, r: Row): string {
@@ -174,7 +191,8 @@ async function main(): Promise<void> {
   const target = Number(values.lines);
   const records = Math.round(target / LINES_PER_RECORD);
   const sim = await overHttp('sim', records);
-  const gen = inProcess(records);
+  const file = await toSink(records);
+  const gen = strings(records, file);
   const ceiling = await overHttp('ceiling', sim.lines);
   console.log(
     `simulator export benchmark: day ${DAY}, seed ${seed}, recordsPerDay ${records}, node ${process.version}` +
@@ -187,7 +205,8 @@ async function main(): Promise<void> {
     '|-------------------------------------------|-----------|--------|--------|-----------|--------|--------------|',
   );
   console.log(row('HTTP export (simulator process)', sim));
-  console.log(row('generateExportLines (no HTTP)', gen));
+  console.log(row('writeExportDay, bytes (no HTTP)', file));
+  console.log(row('generateExportLines, strings (no HTTP)', gen));
   console.log(row('HTTP ceiling (constant line, bare server)', ceiling));
   console.log(`simulator heap used after the export: ${sim.heapUsedMb} MB`);
 }

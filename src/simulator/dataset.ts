@@ -14,6 +14,7 @@ import {
 } from './plan.ts';
 import { decodeThreadId, encodeThreadId, hash4, Rng, stringHash, uuidFromHash } from './prng.ts';
 import {
+  type ByteWriter,
   buildTextPool,
   makeInput,
   makeThreadName,
@@ -21,6 +22,8 @@ import {
   renderResponse,
   renderResponseEscaped,
   type TextPool,
+  writeInput,
+  writeResponse,
 } from './text.ts';
 
 export interface DatasetOptions {
@@ -93,10 +96,36 @@ export type ThreadLookup =
   | { status: 'ok'; thread: ThreadRef }
   | { status: 'deleted' | 'unknown'; thread: undefined };
 
-/** Side channel of exportLines: the thread of the line just yielded (for the delete-before-history fault). */
+/** What the export walk is at: the thread of the line just yielded (for the delete-before-history fault). */
 export interface ExportCursor {
   threadId: string;
+  plan: ThreadPlan | undefined;
+  turn: number;
+  live: LiveThread | undefined;
+  liveTurn: LiveTurn | undefined;
 }
+
+export function newCursor(): ExportCursor {
+  return { threadId: '', plan: undefined, turn: 0, live: undefined, liveTurn: undefined };
+}
+
+/** A record written through the API, rendered by JSON.stringify (rare: no fast path needed). */
+function liveLine(cursor: ExportCursor): string {
+  const live = cursor.live!;
+  const turn = cursor.liveTurn!;
+  const r = turn.reply!;
+  return JSON.stringify({
+    Input: turn.input,
+    Response: r.cancelled ? '' : r.content,
+    'Message ID': r.messageId,
+    'Message Time': new Date(r.time).toISOString(),
+    'Thread ID': live.id,
+    'User ID': live.userId,
+  });
+}
+
+const B_OPEN_INPUT = Buffer.from('{"Input":"', 'utf8');
+const B_RESPONSE = Buffer.from('","Response":"', 'utf8');
 
 const TAG_NAME = 0x2001;
 const TAG_RENAME = 0x2002;
@@ -469,7 +498,35 @@ export class Dataset {
    * The lines of one UTC day's export as served now, without faults: procedural records (by
    * birth day, then thread, then turn; not sorted by time), then records written through the API.
    */
-  *exportLines(day: number, cursor?: ExportCursor): Generator<string> {
+  *exportLines(day: number, cursor: ExportCursor = newCursor()): Generator<string> {
+    for (const _ of this.walk(day, cursor)) {
+      yield cursor.plan ? this.procLine(cursor.plan, cursor.turn, cursor.threadId) : liveLine(cursor);
+    }
+  }
+
+  /**
+   * The same lines as exportLines, each appended to `w` as UTF-8 (without newline); yields the
+   * offset where each line starts. Built from pre-encoded pieces: this is the fast path of the
+   * HTTP export and of writeExportDay.
+   */
+  *exportInto(day: number, w: ByteWriter, cursor: ExportCursor = newCursor()): Generator<number> {
+    for (const _ of this.walk(day, cursor)) {
+      const start = w.off;
+      if (cursor.plan) this.procLineInto(cursor.plan, cursor.turn, cursor.threadId, w);
+      else w.utf8(liveLine(cursor));
+      yield start;
+    }
+  }
+
+  /** How many lines the export of a day holds now (no rendering). */
+  countLines(day: number): number {
+    let n = 0;
+    for (const _ of this.walk(day, newCursor())) n++;
+    return n;
+  }
+
+  /** Visits the records of a day's export in serving order, describing each in `cursor`. */
+  private *walk(day: number, cursor: ExportCursor): Generator<void> {
     const now = this.nowMs();
     const first = Math.max(this.startDay, day - MAX_SPAN_DAYS);
     const last = Math.min(day, this.lastDay());
@@ -477,6 +534,8 @@ export class Dataset {
     const dayEnd = dayStart + DAY_MS;
     const plan = this.scratch;
     const hasOverlay = this.overlayByKey.size > 0;
+    cursor.live = undefined;
+    cursor.liveTurn = undefined;
     for (let b = first; b <= last; b++) {
       for (let index = 0; index < this.threadsPerDay; index++) {
         planThread(this.seed, this.users, b, index, plan);
@@ -489,32 +548,30 @@ export class Dataset {
           const t = plan.replyTime[i]!;
           if (t < dayStart || t >= dayEnd || plan.arrival[i]! > now || t > frozen) continue;
           threadId ??= encodeThreadId(this.seed, b, index);
-          if (cursor) cursor.threadId = threadId;
-          yield this.procLine(plan, i, threadId);
+          cursor.threadId = threadId;
+          cursor.plan = plan;
+          cursor.turn = i;
+          yield;
         }
       }
     }
+    cursor.plan = undefined;
     for (const live of this.live.values()) {
       if (live.deletedAt !== undefined) continue;
       for (const turn of live.turns) {
         const r = turn.reply;
         if (!r || r.time < dayStart || r.time >= dayEnd || r.time > now) continue;
-        if (cursor) cursor.threadId = live.id;
-        yield JSON.stringify({
-          Input: turn.input,
-          Response: r.cancelled ? '' : r.content,
-          'Message ID': r.messageId,
-          'Message Time': new Date(r.time).toISOString(),
-          'Thread ID': live.id,
-          'User ID': live.userId,
-        });
+        cursor.threadId = live.id;
+        cursor.live = live;
+        cursor.liveTurn = turn;
+        yield;
       }
     }
   }
 
-  private procLine(plan: ThreadPlan, i: number, threadId: string): string {
-    const coord = this.turnCoord(plan, i);
-    const h = hash4(this.seed, plan.day, coord, TAG_REC);
+  /** Ids (some upper-cased), time and extra keys of a record: the ASCII part after the texts. */
+  private recordTail(plan: ThreadPlan, i: number, threadId: string): string {
+    const h = hash4(this.seed, plan.day, this.turnCoord(plan, i), TAG_REC);
     let mid = this.procReplyId(plan, i);
     let tid = threadId;
     let uid = this.userIds[plan.userIndex]!;
@@ -522,16 +579,29 @@ export class Dataset {
     if ((h & 0xff) < 13) mid = mid.toUpperCase();
     if (((h >>> 8) & 0xff) < 13) tid = tid.toUpperCase();
     if (((h >>> 16) & 0xff) < 13) uid = uid.toUpperCase();
-    const response = plan.cancelled[i]
-      ? ''
-      : renderResponseEscaped(this.pool, this.procResponsePlan(plan, i));
     const time = formatWithOffset(plan.replyTime[i]!, plan.offsetIdx[i]!);
     let extra = '';
     // About 10% of records carry fields the spec does not name.
     if (h >>> 24 < 26) {
       extra = `,"Model":"crs-research-2","Latency Ms":${plan.replyTime[i]! - plan.userTime[i]!}`;
     }
-    return `{"Input":"${this.procInput(plan, i, true)}","Response":"${response}","Message ID":"${mid}","Message Time":"${time}","Thread ID":"${tid}","User ID":"${uid}"${extra}}`;
+    return `","Message ID":"${mid}","Message Time":"${time}","Thread ID":"${tid}","User ID":"${uid}"${extra}}`;
+  }
+
+  private procLine(plan: ThreadPlan, i: number, threadId: string): string {
+    const response = plan.cancelled[i]
+      ? ''
+      : renderResponseEscaped(this.pool, this.procResponsePlan(plan, i));
+    return `{"Input":"${this.procInput(plan, i, true)}","Response":"${response}${this.recordTail(plan, i, threadId)}`;
+  }
+
+  private procLineInto(plan: ThreadPlan, i: number, threadId: string, w: ByteWriter): void {
+    w.bytes(B_OPEN_INPUT);
+    const fileId = (plan.fileTurns >> i) & 1 ? this.procFile(plan)?.file_id : undefined;
+    writeInput(w, new Rng(hash4(this.seed, plan.day, this.turnCoord(plan, i), TAG_INPUT)), fileId);
+    w.bytes(B_RESPONSE);
+    if (!plan.cancelled[i]) writeResponse(w, this.pool, this.procResponsePlan(plan, i));
+    w.ascii(this.recordTail(plan, i, threadId));
   }
 
   /** Seeds the details of a reply written through the API (deterministic per thread and turn). */

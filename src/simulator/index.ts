@@ -10,6 +10,7 @@ import { buildOpenApiDocument, LEGACY_PREFIX, TOKEN_PATH } from './openapi.ts';
 import { DAY_MS, dayOf, dayToString, parseDay } from './plan.ts';
 import { createHandler } from './server.ts';
 import { TaskRunner } from './tasks.ts';
+import { ByteWriter } from './text.ts';
 
 export type { Artifact, ArtifactRef, Citation, HistoryEntry } from './content.ts';
 export type { ThreadEntry } from './dataset.ts';
@@ -224,10 +225,14 @@ export interface GenerateOptions {
 
 /** A day's export lines without HTTP (benchmarks, fixtures); constant memory. */
 export function generateExportLines(opts: GenerateOptions): Generator<string> {
+  return generatorDataset(opts).exportLines(toDay(opts.day));
+}
+
+function generatorDataset(opts: GenerateOptions): Dataset {
   const day = toDay(opts.day);
   const fixed = new Date((day + 4) * DAY_MS);
   const now = opts.now ?? (() => fixed);
-  const ds = new Dataset({
+  return new Dataset({
     seed: opts.seed ?? DEFAULT_SEED,
     days: 0,
     recordsPerDay: opts.recordsPerDay,
@@ -235,27 +240,29 @@ export function generateExportLines(opts: GenerateOptions): Generator<string> {
     now,
     startDay: Math.min(day - 7, dayOf(now().getTime())),
   });
-  return ds.exportLines(day);
 }
 
-/** Writes a day's export to a stream (a file, stdout), honouring backpressure. */
+/** Writes a day's export to a stream (a file, stdout), honouring backpressure; the fast byte path. */
 export async function writeExportDay(
   opts: GenerateOptions,
   out: Writable,
 ): Promise<{ lines: number; bytes: number }> {
+  const ds = generatorDataset(opts);
+  const w = new ByteWriter(1024 * 1024);
   let lines = 0;
   let bytes = 0;
-  let buf = '';
-  for (const line of generateExportLines(opts)) {
-    buf += `${line}\n`;
+  for (const _ of ds.exportInto(toDay(opts.day), w)) {
+    w.byte(10);
     lines++;
-    if (buf.length >= 256 * 1024) {
-      bytes += Buffer.byteLength(buf);
-      if (!out.write(buf)) await once(out, 'drain');
-      buf = '';
+    if (w.off >= 768 * 1024) {
+      const chunk = w.buf.subarray(0, w.off);
+      bytes += chunk.length;
+      w.buf = Buffer.allocUnsafe(1024 * 1024);
+      w.off = 0;
+      if (!out.write(chunk)) await once(out, 'drain');
     }
   }
-  bytes += Buffer.byteLength(buf);
-  out.write(buf);
+  bytes += w.off;
+  out.write(w.buf.subarray(0, w.off));
   return { lines, bytes };
 }

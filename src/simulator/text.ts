@@ -145,6 +145,8 @@ export interface TextPool {
   paragraphs: string[];
   /** paragraphs[i] JSON-escaped, without the surrounding quotes. */
   escaped: string[];
+  /** The same, UTF-8 encoded once: encoding multilingual text costs more than making it. */
+  escapedBytes: Buffer[];
 }
 
 const POOL_SIZE = 1024;
@@ -169,13 +171,57 @@ export function buildTextPool(seed: number): TextPool {
     }
     paragraphs.push(sentences.join(' '));
   }
-  return { paragraphs, escaped: paragraphs.map(escapeJson) };
+  const escaped = paragraphs.map(escapeJson);
+  return { paragraphs, escaped, escapedBytes: escaped.map((e) => Buffer.from(e, 'utf8')) };
 }
 
 const ESC_ASKS = ASKS.map((x) => escapeJson(x));
 const ESC_TOPICS = TOPICS.map((x) => escapeJson(x));
 const ESC_TAILS = TAILS.map((x) => escapeJson(x));
+const utf8 = (x: string) => Buffer.from(x, 'utf8');
+const B_ASKS = ESC_ASKS.map(utf8);
+const B_TOPICS = ESC_TOPICS.map(utf8);
+const B_TAILS = ESC_TAILS.map(utf8);
+const B_SPACE = utf8(' ');
+const B_QMARK = utf8('?');
+const B_USE_FILE = utf8(' Use the uploaded file ');
+const B_DOT = utf8('.');
+const B_HEAD = utf8('Here is what the sources say about ');
+const B_PARA = utf8('\\n\\n');
 
+/**
+ * Appends bytes to a growing buffer. Export lines are assembled here from pre-encoded pieces;
+ * `ascii` is only for text known to be ASCII (ids, times, numbers, JSON punctuation).
+ */
+export class ByteWriter {
+  buf: Buffer;
+  off = 0;
+  constructor(size: number) {
+    this.buf = Buffer.allocUnsafe(size);
+  }
+  ensure(n: number): void {
+    if (this.off + n <= this.buf.length) return;
+    const next = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.off + n));
+    this.buf.copy(next, 0, 0, this.off);
+    this.buf = next;
+  }
+  bytes(b: Buffer): void {
+    this.ensure(b.length);
+    this.off += b.copy(this.buf, this.off);
+  }
+  ascii(s: string): void {
+    this.ensure(s.length);
+    this.off += this.buf.write(s, this.off, 'latin1');
+  }
+  utf8(s: string): void {
+    this.ensure(Buffer.byteLength(s));
+    this.off += this.buf.write(s, this.off, 'utf8');
+  }
+  byte(b: number): void {
+    this.ensure(1);
+    this.buf[this.off++] = b;
+  }
+}
 /** An input message; `escaped` renders it JSON-escaped from pre-escaped pieces (same draws). */
 export function makeInput(rng: Rng, fileId: string | undefined, escaped = false): string {
   const a = rng.int(ASKS.length);
@@ -186,6 +232,23 @@ export function makeInput(rng: Rng, fileId: string | undefined, escaped = false)
     : `${ASKS[a]} ${TOPICS[t]}?${TAILS[tail]}`;
   // File ids are plain ASCII: no escaping needed.
   return fileId ? `${base} Use the uploaded file ${fileId}.` : base;
+}
+
+/** makeInput(rng, fileId, true), written as UTF-8 bytes (the same draws). */
+export function writeInput(w: ByteWriter, rng: Rng, fileId: string | undefined): void {
+  const a = rng.int(ASKS.length);
+  const t = rng.int(TOPICS.length);
+  const tail = rng.int(TAILS.length);
+  w.bytes(B_ASKS[a]!);
+  w.bytes(B_SPACE);
+  w.bytes(B_TOPICS[t]!);
+  w.bytes(B_QMARK);
+  w.bytes(B_TAILS[tail]!);
+  if (fileId) {
+    w.bytes(B_USE_FILE);
+    w.ascii(fileId);
+    w.bytes(B_DOT);
+  }
 }
 
 export function topicOf(rng: Rng): string {
@@ -223,6 +286,17 @@ export function renderResponseEscaped(pool: TextPool, plan: ResponsePlan): strin
   let out = `Here is what the sources say about ${ESC_TOPICS[plan.topic]} (${plan.sources} sources reviewed).`;
   for (const p of plan.parts) out += `\\n\\n${pool.escaped[p]}`;
   return out;
+}
+
+/** renderResponseEscaped, written as UTF-8 bytes. */
+export function writeResponse(w: ByteWriter, pool: TextPool, plan: ResponsePlan): void {
+  w.bytes(B_HEAD);
+  w.bytes(B_TOPICS[plan.topic]!);
+  w.ascii(` (${plan.sources} sources reviewed).`);
+  for (const p of plan.parts) {
+    w.bytes(B_PARA);
+    w.bytes(pool.escapedBytes[p]!);
+  }
 }
 
 export function sentenceOf(rng: Rng, words: number): string {
