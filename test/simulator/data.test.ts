@@ -6,6 +6,7 @@ import {
   startSimulator,
   writeExportDay,
 } from '../../src/simulator/index.ts';
+import { ByteWriter } from '../../src/simulator/text.ts';
 import { type Checked, checkedClient, manualClock } from './support/client.ts';
 
 /** The data set: deterministic from the seed, realistic in shape, and open to threads created via the API. */
@@ -99,6 +100,16 @@ describe('data set', () => {
     const after = sim.truth.threadHistory(t.thread_id)!;
     expect(after.slice(0, before.length)).toEqual(before);
     expect(after.slice(before.length).map((e) => e.role)).toEqual(['user', 'assistant']);
+  });
+
+  it('when lines are assembled as bytes (the served path), then they equal the UTF-8 of the string lines', () => {
+    for (const day of sim.truth.days()) {
+      const out = new ByteWriter(1024);
+      const starts = [...sim.dataset.exportInto(Date.parse(day) / 86_400_000, out)];
+      const lines = sim.truth.exportDayLines(day);
+      expect(starts).toHaveLength(lines.length);
+      expect(out.buf.subarray(0, out.off).equals(Buffer.from(lines.join(''), 'utf8'))).toBe(true);
+    }
   });
 
   it('when a day is generated without HTTP, then it equals what the simulator serves for that day', async () => {
