@@ -320,16 +320,20 @@ export async function applyThreadList(
   const r = await sql<{ updated: number; requeued: number }>`
     with l as (
       select * from unnest(${ids}::uuid[], ${names}::text[], ${counts}::int[]) as l(thread_id, name, n)
+    ), c as (
+      select t.thread_id, coalesce(l.name, t.thread_name) as name,
+             (t.enrich_status = 'done' and l.n > t.history_count) as requeue
+      from threads t join l on l.thread_id = t.thread_id
+      where t.thread_name is distinct from coalesce(l.name, t.thread_name)
+         or (t.enrich_status = 'done' and l.n > t.history_count)
     ), u as (
       update threads t set
-        thread_name = coalesce(l.name, t.thread_name),
-        enrich_status = case when t.enrich_status = 'done' and l.n > t.history_count then 'pending' else t.enrich_status end,
-        enrich_requested_at = case when t.enrich_status = 'done' and l.n > t.history_count then now() else t.enrich_requested_at end
-      from l
-      where t.thread_id = l.thread_id
-        and (t.thread_name is distinct from coalesce(l.name, t.thread_name)
-             or (t.enrich_status = 'done' and l.n > t.history_count))
-      returning (t.enrich_status = 'pending' and l.n > t.history_count)::int as q
+        thread_name = c.name,
+        enrich_status = case when c.requeue then 'pending' else t.enrich_status end,
+        enrich_requested_at = case when c.requeue then now() else t.enrich_requested_at end
+      from c
+      where t.thread_id = c.thread_id
+      returning c.requeue::int as q
     )
     select count(*)::int as updated, coalesce(sum(q), 0)::int as requeued from u`.execute(db);
   return r.rows[0] ?? { updated: 0, requeued: 0 };

@@ -246,6 +246,16 @@ describe('enrichThreads', () => {
     await sql`insert into threads (thread_id, enrich_status) values (${T2}, 'pending')`.execute(db());
     await ops.enrichThreads({ threadIds: [T2], loadId: 'L2' });
     expect(await ops.listPendingThreads({ afterThreadId: null, limit: 10 })).toEqual([T1]);
+    // The thread list also renamed nothing wrongly and left the other thread done.
+    const rows = await db()
+      .selectFrom('threads')
+      .select(['thread_id', 'enrich_status', 'thread_name'])
+      .orderBy('thread_id')
+      .execute();
+    expect(rows).toEqual([
+      { thread_id: T1, enrich_status: 'pending', thread_name: 'n' },
+      { thread_id: T2, enrich_status: 'done', thread_name: 'other' },
+    ]);
   });
 
   it('when the service answers 404 or 403 for a thread, then it is marked deleted or forbidden and the batch succeeds', async () => {
