@@ -202,6 +202,10 @@ export function createTransport(o: TransportOptions): Transport {
       }
       clearTimeout(timer);
       release();
+      o.log.debug(
+        { operation: spec.operation, status: response.status, attempt: attempts },
+        'crs request done',
+      );
 
       if (response.ok) {
         try {

@@ -156,4 +156,19 @@ describe('limiter units', () => {
     expect(order).toEqual([1, 2]);
     expect(sem.active).toBe(0);
   });
+
+  it('when a queued concurrency waiter is aborted, then it rejects with CANCELLED and the slot goes to the next one', async () => {
+    const sem = createConcurrencyLimiter(1);
+    const release = await sem.acquire();
+    const ctrl = new AbortController();
+    const aborted = sem.acquire(ctrl.signal);
+    const next = sem.acquire();
+    ctrl.abort();
+    await expect(aborted).rejects.toMatchObject({ code: 'CANCELLED' });
+    release();
+    const r = await next;
+    expect(sem.active).toBe(1);
+    r();
+    expect(sem.active).toBe(0);
+  });
 });
