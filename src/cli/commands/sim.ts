@@ -75,7 +75,17 @@ export function registerSim(program: Command): void {
         throw new CrsError('USAGE', `--faults: ${(err as Error).message}`);
       }
       const envFile = opts.envOut ?? opts.envFile;
-      const sim = await startSimulator({ port, host: opts.host, seed, days, recordsPerDay, faults });
+      const sim = await startSimulator({ port, host: opts.host, seed, days, recordsPerDay, faults }).catch(
+        (err: NodeJS.ErrnoException) => {
+          if (err.code === 'EADDRINUSE' || err.code === 'EACCES' || err.code === 'EADDRNOTAVAIL') {
+            throw new CrsError(
+              'USAGE',
+              `cannot listen on ${opts.host}:${port} (${err.code}); choose another --port (0 = any free port)`,
+            );
+          }
+          throw err;
+        },
+      );
       const env = envText(sim.env());
       if (envFile) await writeFile(envFile, `${env}\n`, { mode: 0o600 });
       process.stdout.write(
