@@ -178,6 +178,8 @@ async function enrichThread(
       error: err.message,
       maxAttempts: deps.maxAttempts ?? DEFAULT_MAX_THREAD_ATTEMPTS,
       permanent,
+      // Throttling is the service's state, never the thread's fault: it must not use up attempts.
+      counts: err.code !== 'HTTP_THROTTLED',
     });
     log.warn({ code: err.code, status, enrichStatus: now }, 'thread enrichment failed');
     return now === 'failed' ? 'failed' : { retry: err.code };

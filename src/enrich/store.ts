@@ -282,22 +282,24 @@ export async function finishThread(
 }
 
 /**
- * A failed attempt at a thread: counted, the error kept; after `maxAttempts` the thread is
- * 'failed' (no longer picked up until a load queues it again), before that it stays 'pending'.
+ * A failed attempt at a thread: the error kept and, when `counts`, counted; after `maxAttempts`
+ * counted failures the thread is 'failed' (no longer picked up until a load queues it again),
+ * before that it stays 'pending'.
  */
 export async function failThread(
   db: Kysely<Database>,
   threadId: string,
-  f: { error: string; maxAttempts: number; permanent: boolean },
+  f: { error: string; maxAttempts: number; permanent: boolean; counts: boolean },
 ): Promise<EnrichStatus> {
+  const step = f.counts ? 1 : 0;
   const row = await db
     .updateTable('threads')
     .set((eb) => ({
-      enrich_attempts: eb('enrich_attempts', '+', 1),
+      enrich_attempts: eb('enrich_attempts', '+', step),
       last_error: f.error,
       enrich_status: f.permanent
         ? sql<EnrichStatus>`'failed'`
-        : sql<EnrichStatus>`case when enrich_attempts + 1 >= ${f.maxAttempts} then 'failed' else enrich_status end`,
+        : sql<EnrichStatus>`case when enrich_attempts + ${step} >= ${f.maxAttempts} then 'failed' else enrich_status end`,
     }))
     .where('thread_id', '=', threadId)
     .returning('enrich_status')

@@ -386,6 +386,20 @@ describe('enrichThreads', () => {
     expect(t.enrich_status).toBe('failed');
   });
 
+  it('when a thread stays throttled (429), then it stays pending without using up its attempts', async () => {
+    threads.set(T1, { name: 'n', history: [], status: 429 });
+    const { ops } = await setup([T1], { maxRetries: 0 });
+    for (let i = 0; i < 4; i++) {
+      await expect(ops.enrichThreads({ threadIds: [T1], loadId: 'L1' })).rejects.toMatchObject({
+        code: 'HTTP_THROTTLED',
+        retryable: true,
+      });
+    }
+    const t = await db().selectFrom('threads').selectAll().executeTakeFirstOrThrow();
+    expect(t).toMatchObject({ enrich_status: 'pending', enrich_attempts: 0 });
+    expect(t.last_error).toContain('HTTP 429');
+  });
+
   it('when the thread is queued again while it is being enriched, then it stays pending', async () => {
     threads.set(T1, { name: 'n', history: [msg(0), msg(1), msg(2)] });
     server = await startScriptedServer(async (req, res) => {
