@@ -48,8 +48,11 @@ export interface ExportOptions extends CallOptions {
 
 /** A thread list entry, as the service sends it (spec §2 shows only thread_id and thread_name). */
 export type ThreadEntry = Record<string, unknown> & { thread_id: string };
-/** A history entry, unvalidated beyond being an object: the caller checks the contract. */
-export type HistoryEntry = Record<string, unknown>;
+/**
+ * A history entry exactly as received: normally an object with message_id and citations (spec
+ * §2), but nothing is checked here, so that the caller can quarantine what breaks the contract.
+ */
+export type HistoryEntry = unknown;
 
 export interface HistoryPage {
   /** start_index this page was requested with. */
@@ -194,7 +197,7 @@ export function createServiceClient(options: ServiceClientOptions, log: Logger):
       throw badResponse(operation, 'the answer has no messages array', status);
     }
     // Entries that are not objects are kept as they are: the enricher quarantines them.
-    return body.messages as HistoryEntry[];
+    return body.messages;
   }
 
   async function legacyArtifact(threadId: string, artifactId: string, signal: AbortSignal | undefined) {
@@ -278,7 +281,8 @@ export function createServiceClient(options: ServiceClientOptions, log: Logger):
           signal: opts.signal,
         });
         // A service that ignored start_index would hand back the same full page forever.
-        const first = (messages[0] as HistoryEntry | undefined)?.message_id;
+        const head = messages[0];
+        const first = isObject(head) ? head.message_id : undefined;
         if (first !== undefined && first === previousFirst) {
           throw badResponse(
             'listMessages',

@@ -29,7 +29,7 @@ describe('thread endpoints', () => {
     server = await startScriptedServer((_req, res) => sendJson(res, 200, { messages: entries(5, 2) }));
     const { api } = client(server.url);
     const msgs = await api.listMessages(T, { startIndex: 5, limitNum: 2 });
-    expect(msgs.map((m) => m.message_id)).toEqual(['m5', 'm6']);
+    expect(msgs.map((m) => (m as { message_id: string }).message_id)).toEqual(['m5', 'm6']);
     expect(server.seen[0]?.path).toBe(`/v2/threads/${T}/messages`);
     expect(server.seen[0]?.query.get('start_index')).toBe('5');
     expect(server.seen[0]?.query.get('limit_num')).toBe('2');
@@ -87,7 +87,8 @@ describe('thread endpoints', () => {
     });
     const { api } = client(server.url);
     const ids = [];
-    for await (const p of api.historyFrom(T, 10, 5)) ids.push(...p.messages.map((m) => m.message_id));
+    for await (const p of api.historyFrom(T, 10, 5))
+      ids.push(...p.messages.map((m) => (m as { message_id: string }).message_id));
     expect(ids).toEqual(['m10', 'm11']);
     expect(server.seen).toHaveLength(1);
   });
