@@ -134,7 +134,11 @@ export function createActivities(deps: ActivityDeps) {
       const alog = log.child({ day: input.day, loadId: input.loadId, attempt: ctx.info.attempt });
       if (resumedFrom) alog.info({ resumedFrom }, 'resuming the day load from its checkpoint');
       return guarded(async () => {
-        const release = await dayLoads.acquire(ctx.cancellationSignal, () => ctx.heartbeat(resumedFrom));
+        // Waiting for a slot heartbeats too, so a long wait is not taken for a dead worker.
+        const release = await whileBeating(
+          () => resumedFrom,
+          () => dayLoads.acquire(ctx.cancellationSignal),
+        );
         try {
           return await loadOnce();
         } finally {
@@ -142,13 +146,20 @@ export function createActivities(deps: ActivityDeps) {
         }
       });
       async function loadOnce(): Promise<DayCounts> {
-        const s = await need('loadDay')({
-          day: input.day,
-          loadId: input.loadId,
-          signal: ctx.cancellationSignal,
-          onProgress: (p) =>
-            ctx.heartbeat({ linesCommitted: p.linesCommitted, rowsRead: p.rowsRead, bytesRead: p.bytesRead }),
-        });
+        let last: DayLoadProgress | undefined = resumedFrom;
+        const s = await whileBeating(
+          () => last,
+          () =>
+            need('loadDay')({
+              day: input.day,
+              loadId: input.loadId,
+              signal: ctx.cancellationSignal,
+              onProgress: (p) => {
+                last = { linesCommitted: p.linesCommitted, rowsRead: p.rowsRead, bytesRead: p.bytesRead };
+                ctx.heartbeat(last);
+              },
+            }),
+        );
         return {
           linesRead: s.linesRead,
           bytesRead: s.bytesRead,
@@ -233,17 +244,41 @@ export function createActivities(deps: ActivityDeps) {
     async enrichThreads(input: { threadIds: string[]; loadId: string }): Promise<EnrichCounts> {
       const ctx = Context.current();
       return guarded(() =>
-        need('enrichThreads')({
-          threadIds: input.threadIds,
-          loadId: input.loadId,
-          signal: ctx.cancellationSignal,
-        }),
+        whileBeating(
+          () => undefined,
+          () =>
+            need('enrichThreads')({
+              threadIds: input.threadIds,
+              loadId: input.loadId,
+              signal: ctx.cancellationSignal,
+            }),
+        ),
       );
     },
   };
 }
 
 export type Activities = ReturnType<typeof createActivities>;
+
+const BEAT_EVERY_MS = 5000;
+
+/**
+ * Heartbeats on a timer while `work` runs, besides any progress beats: a load waiting out a
+ * Retry-After, or an enrichment batch under the shared rate budget, makes no progress for a while
+ * yet is alive. So the heartbeat timeout detects a dead worker (and delivers cancellation) rather
+ * than a slow service; stalls of the service are the HTTP client's own timeouts.
+ */
+async function whileBeating<T>(details: () => unknown, work: () => Promise<T>): Promise<T> {
+  const ctx = Context.current();
+  // Well inside the heartbeat timeout, whatever the workflow set it to.
+  const every = Math.max(200, Math.min(BEAT_EVERY_MS, (ctx.info.heartbeatTimeoutMs ?? 30_000) / 3));
+  const timer = setInterval(() => ctx.heartbeat(details()), every);
+  try {
+    return await work();
+  } finally {
+    clearInterval(timer);
+  }
+}
 
 /** The project's loader and enrichment, bound to the worker's dependencies. */
 function realOps(deps: ActivityDeps): Partial<SyncOps> {

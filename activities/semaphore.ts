@@ -1,9 +1,6 @@
 import { CrsError } from '../src/errors.ts';
 
-/**
- * A counting semaphore for activities: waiters queue in order, call `whileWaiting` every 10 s
- * (a heartbeat, so a long wait is not taken for a dead worker) and give up when cancelled.
- */
+/** A counting semaphore for activities: waiters queue in order and give up when cancelled. */
 export function createSemaphore(limit: number) {
   let free = limit;
   const queue: (() => void)[] = [];
@@ -13,20 +10,17 @@ export function createSemaphore(limit: number) {
     else free += 1;
   };
   return {
-    async acquire(signal: AbortSignal, whileWaiting: () => void): Promise<() => void> {
+    async acquire(signal: AbortSignal): Promise<() => void> {
       if (free > 0) {
         free -= 1;
         return once(release);
       }
       await new Promise<void>((resolve, reject) => {
-        const timer = setInterval(whileWaiting, 10_000);
         const grant = () => {
-          clearInterval(timer);
           signal.removeEventListener('abort', onAbort);
           resolve();
         };
         const onAbort = () => {
-          clearInterval(timer);
           const i = queue.indexOf(grant);
           if (i >= 0) queue.splice(i, 1);
           reject(new CrsError('CANCELLED', 'cancelled while waiting for a free day-load slot'));

@@ -21,10 +21,17 @@ describe('activities', () => {
     await tw?.dispose();
   });
 
-  function activities(ops: Partial<SyncOps>) {
+  function activities(ops: Partial<SyncOps>, maxDayLoads?: number) {
     const config = parseConfig({ CRS_SCHEMA: tw.schema });
     const client = createServiceClient({ ...config.api, concurrency: 1 }, testLog);
-    return createActivities({ warehouse: tw.w, client, config, log: testLog, ops });
+    return createActivities({
+      warehouse: tw.w,
+      client,
+      config,
+      log: testLog,
+      ops,
+      ...(maxDayLoads ? { maxDayLoads } : {}),
+    });
   }
 
   it('when a day load is retried, then it passes the same load id on and heartbeats the committed-line checkpoint', async () => {
@@ -68,6 +75,45 @@ describe('activities', () => {
       deleted: 0,
       threadsQueued: 4,
     });
+  });
+
+  it('when more day loads arrive than the worker has slots, then the extra one waits, heartbeating, and runs after', async () => {
+    let releaseFirst: () => void = () => {};
+    const order: string[] = [];
+    const result = {
+      loadId: 'l',
+      linesRead: 1,
+      bytesRead: 1,
+      rowsRead: 1,
+      inserted: 1,
+      updated: 0,
+      unchanged: 0,
+      rejected: 0,
+      deleted: 0,
+      threadsQueued: 0,
+    };
+    const a = activities(
+      {
+        async loadDay({ day }) {
+          order.push(`start ${day}`);
+          if (day === '2026-01-01') await new Promise<void>((r) => (releaseFirst = r));
+          order.push(`end ${day}`);
+          return { day, ...result };
+        },
+      },
+      1,
+    );
+    const second = new MockActivityEnvironment({ heartbeatTimeoutMs: 900 });
+    const beats: unknown[] = [];
+    second.on('heartbeat', (d: unknown) => beats.push(d));
+    const p1 = new MockActivityEnvironment().run(a.loadExportDay, { day: '2026-01-01', loadId: 'l' });
+    const p2 = second.run(a.loadExportDay, { day: '2026-01-02', loadId: 'l' });
+    // The second load beats (every 300 ms here) while it waits for the slot.
+    while (beats.length < 2) await new Promise((r) => setTimeout(r, 50));
+    expect(order).toEqual(['start 2026-01-01']);
+    releaseFirst();
+    await Promise.all([p1, p2]);
+    expect(order).toEqual(['start 2026-01-01', 'end 2026-01-01', 'start 2026-01-02', 'end 2026-01-02']);
   });
 
   it('when the loader reports bad credentials, then the activity fails without retry under the error code', async () => {
