@@ -1,15 +1,18 @@
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Simulator, startSimulator } from '../../src/simulator/index.ts';
-import { type Checked, checkedClient, parseSse } from './support/client.ts';
+import { type Checked, checkedClient, manualClock, parseSse } from './support/client.ts';
 
 /** A whole thread lifecycle through the v2 and legacy APIs; every response is validated against /openapi.json. */
 
+// A fixed clock: "today" of the export cannot change under the test at midnight.
+const TODAY = '2026-04-02';
+const clock = manualClock(`${TODAY}T10:00:00.000Z`);
 let sim: Simulator;
 let api: Checked;
 
 beforeAll(async () => {
-  sim = await startSimulator({ seed: 11, taskStepMs: 2 });
+  sim = await startSimulator({ seed: 11, taskStepMs: 2, now: clock.now });
   api = await checkedClient(sim);
 });
 afterAll(async () => {
@@ -141,7 +144,7 @@ describe('thread lifecycle', () => {
     }
 
     // The reply joins the analytics export of today.
-    const today = new Date().toISOString().slice(0, 10);
+    const today = TODAY;
     expect(sim.truth.exportDay(today).find((r) => r['Message ID'] === final.message_id)).toMatchObject({
       Input: `Summarise ${fileId} please`,
       Response: final.content,
@@ -169,7 +172,7 @@ describe('thread lifecycle', () => {
   });
 
   it('when a running task is cancelled, then it stops and the thread records "User cancelled" with an empty export response', async () => {
-    const slow = await startSimulator({ seed: 12, taskStepMs: 60_000 });
+    const slow = await startSimulator({ seed: 12, taskStepMs: 60_000, now: clock.now });
     const client = await checkedClient(slow);
     try {
       const created = await client.call('POST', '/v2/threads', '/v2/threads', {
@@ -222,7 +225,7 @@ describe('thread lifecycle', () => {
       });
       expect(again.status).toBe(409);
 
-      const today = new Date().toISOString().slice(0, 10);
+      const today = TODAY;
       expect(slow.truth.exportDay(today).find((r) => r['Message ID'] === cancelledId)).toMatchObject({
         Input: 'a long question',
         Response: '',
