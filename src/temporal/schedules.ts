@@ -103,14 +103,51 @@ export function deleteSchedule(client: Client, id = SCHEDULE_ID): Promise<void> 
   return orNotFound(id, () => client.schedule.getHandle(id).delete());
 }
 
+interface DescribedRange {
+  start: unknown;
+  end?: unknown;
+  step?: number;
+}
+
+/** One calendar field in cron style: `*`, `3`, `1-5`, `0-59/15`. */
+function field(ranges: readonly DescribedRange[] | undefined, full: [unknown, unknown]): string {
+  if (!ranges || ranges.length === 0) return '*';
+  const only = ranges.length === 1 ? ranges[0] : undefined;
+  if (only && only.start === full[0] && only.end === full[1] && (only.step ?? 1) === 1) return '*';
+  return ranges
+    .map((r) => {
+      const span = r.end === undefined || r.end === r.start ? String(r.start) : `${r.start}-${r.end}`;
+      return r.step && r.step > 1 ? `${span}/${r.step}` : span;
+    })
+    .join(',');
+}
+
+/**
+ * The server keeps a cron expression as calendar specs; shown back in cron order (minute, hour,
+ * day of month, month, day of week).
+ */
+function calendarText(d: ScheduleDescription): string {
+  const cals = (d.spec.calendars ?? []) as unknown as Record<string, DescribedRange[] | undefined>[];
+  if (cals.length === 0) return '(no calendar)';
+  return cals
+    .map((c) =>
+      [
+        field(c.minute, [0, 59]),
+        field(c.hour, [0, 23]),
+        field(c.dayOfMonth, [1, 31]),
+        field(c.month, ['JANUARY', 'DECEMBER']),
+        field(c.dayOfWeek, ['SUNDAY', 'SATURDAY']),
+      ].join(' '),
+    )
+    .join('; ');
+}
+
 /** The description as plain lines for the terminal. */
 export function formatSchedule(d: ScheduleDescription): string[] {
-  const spec = d.spec as { cronExpressions?: string[]; timezone?: string };
-  const calendars = (d.spec.calendars ?? []).length;
   const lines = [
     `schedule   ${d.scheduleId}`,
     `state      ${d.state.paused ? 'paused' : 'active'}${d.state.note ? ` (${d.state.note})` : ''}`,
-    `when       ${spec.cronExpressions?.join(', ') ?? `${calendars} calendar spec(s)`} (${d.spec.timezone ?? 'UTC'})`,
+    `when       ${calendarText(d)} (${d.spec.timezone ?? 'UTC'})`,
     `policies   overlap ${d.policies.overlap}, catch-up window ${d.policies.catchupWindow / 1000}s`,
     `task queue ${d.action.type === 'startWorkflow' ? d.action.taskQueue : '?'}`,
     `next runs  ${d.info.nextActionTimes.map((t) => t.toISOString()).join(', ') || '(none)'}`,

@@ -145,4 +145,25 @@ describe('the sync, backfill and schedule commands (dev server, real activities)
     expect(r.code).toBe(2);
     expect(r.stderr).toContain('crs-sync schedule create');
   });
+
+  it('when the schedule is managed from the command line, then create, describe, pause, unpause and delete each do what they say', async () => {
+    const created = await cli(['schedule', 'create', '--cron', '0 3 * * *', '--timezone', 'Asia/Tokyo']);
+    expect(created).toMatchObject({ code: 0 });
+    expect(created.stdout).toContain('schedule crs-sync-daily created');
+    const described = await cli(['schedule', 'describe']);
+    expect(described.code).toBe(0);
+    expect(described.stdout).toContain('0 3 * * * (Asia/Tokyo)');
+    expect(described.stdout).toContain('state      active');
+    expect((await cli(['schedule', 'pause', '--note', 'freeze'])).code).toBe(0);
+    expect((await cli(['schedule', 'describe'])).stdout).toContain('state      paused (freeze)');
+    expect((await cli(['schedule', 'unpause'])).code).toBe(0);
+    const json = JSON.parse((await cli(['schedule', 'describe', '--json'])).stdout) as {
+      state: { paused: boolean };
+      policies: { overlap: string };
+    };
+    expect(json.state.paused).toBe(false);
+    expect(json.policies.overlap).toBe('BUFFER_ONE');
+    expect((await cli(['schedule', 'delete'])).code).toBe(0);
+    expect((await cli(['schedule', 'describe'])).code).toBe(2);
+  });
 });
