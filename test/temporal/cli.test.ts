@@ -166,4 +166,20 @@ describe('the sync, backfill and schedule commands (dev server, real activities)
     expect((await cli(['schedule', 'delete'])).code).toBe(0);
     expect((await cli(['schedule', 'describe'])).code).toBe(2);
   });
+
+  it('when every workflow history of these runs is read, then no credential is in it', async () => {
+    const c = sim.credentials;
+    const secrets = [c.serviceAccountToken, c.accessToken, c.clientSecret, c.apiKey, 'not-the-token'];
+    let n = 0;
+    for await (const w of h.client.workflow.list()) {
+      const history = await h.client.workflow.getHandle(w.workflowId, w.runId).fetchHistory();
+      const json = JSON.stringify(history, (_k, v) =>
+        v instanceof Uint8Array ? Buffer.from(v).toString('utf8') : v,
+      );
+      for (const s of secrets) expect(json.includes(s), `${w.workflowId}`).toBe(false);
+      n++;
+    }
+    // Syncs, backfills, their days and the enrichment stream.
+    expect(n).toBeGreaterThan(8);
+  });
 });
