@@ -109,5 +109,5 @@ let runtimeInstalled = false;
 export function installQuietRuntime(): void {
   if (runtimeInstalled) return;
   runtimeInstalled = true;
-  Runtime.install({ logger: pinoSdkLogger(createLogger({ level: 'warn', destination: process.stderr })) });
+  Runtime.install({ logger: pinoSdkLogger(createLogger({ level: 'error', destination: process.stderr })) });
 }

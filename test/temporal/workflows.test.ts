@@ -142,6 +142,37 @@ describe('workflows (real Temporal dev server, stand-in loader)', () => {
     expect(run).toEqual({ status: 'cancelled', error: 'cancelled' });
   });
 
+  it('when a backfill is cancelled while days load, then every day it started is released and the run is recorded as cancelled', async () => {
+    const days = randomDays(6);
+    const slow = fakeLoaderOps(tw.w, { delayMs: 60_000 });
+    const hq = { ...h, taskQueue: `${h.taskQueue}-bfcancel` };
+    const w = await createTestWorker(hq, { warehouse: tw.w, ops: slow.ops });
+    const workflowId = `t-bfcancel-${days[0]}`;
+    await w.runUntil(async () => {
+      const handle = await h.client.workflow.start(backfill, {
+        taskQueue: hq.taskQueue,
+        workflowId,
+        args: [{ from: days[0]!, to: days[5]!, concurrency: 2, enrich: false, heartbeatTimeout: '2s' }],
+      });
+      await until(async () => {
+        const rows = await Promise.all([dayRow(days[0]!), dayRow(days[1]!)]);
+        return rows.every((r) => r?.status === 'running');
+      }, 'two days to be loading');
+      await handle.cancel();
+      await expect(handle.result()).rejects.toBeInstanceOf(WorkflowFailedError);
+    });
+    expect((await dayRow(days[0]!))?.status).toBe('pending');
+    expect((await dayRow(days[1]!))?.status).toBe('pending');
+    // Days it never reached were never touched.
+    expect(await dayRow(days[2]!)).toBeUndefined();
+    const run = await tw.w.db
+      .selectFrom('sync_runs')
+      .select(['status', 'kind'])
+      .where('workflow_id', '=', workflowId)
+      .executeTakeFirstOrThrow();
+    expect(run).toEqual({ status: 'cancelled', kind: 'backfill' });
+  });
+
   it('when a day fails with an error no retry can fix, then it is tried once, the others load, and the run fails naming it', async () => {
     const days = randomDays(3);
     const failing = fakeLoaderOps(tw.w, { failDays: [days[1]!] });
