@@ -50,8 +50,8 @@ beforeAll(async () => {
     .insertInto('analytics_messages')
     .values([
       row(1, T1, U1, '2026-11-01T10:00:00Z', 'abcd'), // 4 chars
-      row(2, T1, U1, '2026-11-01T11:00:00Z', 'abcdefgh'), // 8 chars
-      row(3, T2, U2, '2026-11-01T12:00:00Z', ''), // cancelled: empty response
+      row(2, T1, U1, '2026-11-01T11:00:00Z', ' abcdefgh\n'), // 8 chars once trimmed
+      row(3, T2, U2, '2026-11-01T12:00:00Z', ' \n '), // cancelled: blank response
       row(4, T2, U2, '2026-11-01T13:00:00Z', 'zz', true), // soft-deleted: counts nowhere
       row(5, T3, U1, '2026-11-02T09:00:00Z', 'User cancelled'), // cancelled through its history entry
       row(6, T3, U1, '2026-11-02T09:30:00Z', 'abcdef'), // 6 chars
