@@ -213,6 +213,53 @@ async function run(latencyMs: number, rateLimit: number): Promise<Row> {
   }
 }
 
+/**
+ * The client's own cost per request: the same history reads one at a time, through the client
+ * and through a bare fetch, against the same simulator (p50 of each, ms).
+ */
+async function overhead(latencyMs: number): Promise<{ client: number; bare: number }> {
+  const sim = await startRemoteSimulator(`latency=${latencyMs}ms`);
+  try {
+    const api = createServiceClient(
+      {
+        baseUrl: sim.baseUrl,
+        legacyBaseUrl: undefined,
+        serviceAccountToken: undefined,
+        accessToken: sim.credentials.accessToken,
+        tokenUrl: undefined,
+        clientId: undefined,
+        clientSecret: undefined,
+        apiKey: undefined,
+        timeoutMs: 30_000,
+        rateLimitRps: 10_000,
+        concurrency: 1,
+      },
+      log,
+    );
+    const ids = sim.threadIds.slice(0, 100);
+    const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
+    const viaClient: number[] = [];
+    const bare: number[] = [];
+    for (const id of ids) {
+      let t = performance.now();
+      await api.listMessages(id, { limitNum: pageSize }).catch(() => {});
+      viaClient.push(performance.now() - t);
+      t = performance.now();
+      const res = await fetch(
+        `${sim.baseUrl}/v2/threads/${id}/messages?start_index=0&limit_num=${pageSize}`,
+        {
+          headers: { authorization: `Bearer ${sim.credentials.accessToken}`, accept: 'application/json' },
+        },
+      );
+      await res.text();
+      bare.push(performance.now() - t);
+    }
+    return { client: median(viaClient), bare: median(bare) };
+  } finally {
+    await sim.close();
+  }
+}
+
 console.log(
   `enrichment bench: concurrency ${concurrency}, page size ${pageSize}, simulator ${days} days × ${records} records/day, db ${describeUrl(url)}, node ${process.version}`,
 );
@@ -266,6 +313,11 @@ console.log(
   `load average ${load()} at the end. "slots busy": time-weighted requests in flight ÷ concurrency (the client's own\n` +
     'efficiency); when it is near 100% and req/s is below the bound, responses took longer than the configured latency\n' +
     '(p50/p95: call to response headers, as the client saw them).',
+);
+const cost = await overhead(latencies[0] ?? 10);
+console.log(
+  `one request at a time at ${latencies[0] ?? 10} ms: p50 ${cost.client.toFixed(1)} ms through the client, ` +
+    `${cost.bare.toFixed(1)} ms with a bare fetch (client overhead ${(cost.client - cost.bare).toFixed(1)} ms)`,
 );
 const ok = rows.every((r) => r.limitHeld && r.ofBound >= 0.8);
 console.log(
