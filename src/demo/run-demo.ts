@@ -87,15 +87,24 @@ export async function runDemo(opts: DemoOptions, io: DemoIo): Promise<number> {
   process.on('SIGTERM', onSignal);
   const until = <T>(p: Promise<T>): Promise<T> => Promise.race([p, aborted]);
 
-  const step = async <T>(name: string, f: () => Promise<T>, describe: (v: T) => string): Promise<T> => {
+  // A step runs to its end even when Ctrl-C comes meanwhile (each is bounded: a server start), so
+  // what it started is registered and stopped; the interruption is honoured right after.
+  const step = async <T>(
+    name: string,
+    f: () => Promise<T>,
+    describe: (v: T) => string,
+    stop?: (v: T) => Promise<void>,
+  ): Promise<T> => {
     const t0 = Date.now();
     let v: T;
     try {
-      v = await until(f());
+      v = await f();
     } catch (err) {
       if (err instanceof CrsError) throw err;
       throw new CrsError('INTERNAL', `${name}: ${(err as Error).message ?? String(err)}`, { cause: err });
     }
+    if (stop) stack.add(name, () => stop(v));
+    if (abort.signal.aborted) throw new CrsError('CANCELLED', 'interrupted');
     say(`  ${name.padEnd(10)} ${describe(v)} (${formatDuration(Date.now() - t0)})`);
     return v;
   };
@@ -124,15 +133,15 @@ export async function runDemo(opts: DemoOptions, io: DemoIo): Promise<number> {
         w.embedded
           ? `embedded PostgreSQL (throw-away) at ${new URL(w.url).host}, schema ${w.schema}`
           : `${w.shownUrl}, schema ${w.schema}`,
+      (w) => w.close(),
     );
-    stack.add('the warehouse', () => wh.close());
 
     const sim = await step(
       'simulator',
       () => startSimulator({ port: 0, ...demoDataset(opts) }),
       (s) => `${s.baseUrl} (a local stand-in for the service)`,
+      (s) => s.close(),
     );
-    stack.add('the simulator', () => sim.close());
 
     const temporal = await step(
       'temporal',
@@ -146,8 +155,8 @@ export async function runDemo(opts: DemoOptions, io: DemoIo): Promise<number> {
         t.own
           ? `dev server at ${t.address}, UI ${t.uiUrl}`
           : `${t.address} (namespace ${t.namespace}), not started by the demo`,
+      (t) => t.stop(),
     );
-    stack.add('the Temporal dev server', () => temporal.stop());
 
     // On a server the demo does not own, a task queue of its own keeps other workers off its work.
     const taskQueue = temporal.own
@@ -209,8 +218,9 @@ export async function runDemo(opts: DemoOptions, io: DemoIo): Promise<number> {
     );
     workerStopped.catch(() => {});
 
-    const t = await until(connectClient(config.temporal));
+    const t = await connectClient(config.temporal);
     stack.add('the Temporal client', () => t.close());
+    if (abort.signal.aborted) throw new CrsError('CANCELLED', 'interrupted');
     // Calls in flight when Ctrl-C comes are cancelled, so none is left retrying on a closed channel.
     const call = <T>(f: () => Promise<T>): Promise<T> => until(t.connection.withAbortSignal(abort.signal, f));
 
