@@ -2,7 +2,7 @@ import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import path from 'node:path';
-import { Connection } from '@temporalio/client';
+import { Client, Connection } from '@temporalio/client';
 import { msToTs } from '@temporalio/common/lib/time.js';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { demoDataset, demoWindow } from '../../src/demo/options.ts';
@@ -217,6 +217,57 @@ describe('crs-sync demo', () => {
       await sim.close();
     }
   });
+});
+
+describe('crs-sync demo --keep', () => {
+  it('when --keep is given, then after the summary the worker keeps serving the schedule it created until Ctrl-C, and the demo exits 0', async () => {
+    const url = inject('databaseUrl');
+    const address = inject('temporalAddress');
+    const schema = `demo_${randomBytes(4).toString('hex')}`;
+    const namespace = `demo-${randomBytes(4).toString('hex')}`;
+    await createNamespace(address, namespace);
+    const w = openWarehouse({ url, schema, max: 2 });
+    const { child, done } = runCli(
+      ['demo', '--days', '2', '--records-per-day', '20', '--keep', '--temporal-address', address],
+      { DATABASE_URL: url, CRS_SCHEMA: schema, TEMPORAL_NAMESPACE: namespace, LOG_LEVEL: 'warn' },
+    );
+    let stderr = '';
+    child.stderr?.on('data', (b: Buffer) => {
+      stderr += b.toString('utf8');
+    });
+    try {
+      for (let i = 0; i < 1800 && !stderr.includes('until Ctrl-C') && child.exitCode === null; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(stderr).toContain('until Ctrl-C');
+      expect(stderr).toContain(`(schema ${schema})`);
+      // A run of the schedule now: only a worker that is still up can carry it out.
+      const c = await Connection.connect({ address });
+      try {
+        const client = new Client({ connection: c, namespace });
+        await client.schedule.getHandle('crs-sync-daily').trigger();
+      } finally {
+        await c.close();
+      }
+      let scheduled = 0;
+      for (let i = 0; i < 600 && scheduled === 0; i++) {
+        const r = await w.pool.query(
+          `select count(*)::int as n from sync_runs where kind = 'scheduled' and status = 'succeeded'`,
+        );
+        scheduled = r.rows[0].n;
+        if (scheduled === 0) await new Promise((r) => setTimeout(r, 200));
+      }
+      expect(scheduled).toBe(1);
+      child.kill('SIGINT');
+      const r = await done;
+      expect(r.code).toBe(0);
+      expect(r.stderr).toMatch(/stopped/);
+    } finally {
+      if (child.exitCode === null) child.kill('SIGKILL');
+      await dropSchema(w).catch(() => {});
+      await w.close();
+    }
+  }, 300_000);
 });
 
 describe('crs-sync demo, stopped and misused', () => {
