@@ -261,7 +261,7 @@ describe('crs-sync demo --keep', () => {
       child.kill('SIGINT');
       const r = await done;
       expect(r.code).toBe(0);
-      expect(r.stderr).toMatch(/stopped/);
+      expect(r.stderr).toMatch(/SIGINT, stopping everything the demo started/);
     } finally {
       if (child.exitCode === null) child.kill('SIGKILL');
       await dropSchema(w).catch(() => {});
