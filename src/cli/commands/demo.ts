@@ -9,12 +9,13 @@ export function registerDemo(program: Command): void {
     .command('demo')
     .summary('the whole system on this machine, end to end, with a summary at the end')
     .description(
-      'Starts a Temporal dev server (with its UI), the service simulator and a worker; uses\n' +
-        'DATABASE_URL when set (schema CRS_SCHEMA, else crs_demo), otherwise a throw-away embedded\n' +
-        'PostgreSQL. Backfills the last N days with progress, creates the daily schedule, then prints\n' +
-        'a summary (days, rows, threads, citations, artifacts, rejects, elapsed time) and a few BI\n' +
-        'query results. Everything it starts, it stops (also on Ctrl-C); --keep leaves it up and\n' +
-        'prints the Temporal UI and database addresses.',
+      'Starts a Temporal dev server (with its UI), the service simulator and a worker; uses ' +
+        'DATABASE_URL when set (schema CRS_SCHEMA, else crs_demo), otherwise a throw-away embedded ' +
+        'PostgreSQL. Backfills the last N days with progress, creates the daily schedule, then prints ' +
+        'a summary (days, rows, threads, citations, artifacts, rejects, elapsed time) and a few BI ' +
+        'query results. Everything it starts, it stops (also on Ctrl-C); --keep leaves it up and ' +
+        'prints the Temporal UI and database addresses. Exit status: 0 success, 1 failure or ' +
+        'interruption, 2 bad usage. See docs/demo.md.',
     )
     .option('--days <N>', 'days to backfill, ending yesterday (UTC)', String(DEMO_DEFAULTS.days))
     .option(
