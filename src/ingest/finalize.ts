@@ -134,6 +134,21 @@ export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<Fina
     }
   }
 
+  // Threads queued by the batches become pending. The whole queue is drained, also what a load
+  // that died before its finalize left there, so no touched thread is ever forgotten.
+  await pool.query(
+    `with q as (delete from thread_queue returning thread_id, user_id),
+          d as (select distinct on (thread_id) thread_id, user_id from q order by thread_id, user_id nulls last)
+     insert into threads (thread_id, user_id, enrich_status, enrich_requested_at, _load_id)
+     select thread_id, user_id, 'pending', now(), $1 from d order by thread_id
+     on conflict (thread_id) do update set
+       enrich_status = case when threads.enrich_status = 'deleted' then 'deleted' else 'pending' end,
+       enrich_requested_at = now(),
+       user_id = coalesce(threads.user_id, excluded.user_id),
+       _load_id = excluded._load_id`,
+    [f.loadId],
+  );
+
   // Aggregates of the threads this load queued, from all their live rows.
   const threads = await pool.query<{ n: number }>(
     `with a as (

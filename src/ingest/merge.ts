@@ -103,16 +103,11 @@ function upsertSql(n: number, cache: boolean): string {
 const LOOKUP_SQL =
   'select message_id::text as id, record_hash as h, _deleted_at is not null as d from analytics_messages where message_id = any($1::uuid[])';
 
+// Appended, not upserted: partitions touch the same threads, and an upsert would hold their row
+// locks until commit (finalize.ts moves the queue into `threads` once per load).
 const THREADS_SQL = `
-  insert into threads (thread_id, user_id, enrich_status, enrich_requested_at, _load_id)
-  select t.thread_id, t.user_id, 'pending', now(), $3
-  from unnest($1::uuid[], $2::uuid[]) as t(thread_id, user_id)
-  order by t.thread_id
-  on conflict (thread_id) do update set
-    enrich_status = case when threads.enrich_status = 'deleted' then 'deleted' else 'pending' end,
-    enrich_requested_at = now(),
-    user_id = coalesce(threads.user_id, excluded.user_id),
-    _load_id = excluded._load_id`;
+  insert into thread_queue (thread_id, user_id, load_id)
+  select t.thread_id, t.user_id, $3 from unnest($1::uuid[], $2::uuid[]) as t(thread_id, user_id)`;
 
 const REJECTS_SQL = `
   insert into rejected_records (_load_id, source, source_name, day, line_no, raw, raw_bytes, raw_length, error_code, error_detail)
@@ -229,7 +224,7 @@ export async function mergeBatch(
           : { text: upsertSql(write.length, false), values },
       );
 
-      // Threads whose messages changed are queued for enrichment.
+      // Threads whose messages changed are queued for enrichment (see finalize.ts).
       const threads = new Map<string, string>();
       for (const { record: r } of write) threads.set(r.threadId, r.userId);
       await client.query({
