@@ -13,6 +13,11 @@ export interface SourceLine {
   problem?: LineProblem;
   /** With a problem: the exact bytes (invalid_utf8, nul_byte), or the first maxPrefixBytes bytes (line_too_long). */
   rawBytes?: Buffer;
+  /**
+   * Without a problem: the line's bytes, a view into the source chunk (no copy). Valid only until
+   * the consumer asks for the next array of lines: use it at once, never keep it.
+   */
+  bytes?: Buffer;
 }
 
 export interface SplitOptions {
@@ -152,7 +157,7 @@ export async function* splitLines(
         return;
       }
     }
-    out.push({ lineNo, text: buf.toString('utf8', s, e), byteLength: len });
+    out.push({ lineNo, text: buf.toString('utf8', s, e), byteLength: len, bytes: buf.subarray(s, e) });
   };
 
   for await (const chunk of source) {

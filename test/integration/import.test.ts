@@ -48,6 +48,24 @@ describe('import', () => {
     expect(await snapshot()).toEqual(before);
   });
 
+  it('when a re-import has the same records written differently and one changed, then only the changed one is updated', async () => {
+    const recs = makeRecords(50, { seed: 'bytes' });
+    await importFile(tw.w, config, log, { file: file(toJsonl(recs)) });
+    // Same values, other key order and spacing: other bytes, same record.
+    const reordered = recs.map((r) =>
+      JSON.stringify(Object.fromEntries(Object.entries(r).reverse()), null, 1).replaceAll('\n', ''),
+    );
+    const changed = { ...recs[7]!, Response: 'a corrected answer' };
+    reordered[7] = JSON.stringify(changed);
+    const before = await snapshot();
+    const s = await importFile(tw.w, config, log, { file: file(toJsonl(reordered)) });
+    expect(s).toMatchObject({ rowsRead: 50, inserted: 0, updated: 1, unchanged: 49 });
+    const after = await snapshot();
+    const diff = after.filter((row, i) => JSON.stringify(row) !== JSON.stringify(before[i]));
+    expect(diff.map((d) => d.message_id)).toEqual([changed['Message ID']]);
+    expect(diff[0].response).toBe('a corrected answer');
+  });
+
   it('when one load holds the same message id twice, then one row remains with the later line', async () => {
     const recs = makeRecords(3, { seed: 'dup' });
     const later = { ...recs[0]!, Response: 'the later version' };

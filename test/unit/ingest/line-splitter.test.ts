@@ -14,7 +14,15 @@ async function collect(
 ) {
   const batches: SourceLine[][] = [];
   const opts = maxPrefixBytes === undefined ? { maxLineBytes } : { maxLineBytes, maxPrefixBytes };
-  for await (const batch of splitLines(chunksOf(parts), opts, stats)) batches.push(batch);
+  for await (const batch of splitLines(chunksOf(parts), opts, stats)) {
+    // `bytes` is a view valid only until the next array: check it against the text now, then drop it.
+    batches.push(
+      batch.map(({ bytes, ...line }) => {
+        if (bytes !== undefined) expect(bytes.toString('utf8')).toBe(line.text);
+        return line;
+      }),
+    );
+  }
   return batches;
 }
 
