@@ -16,6 +16,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import type { EventLoopUtilization } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { Worker } from 'node:worker_threads';
 import { sql } from 'kysely';
@@ -71,6 +72,9 @@ interface Row {
   maxInAnySecond: number;
   limitHeld: boolean;
   meanInFlight: number;
+  /** Event-loop utilisation of the client's thread (client, enrichment, pg driver) and the simulator's. */
+  mainBusy: number;
+  simBusy: number;
   p50LatencyMs: number;
   p95LatencyMs: number;
 }
@@ -91,6 +95,8 @@ interface RemoteSim {
   tokenUrl: string;
   credentials: SimulatorCredentials;
   threadIds: string[];
+  /** Event-loop utilisation of the simulator's thread since `since` (or since it started). */
+  elu(since?: EventLoopUtilization): EventLoopUtilization;
   close(): Promise<void>;
 }
 
@@ -104,6 +110,7 @@ async function startRemoteSimulator(faults: string): Promise<RemoteSim> {
   });
   return {
     ...info,
+    elu: (since) => worker.performance.eventLoopUtilization(since),
     close: async () => {
       const exited = new Promise((resolve) => worker.once('exit', resolve));
       worker.postMessage('close');
@@ -169,6 +176,8 @@ async function run(latencyMs: number, rateLimit: number): Promise<Row> {
     const ops = createEnrichOps({ db: w.db, api, log, concurrency, pageSize });
     const batchSize = 25;
     const t0 = performance.now();
+    const mainElu0 = performance.eventLoopUtilization();
+    const simElu0 = sim.elu();
     let after: string | null = null;
     let threads = 0;
     for (;;) {
@@ -183,6 +192,8 @@ async function run(latencyMs: number, rateLimit: number): Promise<Row> {
       after = page[page.length - 1]!;
     }
     const seconds = (performance.now() - t0) / 1000;
+    const mainBusy = performance.eventLoopUtilization(mainElu0).utilization;
+    const simBusy = sim.elu(simElu0).utilization;
     change(0);
     latencies.sort((a, b) => a - b);
     const requests = starts.length;
@@ -203,6 +214,8 @@ async function run(latencyMs: number, rateLimit: number): Promise<Row> {
       maxInAnySecond,
       limitHeld: maxInAnySecond <= Math.floor(rateLimit),
       meanInFlight: busyArea / (seconds * 1000),
+      mainBusy,
+      simBusy,
       p50LatencyMs: latencies[Math.floor(latencies.length / 2)] ?? 0,
       p95LatencyMs: latencies[Math.floor(latencies.length * 0.95)] ?? 0,
     };
@@ -287,6 +300,7 @@ const header = [
   'limit held',
   'slots busy',
   'p50/p95 ms',
+  'client/sim busy',
 ];
 const table = rows.map((r) => [
   `${r.latencyMs} ms`,
@@ -303,6 +317,7 @@ const table = rows.map((r) => [
   r.limitHeld ? 'yes' : 'NO',
   `${f((r.meanInFlight / r.concurrency) * 100)}%`,
   `${f(r.p50LatencyMs)}/${f(r.p95LatencyMs)}`,
+  `${f(r.mainBusy * 100)}%/${f(r.simBusy * 100)}%`,
 ]);
 const widths = header.map((h, i) => Math.max(h.length, ...table.map((r) => r[i]!.length)));
 const line = (cells: string[]) => `| ${cells.map((c, i) => c.padStart(widths[i]!)).join(' | ')} |`;
@@ -312,7 +327,8 @@ for (const r of table) console.log(line(r));
 console.log(
   `load average ${load()} at the end. "slots busy": time-weighted requests in flight ÷ concurrency (the client's own\n` +
     'efficiency); when it is near 100% and req/s is below the bound, responses took longer than the configured latency\n' +
-    '(p50/p95: call to response headers, as the client saw them).',
+    '(p50/p95: call to response headers, as the client saw them). "client/sim busy": event-loop utilisation of the\n' +
+    "bench's thread (client, enrichment, pg driver) and of the simulator's thread; Postgres runs beside them.",
 );
 const cost = await overhead(latencies[0] ?? 10);
 console.log(
