@@ -1,3 +1,4 @@
+import type { DayLoadSummary as ExportDayLoadSummary } from '../src/ingest/export-day.ts';
 import type { EnrichCounts } from '../workflows/types.ts';
 
 /**
@@ -10,19 +11,8 @@ export interface DayLoadProgress {
   bytesRead: number;
 }
 
-export interface DayLoadSummary {
-  day: string;
-  loadId: string;
-  linesRead: number;
-  bytesRead: number;
-  rowsRead: number;
-  inserted: number;
-  updated: number;
-  unchanged: number;
-  rejected: number;
-  deleted: number;
-  threadsQueued: number;
-}
+/** What a day load reports to the workflow: the loader's summary less its diagnostics. */
+export type DayLoadSummary = Omit<ExportDayLoadSummary, 'resumedFromLine' | 'reopens' | 'elapsedMs'>;
 
 export interface SyncOps {
   loadDay(input: {

@@ -7,7 +7,7 @@ import {
 import { createLogger, type Logger } from '../../../src/log.ts';
 
 export const SECRETS = {
-  serviceAccountToken: 'eyJhbGciOiJIUzI1NiJ9.c2VydmljZS1hY2NvdW50.SA-signature-0001',
+  serviceAccountToken: 'eyJhbGciOiJIUzI1NiJ9.dGVzdC1zZXJ2aWNlLWFjY291bnQ.test-signature-0001',
   accessToken: 'static-access-token-XYZ987',
   clientSecret: 'client-secret-QWERTY-555',
   apiKey: 'legacy-api-key-ABC123',
