@@ -4,9 +4,10 @@ import type pg from 'pg';
 import { CrsError, errorMessage, isCrsError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { Warehouse } from '../warehouse/db.ts';
+import { ByteSink, putMessageTuple } from './copy-binary.ts';
 import { type FinalizeResult, finalizeLoad } from './finalize.ts';
 import { type SourceLine, type SplitStats, splitLines } from './line-splitter.ts';
-import { type BatchCounts, mergeBatch, type PendingReject, type PendingRow } from './merge.ts';
+import { type BatchCounts, mergeBatch, type PendingReject, type PendingRow, rowKey } from './merge.ts';
 import { parseRecord, rejectCodeForLineProblem } from './record-parser.ts';
 
 /**
@@ -74,7 +75,14 @@ interface Partition {
   inflight: Promise<void> | null;
   /** Records of lines an earlier attempt committed, waiting to be checked against the warehouse. */
   verify: PendingRow[];
+  /** Tuples of `rows`, and the sink of the batch in flight (reused once that batch is done). */
+  sink: ByteSink;
+  spare: ByteSink;
 }
+
+// A sink that grew for an exceptional line (up to the 16 MiB limit) is not kept at that size.
+const SINK_BYTES = 1 << 21;
+const SINK_KEEP_BYTES = 1 << 23;
 
 const RETRYABLE_PG = new Set(['40001', '40P01', '57P01', '08006', '08003', '08000', '53300']);
 
@@ -149,6 +157,8 @@ export async function runLoad(req: LoadRequest): Promise<LoadSummary> {
         committed: committedAtStart[i] ?? 0,
         inflight: null,
         verify: [],
+        sink: new ByteSink(SINK_BYTES),
+        spare: new ByteSink(SINK_BYTES),
       });
     }
   } catch (err) {
@@ -189,7 +199,14 @@ export async function runLoad(req: LoadRequest): Promise<LoadSummary> {
     req.onProgress(progress());
   };
 
-  const runBatch = async (p: Partition, rows: PendingRow[], rejects: PendingReject[], upto: number) => {
+  const runBatch = async (
+    p: Partition,
+    rows: PendingRow[],
+    rejects: PendingReject[],
+    upto: number,
+    sink: ByteSink,
+  ) => {
+    let stageAll = false;
     for (let attempt = 1; ; attempt++) {
       try {
         const c: BatchCounts = await mergeBatch(p.client, rows, rejects, {
@@ -200,7 +217,8 @@ export async function runLoad(req: LoadRequest): Promise<LoadSummary> {
           source: req.source,
           sourceName: req.sourceName,
           ledgerDay: req.ledgerDay ?? null,
-          batchSize: req.batchSize,
+          sink,
+          stageAll,
           onSeen: seen ? addSeen : undefined,
           rejectDay: (text) => req.ledgerDay ?? dayOfRaw(text),
         });
@@ -213,6 +231,11 @@ export async function runLoad(req: LoadRequest): Promise<LoadSummary> {
         return;
       } catch (err) {
         const code = (err as { code?: string }).code;
+        if (code === '23505' && !stageAll) {
+          // Another writer inserted one of the batch's new keys since the lookup: merge them all.
+          stageAll = true;
+          continue;
+        }
         if (code && RETRYABLE_PG.has(code) && attempt < 4 && code.startsWith('40')) {
           await sleep(50 * attempt);
           continue;
@@ -229,9 +252,14 @@ export async function runLoad(req: LoadRequest): Promise<LoadSummary> {
     if (req.signal?.aborted) throw new CrsError('CANCELLED', 'load cancelled', { cause: req.signal.reason });
     const rows = p.rows;
     const rejects = p.rejects;
+    const sink = p.sink;
     p.rows = [];
     p.rejects = [];
-    p.inflight = runBatch(p, rows, rejects, upto).then(
+    // The spare's batch is done (awaited above): its buffer takes the next batch's tuples.
+    p.sink = p.spare.buf.length > SINK_KEEP_BYTES ? new ByteSink(SINK_BYTES) : p.spare;
+    p.sink.reset();
+    p.spare = sink;
+    p.inflight = runBatch(p, rows, rejects, upto, sink).then(
       () => {
         p.inflight = null;
       },
@@ -319,9 +347,21 @@ export async function runLoad(req: LoadRequest): Promise<LoadSummary> {
       }
       const parsed = parseRecord(line.text);
       if (parsed.ok) {
-        part = partOf(parsed.record.messageId, parts);
-        row = { lineNo: line.lineNo, lineHash, record: parsed.record };
-        if (seen) addSeen(parsed.record.messageId, parsed.record.messageDate);
+        const rec = parsed.record;
+        part = partOf(rec.messageId, parts);
+        const p = partitions[part]!;
+        if (seen) addSeen(rec.messageId, rec.messageDate);
+        if (line.lineNo <= p.committed) {
+          // Merged by an earlier attempt, if the source still says what it said then: checked in
+          // bulk, and encoded only if it must be merged after all.
+          p.verify.push({ lineNo: line.lineNo, lineHash, record: rowKey(rec), text: line.text });
+          if (p.verify.length >= req.batchSize) await verifySkipped(p);
+          return;
+        }
+        if (p.verify.length > 0) await verifySkipped(p);
+        // Encoded now, so that the record's texts die young (see copy-binary.ts).
+        const at = putMessageTuple(p.sink, rec, line.lineNo, req.loadId, lineHash);
+        row = { lineNo: line.lineNo, lineHash, record: rowKey(rec), at, end: p.sink.len };
       } else {
         part = line.lineNo % parts;
         rej = {
