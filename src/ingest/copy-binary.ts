@@ -80,6 +80,15 @@ export class ByteSink {
     this.buf = next;
   }
 
+  /** Appends `bytes` as they are; returns where they start. */
+  put(bytes: Uint8Array): number {
+    this.ensure(bytes.length);
+    const at = this.len;
+    this.buf.set(bytes, at);
+    this.len += bytes.length;
+    return at;
+  }
+
   /** The bytes from `start` to `end` (a view: valid until the sink is reset). */
   view(start: number, end: number): Buffer {
     return this.buf.subarray(start, end);

@@ -5,8 +5,6 @@ export type LineProblem = 'line_too_long' | 'invalid_utf8' | 'nul_byte';
 export interface SourceLine {
   /** 1-based physical line number in the source (blank lines count, but are not yielded). */
   lineNo: number;
-  /** The line decoded as UTF-8, without CR/LF (and without a leading BOM on line 1); '' when `problem` is set. */
-  text: string;
   /** Bytes of the line in the source, without the line ending (and without the BOM on line 1). */
   byteLength: number;
   /** When set, the line must be quarantined, not parsed. */
@@ -14,8 +12,10 @@ export interface SourceLine {
   /** With a problem: the exact bytes (invalid_utf8, nul_byte), or the first maxPrefixBytes bytes (line_too_long). */
   rawBytes?: Buffer;
   /**
-   * Without a problem: the line's bytes, a view into the source chunk (no copy). Valid only until
-   * the consumer asks for the next array of lines: use it at once, never keep it.
+   * Without a problem: the line's bytes (valid UTF-8 without NUL; no CR/LF, no BOM on line 1), a
+   * view into the source chunk (no copy). Valid only until the consumer asks for the next array
+   * of lines: use it at once, never keep it. Not decoded here: a re-load can often skip a line
+   * without ever turning it into a string.
    */
   bytes?: Buffer;
 }
@@ -124,7 +124,7 @@ export async function* splitLines(
     prefixLen = 0;
     skipLen = 0;
     skipLast = -1;
-    return { lineNo, text: '', byteLength, problem: 'line_too_long', rawBytes: raw };
+    return { lineNo, byteLength, problem: 'line_too_long', rawBytes: raw };
   };
 
   /** One complete line held in `buf[s, e)` (line ending excluded, CR still included). */
@@ -139,7 +139,6 @@ export async function* splitLines(
     if (len > maxLine) {
       out.push({
         lineNo,
-        text: '',
         byteLength: len,
         problem: 'line_too_long',
         rawBytes: Buffer.from(buf.subarray(s, s + Math.min(len, maxPrefix))),
@@ -149,15 +148,15 @@ export async function* splitLines(
     if (!clean) {
       const view = buf.subarray(s, e);
       if (!isUtf8(view)) {
-        out.push({ lineNo, text: '', byteLength: len, problem: 'invalid_utf8', rawBytes: Buffer.from(view) });
+        out.push({ lineNo, byteLength: len, problem: 'invalid_utf8', rawBytes: Buffer.from(view) });
         return;
       }
       if (view.indexOf(0) !== -1) {
-        out.push({ lineNo, text: '', byteLength: len, problem: 'nul_byte', rawBytes: Buffer.from(view) });
+        out.push({ lineNo, byteLength: len, problem: 'nul_byte', rawBytes: Buffer.from(view) });
         return;
       }
     }
-    out.push({ lineNo, text: buf.toString('utf8', s, e), byteLength: len, bytes: buf.subarray(s, e) });
+    out.push({ lineNo, byteLength: len, bytes: buf.subarray(s, e) });
   };
 
   for await (const chunk of source) {

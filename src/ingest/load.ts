@@ -80,8 +80,11 @@ interface Partition {
   spare: ByteSink;
 }
 
-// A sink that grew for an exceptional line (up to the 16 MiB limit) is not kept at that size.
+// A batch is sent when it holds batchSize lines or its sink this many bytes, whichever comes first,
+// so that a sink keeps its initial size (unless one line alone is larger; a sink that grew for
+// such a line, up to the 16 MiB limit, is not kept at that size).
 const SINK_BYTES = 1 << 21;
+const SINK_FLUSH_BYTES = SINK_BYTES - (1 << 16);
 const SINK_KEEP_BYTES = 1 << 23;
 
 const RETRYABLE_PG = new Set(['40001', '40P01', '57P01', '08006', '08003', '08000', '53300']);
@@ -91,7 +94,7 @@ function partOf(messageId: string, parts: number): number {
   return Number.parseInt(messageId.slice(-8), 16) % parts;
 }
 
-const ID_KEY = '"Message ID"';
+const ID_KEY = Buffer.from('"Message ID"');
 const UUID_TEXT = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
 
 /**
@@ -101,16 +104,16 @@ const UUID_TEXT = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-
  * object in an unknown field) would make the top-level one ambiguous. Anything unusual: undefined,
  * and the line is parsed up front as usual.
  */
-export function quickMessageId(text: string): string | undefined {
-  const at = text.indexOf(ID_KEY);
-  if (at < 0 || text.indexOf(ID_KEY, at + ID_KEY.length) >= 0) return undefined;
+export function quickMessageId(line: Buffer): string | undefined {
+  const at = line.indexOf(ID_KEY);
+  if (at < 0 || line.indexOf(ID_KEY, at + ID_KEY.length) >= 0) return undefined;
   let i = at + ID_KEY.length;
-  while (text.charCodeAt(i) === 32) i++;
-  if (text.charCodeAt(i) !== 58) return undefined; // ':'
+  while (line[i] === 32) i++;
+  if (line[i] !== 58) return undefined; // ':'
   i++;
-  while (text.charCodeAt(i) === 32) i++;
-  if (text.charCodeAt(i) !== 34 || text.charCodeAt(i + 37) !== 34) return undefined; // '"'
-  const id = text.slice(i + 1, i + 37);
+  while (line[i] === 32) i++;
+  if (line[i] !== 34 || line[i + 37] !== 34) return undefined; // '"'
+  const id = line.toString('latin1', i + 1, i + 37);
   return UUID_TEXT.test(id) ? id.toLowerCase() : undefined;
 }
 
@@ -323,7 +326,8 @@ export async function runLoad(req: LoadRequest): Promise<LoadSummary> {
         day: req.ledgerDay ?? null,
       };
     } else {
-      const lineHash = hash('sha1', line.bytes ?? line.text, 'hex');
+      const bytes = line.bytes!;
+      const lineHash = hash('sha1', bytes, 'hex');
       // The fast path pays off when most lines are already stored (a re-load); while most are
       // new (a first load) parsing up front overlaps better with the batches in flight.
       if (fast.tries >= 4000) {
@@ -334,18 +338,22 @@ export async function runLoad(req: LoadRequest): Promise<LoadSummary> {
       } else if (!fast.enabled && line.lineNo >= fast.probeAt) {
         fast.enabled = true; // try again now and then: a load may reach days already stored
       }
-      const quickId = fast.enabled ? quickMessageId(line.text) : undefined;
+      const quickId = fast.enabled ? quickMessageId(bytes) : undefined;
       if (quickId !== undefined) {
         const p = partitions[partOf(quickId, parts)]!;
         if (line.lineNo > p.committed) {
-          // Parsed in the batch, and only if the warehouse lacks a row loaded from these bytes.
+          // Parsed in the batch, and only if the warehouse lacks a row loaded from these bytes;
+          // till then the line waits as bytes in the batch's sink, not as a string on the heap.
           if (p.verify.length > 0) await verifySkipped(p);
-          p.rows.push({ lineNo: line.lineNo, lineHash, text: line.text, quickId });
-          if (p.rows.length + p.rejects.length >= req.batchSize) await flush(p, line.lineNo);
+          const rawAt = p.sink.put(bytes);
+          p.rows.push({ lineNo: line.lineNo, lineHash, quickId, rawAt, rawEnd: p.sink.len });
+          if (p.rows.length + p.rejects.length >= req.batchSize || p.sink.len >= SINK_FLUSH_BYTES)
+            await flush(p, line.lineNo);
           return;
         }
       }
-      const parsed = parseRecord(line.text);
+      const text = bytes.toString('utf8');
+      const parsed = parseRecord(text);
       if (parsed.ok) {
         const rec = parsed.record;
         part = partOf(rec.messageId, parts);
@@ -354,7 +362,7 @@ export async function runLoad(req: LoadRequest): Promise<LoadSummary> {
         if (line.lineNo <= p.committed) {
           // Merged by an earlier attempt, if the source still says what it said then: checked in
           // bulk, and encoded only if it must be merged after all.
-          p.verify.push({ lineNo: line.lineNo, lineHash, record: rowKey(rec), text: line.text });
+          p.verify.push({ lineNo: line.lineNo, lineHash, record: rowKey(rec), text });
           if (p.verify.length >= req.batchSize) await verifySkipped(p);
           return;
         }
@@ -368,10 +376,10 @@ export async function runLoad(req: LoadRequest): Promise<LoadSummary> {
           lineNo: line.lineNo,
           code: parsed.code,
           detail: parsed.detail,
-          raw: line.text,
+          raw: text,
           rawBytes: null,
           rawLength: line.byteLength,
-          day: req.ledgerDay ?? dayOfRaw(line.text),
+          day: req.ledgerDay ?? dayOfRaw(text),
         };
       }
     }
@@ -387,7 +395,8 @@ export async function runLoad(req: LoadRequest): Promise<LoadSummary> {
     if (p.verify.length > 0) await verifySkipped(p);
     if (row) p.rows.push(row);
     else if (rej) p.rejects.push(rej);
-    if (p.rows.length + p.rejects.length >= req.batchSize) await flush(p, line.lineNo);
+    if (p.rows.length + p.rejects.length >= req.batchSize || p.sink.len >= SINK_FLUSH_BYTES)
+      await flush(p, line.lineNo);
   };
 
   let reopens = 0;

@@ -20,10 +20,10 @@ export type RowKey = Pick<ExportRecord, 'messageId' | 'threadId' | 'userId' | 'm
 
 /**
  * A line on its way to the warehouse: parsed already (`record`, with its tuple at `at`..`end` of
- * the batch's sink), or, on the fast path, only its text, its message id as read from the text
- * and the sha1 of its bytes: parsed here only when the warehouse does not hold a row loaded from
- * exactly these bytes. A parsed row without a tuple (a re-checked line of a resumed load) keeps
- * its text and is encoded here if it is written.
+ * the batch's sink), or, on the fast path, only its bytes (at `rawAt`..`rawEnd` of the sink), its
+ * message id as read from them and their sha1: parsed here only when the warehouse does not hold
+ * a row loaded from exactly these bytes. A parsed row without a tuple (a re-checked line of a
+ * resumed load) keeps its text and is encoded here if it is written.
  */
 export interface PendingRow {
   lineNo: number;
@@ -33,6 +33,8 @@ export interface PendingRow {
   end?: number;
   text?: string;
   quickId?: string;
+  rawAt?: number;
+  rawEnd?: number;
 }
 
 /** The key fields of a record, so that the record itself (its texts) can be dropped. */
@@ -183,6 +185,8 @@ export async function mergeBatch(
     fastHits: 0,
     days: new Map(),
   };
+  // Lines quarantined here are added to a copy: a retried batch starts from the same list.
+  rejects = rejects.slice();
   await client.query('begin');
   try {
     const state = new Map<string, { hash: string; deleted: boolean; lineHash: string | null; day: string }>();
@@ -215,16 +219,17 @@ export async function mergeBatch(
           if (finalVersion.has(row.quickId!)) finalVersion.set(row.quickId!, row);
           continue;
         }
-        const parsed = parseRecord(row.text!);
+        const text = rowText(row, t.sink);
+        const parsed = parseRecord(text);
         if (!parsed.ok) {
           rejects.push({
             lineNo: row.lineNo,
             code: parsed.code,
             detail: parsed.detail,
-            raw: row.text!,
+            raw: text,
             rawBytes: null,
-            rawLength: Buffer.byteLength(row.text!),
-            day: t.rejectDay(row.text!),
+            rawLength: Buffer.byteLength(text),
+            day: t.rejectDay(text),
           });
           continue;
         }
@@ -358,12 +363,17 @@ export async function mergeBatch(
  * line of a resumed load.
  */
 function encode(row: PendingRow, t: BatchTarget): void {
-  const p = parseRecord(row.text!);
+  const p = parseRecord(rowText(row, t.sink));
   if (!p.ok) throw new Error(`line ${row.lineNo} was loaded before but no longer parses: ${p.detail}`);
   row.record = rowKey(p.record);
   row.at = putMessageTuple(t.sink, p.record, row.lineNo, t.loadId, row.lineHash);
   row.end = t.sink.len;
   row.text = undefined;
+}
+
+/** The source line of an unparsed row: its bytes in the sink, or its text. */
+function rowText(row: PendingRow, sink: ByteSink): string {
+  return row.rawAt === undefined ? row.text! : sink.buf.toString('utf8', row.rawAt, row.rawEnd);
 }
 
 /** Sends the rows' tuples (in row order) as one binary COPY; adjacent tuples go as one piece. */
