@@ -13,12 +13,13 @@
  * Target: ≥ 80% of the bound; the limit never exceeded. DATABASE_URL (default
  * postgres://postgres@127.0.0.1:5432/test) is used with throw-away schemas.
  */
+import { fork } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { EventLoopUtilization } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { Worker } from 'node:worker_threads';
 import { sql } from 'kysely';
 import { createServiceClient } from '../src/api/index.ts';
 import { createEnrichOps } from '../src/enrich/index.ts';
@@ -89,31 +90,62 @@ function maxInAnyWindow(times: number[], windowMs: number): number {
   return best;
 }
 
+interface SimCounters {
+  idle: number;
+  active: number;
+}
+
 interface RemoteSim {
   baseUrl: string;
   legacyBaseUrl: string;
   tokenUrl: string;
   credentials: SimulatorCredentials;
   threadIds: string[];
-  /** Event-loop utilisation of the simulator's thread since `since` (or since it started). */
-  elu(since?: EventLoopUtilization): EventLoopUtilization;
+  /** The simulator process's event-loop counters (for its utilisation between two readings). */
+  elu(): Promise<SimCounters>;
   close(): Promise<void>;
 }
 
+/** Event-loop utilisation between two readings of the simulator's counters. */
+function utilisation(a: SimCounters, b: SimCounters): number {
+  const active = b.active - a.active;
+  const total = active + (b.idle - a.idle);
+  return total > 0 ? active / total : 0;
+}
+
+/**
+ * The simulator in a child process: it stands in for a remote service, so it must not take the
+ * client's CPU time or event loop (a worker thread would still share the process).
+ */
 async function startRemoteSimulator(faults: string): Promise<RemoteSim> {
-  const worker = new Worker(new URL('./lib/sim-worker.ts', import.meta.url), {
-    workerData: { seed: 3, days, recordsPerDay: records, faults },
-  });
-  const info = await new Promise<Omit<RemoteSim, 'close'>>((resolve, reject) => {
-    worker.once('message', resolve);
-    worker.once('error', reject);
-  });
+  const child = fork(
+    fileURLToPath(new URL('./lib/sim-process.ts', import.meta.url)),
+    [JSON.stringify({ seed: 3, days, recordsPerDay: records, faults })],
+    { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] },
+  );
+  const next = (type: string) =>
+    new Promise<Record<string, unknown>>((resolve, reject) => {
+      const onMessage = (m: Record<string, unknown>) => {
+        if (m.type !== type) return;
+        child.off('message', onMessage);
+        child.off('exit', onExit);
+        resolve(m);
+      };
+      const onExit = (code: number | null) => reject(new Error(`simulator process exited (${code})`));
+      child.on('message', onMessage);
+      child.once('exit', onExit);
+    });
+  const { type: _, ...info } = await next('ready');
   return {
-    ...info,
-    elu: (since) => worker.performance.eventLoopUtilization(since),
+    ...(info as Omit<RemoteSim, 'elu' | 'close'>),
+    elu: async () => {
+      const r = next('elu');
+      child.send('elu');
+      return (await r) as unknown as SimCounters;
+    },
     close: async () => {
-      const exited = new Promise((resolve) => worker.once('exit', resolve));
-      worker.postMessage('close');
+      const exited = once(child, 'exit');
+      child.send('close');
       await exited;
     },
   };
@@ -177,7 +209,7 @@ async function run(latencyMs: number, rateLimit: number): Promise<Row> {
     const batchSize = 25;
     const t0 = performance.now();
     const mainElu0 = performance.eventLoopUtilization();
-    const simElu0 = sim.elu();
+    const simElu0 = await sim.elu();
     let after: string | null = null;
     let threads = 0;
     for (;;) {
@@ -193,7 +225,7 @@ async function run(latencyMs: number, rateLimit: number): Promise<Row> {
     }
     const seconds = (performance.now() - t0) / 1000;
     const mainBusy = performance.eventLoopUtilization(mainElu0).utilization;
-    const simBusy = sim.elu(simElu0).utilization;
+    const simBusy = utilisation(simElu0, await sim.elu());
     change(0);
     latencies.sort((a, b) => a - b);
     const requests = starts.length;
@@ -328,7 +360,7 @@ console.log(
   `load average ${load()} at the end. "slots busy": time-weighted requests in flight ÷ concurrency (the client's own\n` +
     'efficiency); when it is near 100% and req/s is below the bound, responses took longer than the configured latency\n' +
     '(p50/p95: call to response headers, as the client saw them). "client/sim busy": event-loop utilisation of the\n' +
-    "bench's thread (client, enrichment, pg driver) and of the simulator's thread; Postgres runs beside them.",
+    "bench's main thread (client, enrichment, pg driver) and of the simulator's process; Postgres runs beside them.",
 );
 const cost = await overhead(latencies[0] ?? 10);
 console.log(
