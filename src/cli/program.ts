@@ -1,0 +1,49 @@
+import { Command, CommanderError } from 'commander';
+import { EXIT_FAILURE, EXIT_USAGE, isCrsError } from '../errors.ts';
+import { redactText } from '../log.ts';
+
+/**
+ * The commands, each loaded only when it runs: a command's module pulls in what it needs (the
+ * loader, the Temporal SDK, the simulator), and loading every one of them cost each command a
+ * second and ~50 MB before it began. `--help` without a command loads them all.
+ */
+const COMMANDS: Record<string, (program: Command) => Promise<void>> = {
+  migrate: async (p) => (await import('./commands/migrate.ts')).registerMigrate(p),
+  import: async (p) => (await import('./commands/import.ts')).registerImport(p),
+  status: async (p) => (await import('./commands/status.ts')).registerStatus(p),
+  rejects: async (p) => (await import('./commands/rejects.ts')).registerRejects(p),
+  sim: async (p) => (await import('./commands/sim.ts')).registerSim(p),
+  worker: async (p) => (await import('./commands/worker.ts')).registerWorker(p),
+  sync: async (p) => (await import('./commands/sync.ts')).registerSync(p),
+  backfill: async (p) => (await import('./commands/backfill.ts')).registerBackfill(p),
+  schedule: async (p) => (await import('./commands/schedule.ts')).registerSchedule(p),
+  demo: async (p) => (await import('./commands/demo.ts')).registerDemo(p),
+};
+
+const program = new Command('crs-sync')
+  .description(
+    'Keeps a PostgreSQL warehouse in step with a Conversational Research Service.\n' +
+      'Configuration comes from the environment (a .env file in the working directory is read);\n' +
+      'see the README for every variable. Exit status: 0 success, 1 failure, 2 bad usage or configuration.',
+  )
+  .showHelpAfterError('(run with --help for usage)')
+  .exitOverride();
+
+try {
+  const named = COMMANDS[process.argv[2] ?? ''];
+  if (named) await named(program);
+  else for (const register of Object.values(COMMANDS)) await register(program);
+  await program.parseAsync(process.argv);
+} catch (err) {
+  if (err instanceof CommanderError) {
+    // --help and --version end here with exit code 0; usage errors were already printed.
+    process.exitCode = err.exitCode === 0 ? 0 : EXIT_USAGE;
+  } else if (isCrsError(err)) {
+    process.stderr.write(`crs-sync: ${redactText(err.message)}\n`);
+    process.exitCode = err.code === 'CONFIG_INVALID' || err.code === 'USAGE' ? EXIT_USAGE : EXIT_FAILURE;
+  } else {
+    const e = err as Error;
+    process.stderr.write(`crs-sync: unexpected error: ${redactText(e?.stack ?? String(err))}\n`);
+    process.exitCode = EXIT_FAILURE;
+  }
+}
