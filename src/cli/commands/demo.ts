@@ -45,7 +45,7 @@ export function registerDemo(program: Command): void {
         });
       } finally {
         // Everything was stopped; whatever a stopped part left behind (the SDK runtime, a socket
-        // being closed) must not keep the demo alive. main.ts sets the exit status of an error.
+        // being closed) must not keep the demo alive. program.ts sets the exit status of an error.
         setTimeout(() => process.exit(), 3000).unref();
       }
     });
