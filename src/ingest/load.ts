@@ -463,6 +463,8 @@ export async function runLoad(req: LoadRequest): Promise<LoadSummary> {
   }
   report(true);
 
+  const merged = Date.now();
+  log.debug({ loadKey: req.loadKey, elapsedMs: merged - started }, 'every line merged; finalizing');
   const fin = await finalizeLoad(warehouse, {
     loadId: req.loadId,
     loadKey: req.loadKey,
@@ -471,6 +473,7 @@ export async function runLoad(req: LoadRequest): Promise<LoadSummary> {
     ledgerDay: req.ledgerDay ?? null,
     bytes: stats.bytesRead,
   });
+  log.debug({ loadKey: req.loadKey, finalizeMs: Date.now() - merged }, 'load finalized');
   return {
     ...fin,
     loadId: req.loadId,
