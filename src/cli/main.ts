@@ -4,7 +4,7 @@
  *
  * - V8 sizes its young generation from the machine's memory: on this kind of machine (24 GiB) it
  *   grows to 2 × 64 MB semi-spaces, more than everything else the loader holds. The loader's
- *   objects die young or live for one batch, so a 16 MB semi-space costs little GC time.
+ *   objects die young or live for one batch, so an 8 MB semi-space costs little GC time.
  * - glibc's malloc gives each thread that allocates (V8's GC and compiler threads, libuv's pool)
  *   an arena of its own, and after a large block is freed it raises its mmap threshold, so that
  *   the batch buffers' churn stays in those arenas instead of going back to the system. Two
