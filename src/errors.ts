@@ -11,6 +11,7 @@ export type ErrorCode =
   | 'MIGRATION_FAILED'
   | 'INPUT_UNREADABLE'
   | 'LOAD_FAILED'
+  | 'LOAD_BUSY'
   | 'HTTP_UNAUTHORIZED'
   | 'HTTP_FORBIDDEN'
   | 'HTTP_NOT_FOUND'

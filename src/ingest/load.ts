@@ -127,8 +127,50 @@ function dayOfRaw(text: string): string | null {
   return m ? (m[1] ?? null) : null;
 }
 
+/**
+ * Runs a load under a session advisory lock on its load key (in its schema), so that two
+ * processes never run the same load at once (say, the same file imported twice at the same time,
+ * which derives one load id): they would share its checkpoint rows and count lines twice. The
+ * second one fails at once, retryably, and resumes from the checkpoint when started again. The
+ * lock's connection is the first partition's, so a load needs no extra connection.
+ */
 export async function runLoad(req: LoadRequest): Promise<LoadSummary> {
   const started = Date.now();
+  let first: pg.PoolClient;
+  try {
+    first = await req.warehouse.pool.connect();
+  } catch (err) {
+    throw new CrsError('DB_UNAVAILABLE', `cannot open warehouse connections: ${errorMessage(err)}`, {
+      retryable: true,
+      cause: err,
+    });
+  }
+  const lockKey = `crs-sync:load:${req.warehouse.schema}:${req.loadKey}`;
+  let locked = false;
+  try {
+    const r = await first.query<{ ok: boolean }>('select pg_try_advisory_lock(hashtext($1)) as ok', [
+      lockKey,
+    ]);
+    locked = r.rows[0]?.ok === true;
+    if (!locked) {
+      throw new CrsError(
+        'LOAD_BUSY',
+        `load ${req.loadId} is running in another process; when it has ended, run this again to resume it`,
+        { retryable: true },
+      );
+    }
+    return await runLocked(req, first, started);
+  } finally {
+    if (locked) {
+      await first.query('select pg_advisory_unlock(hashtext($1))', [lockKey]).then(
+        () => first.release(),
+        (err: Error) => first.release(err),
+      );
+    } else first.release();
+  }
+}
+
+async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number): Promise<LoadSummary> {
   const { warehouse, log } = req;
   const pool = warehouse.pool;
 
@@ -154,7 +196,7 @@ export async function runLoad(req: LoadRequest): Promise<LoadSummary> {
     for (let i = 0; i < parts; i++) {
       partitions.push({
         index: i,
-        client: await pool.connect(),
+        client: i === 0 ? first : await pool.connect(),
         rows: [],
         rejects: [],
         committed: committedAtStart[i] ?? 0,
@@ -165,7 +207,7 @@ export async function runLoad(req: LoadRequest): Promise<LoadSummary> {
       });
     }
   } catch (err) {
-    for (const p of partitions) p.client.release();
+    for (const p of partitions) if (p.client !== first) p.client.release();
     throw new CrsError('DB_UNAVAILABLE', `cannot open warehouse connections: ${errorMessage(err)}`, {
       retryable: true,
       cause: err,
@@ -451,7 +493,9 @@ export async function runLoad(req: LoadRequest): Promise<LoadSummary> {
     failure ??= err;
     await Promise.allSettled(partitions.map((p) => p.inflight));
   } finally {
-    for (const p of partitions) p.client.release(failure !== null && !isCrsError(failure));
+    // The first partition's connection holds the load's lock: runLoad releases it.
+    for (const p of partitions)
+      if (p.client !== first) p.client.release(failure !== null && !isCrsError(failure));
   }
   if (failure) {
     if (isCrsError(failure)) throw failure;
