@@ -78,6 +78,8 @@ interface Partition {
   /** Tuples of `rows`, and the sink of the batch in flight (reused once that batch is done). */
   sink: ByteSink;
   spare: ByteSink;
+  /** Lines of the batch being filled at which it is sent. */
+  limit: number;
 }
 
 // A batch is sent when it holds batchSize lines or its sink this many bytes, whichever comes first,
@@ -204,6 +206,9 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
         verify: [],
         sink: new ByteSink(SINK_BYTES),
         spare: new ByteSink(SINK_BYTES),
+        // Lines spread evenly over the partitions, so equal batches would all fill, and be sent,
+        // at the same moment: the first batches are cut short by steps to stagger them.
+        limit: Math.max(1, Math.ceil((req.batchSize * (i + 1)) / parts)),
       });
     }
   } catch (err) {
@@ -300,6 +305,7 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
     const sink = p.sink;
     p.rows = [];
     p.rejects = [];
+    p.limit = req.batchSize;
     // The spare's batch is done (awaited above): its buffer takes the next batch's tuples.
     p.sink = p.spare.buf.length > SINK_KEEP_BYTES ? new ByteSink(SINK_BYTES) : p.spare;
     p.sink.reset();
@@ -389,7 +395,7 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
           if (p.verify.length > 0) await verifySkipped(p);
           const rawAt = p.sink.put(bytes);
           p.rows.push({ lineNo: line.lineNo, lineHash, quickId, rawAt, rawEnd: p.sink.len });
-          if (p.rows.length + p.rejects.length >= req.batchSize || p.sink.len >= SINK_FLUSH_BYTES)
+          if (p.rows.length + p.rejects.length >= p.limit || p.sink.len >= SINK_FLUSH_BYTES)
             await flush(p, line.lineNo);
           return;
         }
@@ -437,7 +443,7 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
     if (p.verify.length > 0) await verifySkipped(p);
     if (row) p.rows.push(row);
     else if (rej) p.rejects.push(rej);
-    if (p.rows.length + p.rejects.length >= req.batchSize || p.sink.len >= SINK_FLUSH_BYTES)
+    if (p.rows.length + p.rejects.length >= p.limit || p.sink.len >= SINK_FLUSH_BYTES)
       await flush(p, line.lineNo);
   };
 

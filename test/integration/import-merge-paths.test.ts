@@ -156,7 +156,12 @@ describe('merge paths', () => {
       for (const [id, m] of after) {
         const old = before.get(id);
         const line = written.get(id);
-        if (line !== undefined) {
+        if (id === a36v2['Message ID']) {
+          // Lines 56 and 57 are the same bytes. In one batch the later line is the key's final
+          // version and is written; in a later batch it finds the row as it is and writes nothing.
+          expect(m.load, id).toBe('mix-b');
+          expect([56, 57], id).toContain(m.line);
+        } else if (line !== undefined) {
           expect(m, id).toMatchObject({ load: 'mix-b', line });
         } else {
           // Untouched: the first load's row as it was.
