@@ -88,6 +88,7 @@ interface Partition {
 const SINK_BYTES = 1 << 21;
 const SINK_FLUSH_BYTES = SINK_BYTES - (1 << 16);
 const SINK_KEEP_BYTES = 1 << 23;
+const MAX_QUEUED_THREADS = 100_000;
 
 const RETRYABLE_PG = new Set(['40001', '40P01', '57P01', '08006', '08003', '08000', '53300']);
 
@@ -220,6 +221,8 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
   }
 
   const totals = { rowsRead: 0, rejected: 0 };
+  // Bounded: a load of millions of threads starts over rather than hold them all.
+  const queuedThreads = new Set<string>();
   const fast = { enabled: true, tries: 0, hits: 0, probeAt: 0 };
   let failure: unknown = null;
   const stats: SplitStats = { bytesRead: 0, linesSeen: 0, blankLines: 0 };
@@ -269,10 +272,13 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
           ledgerDay: req.ledgerDay ?? null,
           sink,
           stageAll,
+          queuedThreads,
           onSeen: seen ? addSeen : undefined,
           rejectDay: (text) => req.ledgerDay ?? dayOfRaw(text),
         });
         p.committed = upto;
+        if (queuedThreads.size + c.threadsQueued.length > MAX_QUEUED_THREADS) queuedThreads.clear();
+        for (const id of c.threadsQueued) queuedThreads.add(id);
         fast.tries += c.fastTries;
         fast.hits += c.fastHits;
         totals.rowsRead += c.read;

@@ -75,6 +75,12 @@ export interface BatchTarget {
    * concurrent writer inserted one of the batch's new keys first (unique violation).
    */
   stageAll?: boolean;
+  /**
+   * Threads this load has queued in batches already committed: not appended again. The queue is
+   * read as a set (finalize.ts), so this only saves rows: ~40 messages per thread meant nearly a
+   * queue row for every message row.
+   */
+  queuedThreads?: ReadonlySet<string>;
   /** Called with the id and UTC date of every fast-path record of the batch. */
   onSeen?: ((id: string, day: string) => void) | undefined;
   /** The day of a line quarantined here (fast-path lines that fail to parse). */
@@ -92,6 +98,8 @@ export interface BatchCounts {
   fastHits: number;
   /** Per UTC day of the records: read, inserted, updated, unchanged. */
   days: Map<string, [number, number, number, number]>;
+  /** Threads appended to the queue by this batch (once it has committed). */
+  threadsQueued: string[];
 }
 
 const COLUMN_LIST = TUPLE_COLUMNS.join(',');
@@ -184,6 +192,7 @@ export async function mergeBatch(
     fastTries: 0,
     fastHits: 0,
     days: new Map(),
+    threadsQueued: [],
   };
   // Lines quarantined here are added to a copy: a retried batch starts from the same list.
   rejects = rejects.slice();
@@ -286,12 +295,18 @@ export async function mergeBatch(
 
       // Threads whose messages changed are queued for enrichment (see finalize.ts).
       const threads = new Map<string, string>();
-      for (const row of write) threads.set(row.record!.threadId, row.record!.userId);
-      await client.query({
-        name: 'crs_threads',
-        text: THREADS_SQL,
-        values: [[...threads.keys()], [...threads.values()], t.loadId],
-      });
+      for (const row of write) {
+        const r = row.record!;
+        if (!t.queuedThreads?.has(r.threadId)) threads.set(r.threadId, r.userId);
+      }
+      if (threads.size > 0) {
+        counts.threadsQueued = [...threads.keys()];
+        await client.query({
+          name: 'crs_threads',
+          text: THREADS_SQL,
+          values: [counts.threadsQueued, [...threads.values()], t.loadId],
+        });
+      }
     }
 
     if (rejects.length > 0) {
