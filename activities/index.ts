@@ -285,6 +285,7 @@ function realOps(deps: ActivityDeps): Partial<SyncOps> {
   const { warehouse, client, config, log } = deps;
   const enrich = createEnrichOps({
     db: warehouse.db,
+    pool: warehouse.pool,
     api: client,
     log,
     concurrency: config.enrichConcurrency,

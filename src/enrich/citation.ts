@@ -12,6 +12,8 @@ const SPEC_FIELDS = [
   'is_snippet',
 ] as const;
 
+const MAX_INT4 = 2_147_483_647;
+
 export interface CitationFields {
   citation_id: string | null;
   internal_id: string | null;
@@ -36,7 +38,7 @@ function str(c: Record<string, unknown>, k: string, problems: string[]): string 
 
 /**
  * Checks one citation against spec §2: each named field, when present, has its type (strings,
- * integer inline_offset ≥ 0, boolean is_snippet, last_updated_at an ISO 8601 time with offset).
+ * integer inline_offset from 0 to 2³¹−1, boolean is_snippet, last_updated_at an ISO 8601 time with offset).
  * Absent fields are allowed (the spec marks none required).
  */
 export function parseCitation(c: unknown): CitationResult {
@@ -45,8 +47,14 @@ export function parseCitation(c: unknown): CitationResult {
   const o = c as Record<string, unknown>;
   const problems: string[] = [];
   const offset = o.inline_offset;
-  if (offset !== undefined && offset !== null && !(Number.isSafeInteger(offset) && (offset as number) >= 0)) {
-    problems.push('inline_offset is not a non-negative integer');
+  // The column is a Postgres integer: a larger offset could never be stored and would fail its
+  // page on every attempt, so it breaks the contract here instead.
+  if (
+    offset !== undefined &&
+    offset !== null &&
+    !(Number.isSafeInteger(offset) && (offset as number) >= 0 && (offset as number) <= MAX_INT4)
+  ) {
+    problems.push(`inline_offset is not an integer from 0 to ${MAX_INT4}`);
   }
   const snippet = o.is_snippet;
   if (snippet !== undefined && snippet !== null && typeof snippet !== 'boolean') {

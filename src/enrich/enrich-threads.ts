@@ -7,19 +7,15 @@ import type { Logger } from '../log.ts';
 import type { Database } from '../warehouse/types.ts';
 import { parseArtifact } from './artifact.ts';
 import { type ParsedEntry, parseHistoryEntry } from './history-entry.ts';
-import {
-  failThread,
-  finishThread,
-  type RejectRow,
-  readThreadStates,
-  type StoredArtifact,
-  type ThreadState,
-  writePage,
-} from './store.ts';
+import type { PageWriter } from './page-writer.ts';
+import { failThread, readThreadStates, type ThreadState } from './store.ts';
 import type { ThreadNames } from './thread-names.ts';
+import { finishOnly, type RejectRow, type StoredArtifact } from './write-pages.ts';
 
 export interface EnrichDeps {
   db: Kysely<Database>;
+  /** Stores the history pages (and the end of each thread) in `db`. */
+  pages: PageWriter;
   api: ServiceClient;
   log: Logger;
   names: ThreadNames;
@@ -144,31 +140,39 @@ async function enrichThread(
           });
       });
       const artifacts = await fetchArtifacts(deps, threadId, messages, rejects, signal);
-      await writePage(deps.db, {
+      // The last page ends the thread in the same statement: one round trip fewer per thread.
+      await deps.pages.write({
         threadId,
         loadId,
         messages,
         artifacts,
         rejects,
         nextIndex: page.nextIndex,
+        ...(page.last ? { finish: { status: 'done', requestedAt: state.requested_at, name } } : {}),
       });
       counts.messages += messages.length;
       counts.artifacts += artifacts.length;
       input.onProgress?.(counts);
+      if (page.last) return 'done';
     }
-    await finishThread(deps.db, threadId, { status: 'done', requestedAt: state.requested_at, name });
+    // Only a history that ends without a short page (none of the client's) gets here.
+    await deps.pages.write(
+      finishOnly(threadId, loadId, { status: 'done', requestedAt: state.requested_at, name }),
+    );
     return 'done';
   } catch (err) {
     const status = statusOf(err);
     if (status === 404 || status === 403) {
       const outcome = status === 404 ? 'deleted' : 'forbidden';
       log.info({ status }, `thread ${outcome}`);
-      await finishThread(deps.db, threadId, {
-        status: outcome,
-        requestedAt: state.requested_at,
-        name,
-        error: errorMessage(err),
-      });
+      await deps.pages.write(
+        finishOnly(threadId, loadId, {
+          status: outcome,
+          requestedAt: state.requested_at,
+          name,
+          error: errorMessage(err),
+        }),
+      );
       return outcome;
     }
     // Cancellation and anything that is not an API error (the warehouse) end the batch.

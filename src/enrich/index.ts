@@ -2,17 +2,19 @@
  * Thread enrichment (DESIGN.md §1): what the Temporal activities `listPendingThreads` and
  * `enrichThreads` run (activities/ops.ts SyncOps).
  *
- *   const ops = createEnrichOps({ db, api, log, concurrency: config.enrichConcurrency });
+ *   const ops = createEnrichOps({ db, pool, api, log, concurrency: config.enrichConcurrency });
  *   await ops.listPendingThreads({ afterThreadId, limit }): Promise<string[]>
  *   await ops.enrichThreads({ threadIds, loadId, signal, onProgress }): Promise<EnrichCounts>
  *     onProgress (optional) fires after every stored page and finished thread: heartbeat there.
  */
 import type { Kysely } from 'kysely';
+import type pg from 'pg';
 import type { EnrichCounts } from '../../workflows/types.ts';
 import type { ServiceClient } from '../api/index.ts';
 import type { Logger } from '../log.ts';
 import type { Database } from '../warehouse/types.ts';
 import { type EnrichThreadsInput, enrichThreads } from './enrich-threads.ts';
+import { createPageWriter } from './page-writer.ts';
 import { listPendingThreads } from './store.ts';
 import { createThreadNames } from './thread-names.ts';
 
@@ -26,6 +28,8 @@ export interface EnrichOps {
 
 export function createEnrichOps(o: {
   db: Kysely<Database>;
+  /** The pool behind `db` (Warehouse.pool). */
+  pool: pg.Pool;
   api: ServiceClient;
   log: Logger;
   concurrency: number;
@@ -34,12 +38,15 @@ export function createEnrichOps(o: {
 }): EnrichOps {
   const log = o.log.child({ component: 'enrich' });
   const names = createThreadNames(o.api, o.db, log, o.threadListTtlMs);
+  // One writer for every batch of this worker, so that pages of concurrent batches share statements.
+  const pages = createPageWriter(o.pool);
   return {
     listPendingThreads: (input) => listPendingThreads(o.db, input),
     enrichThreads: (input) =>
       enrichThreads(
         {
           db: o.db,
+          pages,
           api: o.api,
           log,
           names,

@@ -126,6 +126,7 @@ async function setup(pending: string[], over: { pageSize?: number; maxRetries?: 
   }
   const ops = createEnrichOps({
     db: tw.w.db,
+    pool: tw.w.pool,
     api,
     log,
     concurrency: 4,
@@ -317,6 +318,18 @@ describe('enrichThreads', () => {
     expect(t).toMatchObject({ enrich_status: 'done', history_count: 7 });
   });
 
+  it('when a citation offset is beyond what the warehouse can store, then the entry is quarantined and the rest loads', async () => {
+    threads.set(T1, {
+      name: 'n',
+      history: [msg(0), msg(1, { citations: [citation(1, { inline_offset: 2 ** 31 })] }), msg(2)],
+    });
+    const { ops } = await setup([T1]);
+    const counts = await ops.enrichThreads({ threadIds: [T1], loadId: 'L1' });
+    expect(counts).toMatchObject({ done: 1, messages: 2 });
+    const rj = await db().selectFrom('rejected_records').select(['line_no', 'error_code']).execute();
+    expect(rj).toEqual([{ line_no: 1, error_code: 'history_invalid_citation' }]);
+  });
+
   it('when a page repeats a message id or names an artifact twice, then the repeat is quarantined and the page loads', async () => {
     artifacts.set('shared', {
       output_type: 'text',
@@ -347,6 +360,37 @@ describe('enrichThreads', () => {
       Number((await sql<{ n: string }>`select count(*) n from ${sql.table(t)}`.execute(db())).rows[0]?.n);
     expect([await n('citations'), await n('rejected_records'), await n('thread_messages')]).toEqual([
       1, 1, 1,
+    ]);
+  });
+
+  it('when a message or an artifact is read again with fewer citations, then the ones beyond are removed', async () => {
+    const art = (n: number) => ({
+      output_type: 'text',
+      title: 't',
+      citations: Array.from({ length: n }, (_, i) => citation(10 + i)),
+      val: 'v',
+      resolved_text_objects: false,
+    });
+    artifacts.set('art-1', art(3));
+    threads.set(T1, {
+      name: 'n',
+      history: [msg(0, { citations: [citation(1), citation(2), citation(3)], artifact_ids: ['art-1'] })],
+    });
+    const { ops } = await setup([T1]);
+    await ops.enrichThreads({ threadIds: [T1], loadId: 'L1' });
+    artifacts.set('art-1', art(1));
+    threads.get(T1)!.history[0] = msg(0, { citations: [citation(4)], artifact_ids: ['art-1'] });
+    await sql`update threads set history_count = 0, enrich_status = 'pending'`.execute(db());
+    await ops.enrichThreads({ threadIds: [T1], loadId: 'L2' });
+    const cs = await db()
+      .selectFrom('citations')
+      .select(['owner_kind', 'ordinal', 'citation_id', '_load_id'])
+      .orderBy('owner_kind')
+      .orderBy('ordinal')
+      .execute();
+    expect(cs).toEqual([
+      { owner_kind: 'artifact', ordinal: 0, citation_id: 'c10', _load_id: 'L2' },
+      { owner_kind: 'message', ordinal: 0, citation_id: 'c4', _load_id: 'L2' },
     ]);
   });
 
@@ -413,7 +457,7 @@ describe('enrichThreads', () => {
     await sql`insert into threads (thread_id, enrich_status, enrich_requested_at) values (${T1}, 'pending', now())`.execute(
       db(),
     );
-    const ops = createEnrichOps({ db: db(), api, log, concurrency: 1, threadListTtlMs: 0 });
+    const ops = createEnrichOps({ db: db(), pool: tw.w.pool, api, log, concurrency: 1, threadListTtlMs: 0 });
     await ops.enrichThreads({ threadIds: [T1], loadId: 'L1' });
     const t = await db().selectFrom('threads').selectAll().executeTakeFirstOrThrow();
     expect(t).toMatchObject({ enrich_status: 'pending', history_count: 3 });
@@ -451,7 +495,7 @@ describe('enrichThreads', () => {
         db(),
       );
     }
-    const ops = createEnrichOps({ db: db(), api, log, concurrency: 2, threadListTtlMs: 0 });
+    const ops = createEnrichOps({ db: db(), pool: tw.w.pool, api, log, concurrency: 2, threadListTtlMs: 0 });
     await ops.enrichThreads({ threadIds: [T1, T2], loadId: 'L1' });
     const stored = JSON.stringify([
       await db().selectFrom('threads').selectAll().execute(),

@@ -57,7 +57,7 @@ describe('enrichment against the simulator', () => {
       );
     }
     sim.dataset.deleteById(deleted);
-    const ops = createEnrichOps({ db: tw.w.db, api, log, concurrency: 4, pageSize: 5 });
+    const ops = createEnrichOps({ db: tw.w.db, pool: tw.w.pool, api, log, concurrency: 4, pageSize: 5 });
 
     let after: string | null = null;
     for (;;) {
