@@ -9,8 +9,10 @@
  * min(concurrency ÷ L, rate limit) (a client with C requests in flight, each taking L, cannot do
  * better), and the highest number of requests started in any one-second window (sliding, from
  * the start times of every fetch the client made) against the configured limit. One more row per
- * latency runs with a rate limit below concurrency ÷ L, where the limiter is what binds.
- * Target: ≥ 80% of the bound; the limit never exceeded. DATABASE_URL (default
+ * latency runs with a rate limit below concurrency ÷ L, where the limiter is what binds. For
+ * reference, each unlimited row also shows what bare fetches, `concurrency` in flight, reach
+ * against the same simulator (the simulator's own time per response and the machine's load count
+ * against every client alike). Target: ≥ 80% of the bound; the limit never exceeded. DATABASE_URL (default
  * postgres://postgres@127.0.0.1:5432/test) is used with throw-away schemas.
  */
 import { fork } from 'node:child_process';
@@ -78,6 +80,8 @@ interface Row {
   simBusy: number;
   p50LatencyMs: number;
   p95LatencyMs: number;
+  /** Requests/s of bare fetches, `concurrency` in flight, against the same simulator (no limit rows). */
+  ceilingPerS: number | null;
 }
 
 function maxInAnyWindow(times: number[], windowMs: number): number {
@@ -151,6 +155,42 @@ async function startRemoteSimulator(faults: string): Promise<RemoteSim> {
   };
 }
 
+/**
+ * What any client could do here: `concurrency` loops of bare fetches, each reading a thread's
+ * first history page and then the artifacts it names, as the enrichment does but with no client,
+ * parsing or warehouse, against the same simulator for `seconds`. It runs after the enrichment,
+ * so it does not warm the simulator up for it.
+ */
+async function bareCeiling(sim: RemoteSim, seconds: number): Promise<number> {
+  const headers = { authorization: `Bearer ${sim.credentials.accessToken}`, accept: 'application/json' };
+  const get = async (url: string) =>
+    (await fetch(url, { headers })).json() as Promise<Record<string, unknown>>;
+  let requests = 0;
+  let next = 0;
+  const t0 = performance.now();
+  const end = t0 + seconds * 1000;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (performance.now() < end) {
+        const id = sim.threadIds[next++ % sim.threadIds.length]!;
+        const page = await get(
+          `${sim.baseUrl}/v2/threads/${id}/messages?start_index=0&limit_num=${pageSize}`,
+        );
+        requests++;
+        const entries = Array.isArray(page.messages)
+          ? (page.messages as Array<{ artifact_ids?: string[] }>)
+          : [];
+        for (const aid of entries.flatMap((e) => e.artifact_ids ?? [])) {
+          if (performance.now() >= end) break;
+          await get(`${sim.baseUrl}/v2/threads/${id}/artifacts/${encodeURIComponent(aid)}`);
+          requests++;
+        }
+      }
+    }),
+  );
+  return requests / ((performance.now() - t0) / 1000);
+}
+
 async function run(latencyMs: number, rateLimit: number): Promise<Row> {
   const sim = await startRemoteSimulator(`latency=${latencyMs}ms`);
   const schema = `bench_enrich_${latencyMs}_${rateLimit}`.replace(/\./g, '_');
@@ -205,7 +245,7 @@ async function run(latencyMs: number, rateLimit: number): Promise<Row> {
     // Shaped like the enrichPending workflow on one worker: pages of batchSize × concurrency
     // pending ids, batches of 25 threads, `concurrency` batches at once, each enriching
     // `concurrency` threads at once (all sharing the one client and its limits).
-    const ops = createEnrichOps({ db: w.db, api, log, concurrency, pageSize });
+    const ops = createEnrichOps({ db: w.db, pool: w.pool, api, log, concurrency, pageSize });
     const batchSize = 25;
     const t0 = performance.now();
     const mainElu0 = performance.eventLoopUtilization();
@@ -250,6 +290,7 @@ async function run(latencyMs: number, rateLimit: number): Promise<Row> {
       simBusy,
       p50LatencyMs: latencies[Math.floor(latencies.length / 2)] ?? 0,
       p95LatencyMs: latencies[Math.floor(latencies.length * 0.95)] ?? 0,
+      ceilingPerS: rateLimit < concurrency / (latencyMs / 1000) ? null : await bareCeiling(sim, 2),
     };
   } finally {
     await dropSchema(w).catch(() => {});
@@ -333,6 +374,7 @@ const header = [
   'slots busy',
   'p50/p95 ms',
   'client/sim busy',
+  'bare fetch/s',
 ];
 const table = rows.map((r) => [
   `${r.latencyMs} ms`,
@@ -350,6 +392,7 @@ const table = rows.map((r) => [
   `${f((r.meanInFlight / r.concurrency) * 100)}%`,
   `${f(r.p50LatencyMs)}/${f(r.p95LatencyMs)}`,
   `${f(r.mainBusy * 100)}%/${f(r.simBusy * 100)}%`,
+  r.ceilingPerS === null ? '-' : `${f(r.ceilingPerS)} (${f((r.ceilingPerS / r.boundPerS) * 100)}%)`,
 ]);
 const widths = header.map((h, i) => Math.max(h.length, ...table.map((r) => r[i]!.length)));
 const line = (cells: string[]) => `| ${cells.map((c, i) => c.padStart(widths[i]!)).join(' | ')} |`;
@@ -360,7 +403,10 @@ console.log(
   `load average ${load()} at the end. "slots busy": time-weighted requests in flight ÷ concurrency (the client's own\n` +
     'efficiency); when it is near 100% and req/s is below the bound, responses took longer than the configured latency\n' +
     '(p50/p95: call to response headers, as the client saw them). "client/sim busy": event-loop utilisation of the\n' +
-    "bench's main thread (client, enrichment, pg driver) and of the simulator's process; Postgres runs beside them.",
+    "bench's main thread (client, enrichment, pg driver) and of the simulator's process; Postgres runs beside them.\n" +
+    '"bare fetch/s": the same simulator afterwards, `concurrency` loops of bare fetches (a history page, then its\n' +
+    'artifacts; no client, parsing or warehouse) for 2 s, and its share of the bound: what any client could reach on\n' +
+    'this machine at that moment. The target stays ≥ 80% of the bound.',
 );
 const cost = await overhead(latencies[0] ?? 10);
 console.log(
