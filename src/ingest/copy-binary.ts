@@ -31,6 +31,7 @@ export const TUPLE_COLUMNS = [
   '_source_line',
   '_load_id',
   'line_hash',
+  'response_chars',
 ] as const;
 
 export const COPY_HEADER = Buffer.from([
@@ -218,5 +219,31 @@ export function putMessageTuple(
   putBigint(s, lineNo);
   putText(s, loadId);
   putText(s, lineHash);
+  s.ensure(8);
+  s.buf.writeInt32BE(4, s.len);
+  s.buf.writeInt32BE(responseChars(rec.response), s.len + 4);
+  s.len += 8;
   return start;
+}
+
+// The white space btrim is given in `response_chars`'s definition (space, tab, LF, CR, FF, VT).
+function isTrimmed(c: number): boolean {
+  return c === 32 || (c >= 9 && c <= 13);
+}
+const SURROGATE = /[\uD800-\uDFFF]/;
+const HIGH_SURROGATES = /[\uD800-\uDBFF]/g;
+
+/**
+ * Characters of `response` without leading and trailing white space, as PostgreSQL computes
+ * `length(btrim(response, E' \t\n\r\f\x0B'))`: code points (a surrogate pair is one; the
+ * parser has rejected lone surrogates), 0 for an empty or blank response.
+ */
+export function responseChars(text: string): number {
+  let from = 0;
+  let to = text.length;
+  while (from < to && isTrimmed(text.charCodeAt(from))) from++;
+  while (to > from && isTrimmed(text.charCodeAt(to - 1))) to--;
+  const units = to - from;
+  if (units === 0 || !SURROGATE.test(text)) return units;
+  return units - (text.slice(from, to).match(HIGH_SURROGATES)?.length ?? 0);
 }

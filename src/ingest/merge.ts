@@ -112,7 +112,7 @@ const STAGE_TABLE_SQL = `
   create temporary table if not exists crs_stage_messages (
     message_id uuid, thread_id uuid, user_id uuid, message_time timestamptz, message_date date,
     input text, response text, extra jsonb, record_hash text, _source_line bigint, _load_id text,
-    line_hash text
+    line_hash text, response_chars integer
   ) on commit delete rows`;
 
 const MERGE_STAGE_SQL =
@@ -121,7 +121,7 @@ const MERGE_STAGE_SQL =
   'message_time = excluded.message_time, message_date = excluded.message_date, input = excluded.input, ' +
   'response = excluded.response, extra = excluded.extra, record_hash = excluded.record_hash, ' +
   '_source_line = excluded._source_line, _load_id = excluded._load_id, line_hash = excluded.line_hash, ' +
-  '_loaded_at = now(), _deleted_at = null';
+  'response_chars = excluded.response_chars, _loaded_at = now(), _deleted_at = null';
 
 const staged = new WeakSet<pg.ClientBase>();
 

@@ -31,6 +31,10 @@ export interface AnalyticsMessagesTable {
   _loaded_at: GeneratedTimestamp;
   _first_loaded_at: GeneratedTimestamp;
   _deleted_at: Timestamp | null;
+  /** sha1 of the source line's bytes (migration T03); null for rows loaded before it. */
+  line_hash: string | null;
+  /** Characters of `response` without surrounding white space; written by the loader (T04). */
+  response_chars: number;
 }
 
 export interface ThreadsTable {

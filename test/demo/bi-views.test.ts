@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { responseChars } from '../../src/ingest/copy-binary.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 
 /**
@@ -45,6 +46,8 @@ beforeAll(async () => {
     _source_line: id,
     _load_id: 'L1',
     _deleted_at: deleted ? new Date() : null,
+    line_hash: null,
+    response_chars: responseChars(response),
   });
   await db
     .insertInto('analytics_messages')

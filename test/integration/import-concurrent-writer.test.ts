@@ -67,9 +67,9 @@ describe('import with a concurrent writer', () => {
       await other.query('begin');
       await other.query(
         `insert into analytics_messages (message_id, thread_id, user_id, message_time, message_date, input,
-           response, extra, record_hash, _source_line, _load_id, line_hash)
+           response, extra, record_hash, _source_line, _load_id, line_hash, response_chars)
          values ($1, $2, $3, '2026-09-14T01:02:03Z', '2026-09-14', 'the other writer''s input', 'theirs',
-           '{"writer": "other"}', 'a hash that is not the file''s', 1, 'other-writer', 'not a line hash')`,
+           '{"writer": "other"}', 'a hash that is not the file''s', 1, 'other-writer', 'not a line hash', 6)`,
         [target['Message ID'], uuidFrom('cw:other-thread'), uuidFrom('cw:other-user')],
       );
       const otherPid = (await other.query('select pg_backend_pid() as pid')).rows[0].pid as number;
@@ -145,8 +145,8 @@ describe('import with a concurrent writer', () => {
       await other.query('begin');
       await other.query(
         `insert into analytics_messages (message_id, thread_id, user_id, message_time, message_date, input,
-           response, record_hash, _source_line, _load_id)
-         values ($1, $2, $2, now(), '2026-09-15', 'x', 'y', 'other', 1, 'other-writer')`,
+           response, record_hash, _source_line, _load_id, response_chars)
+         values ($1, $2, $2, now(), '2026-09-15', 'x', 'y', 'other', 1, 'other-writer', 1)`,
         [target['Message ID'], uuidFrom('cw-rej:other')],
       );
       const otherPid = (await other.query('select pg_backend_pid() as pid')).rows[0].pid as number;

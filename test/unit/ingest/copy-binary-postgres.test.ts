@@ -9,6 +9,7 @@ import {
   COPY_HEADER,
   COPY_TRAILER,
   putMessageTuple,
+  responseChars,
   TUPLE_COLUMNS,
 } from '../../../src/ingest/copy-binary.ts';
 import { type ExportRecord, parseRecord } from '../../../src/ingest/record-parser.ts';
@@ -72,13 +73,14 @@ const TYPES: Record<(typeof TUPLE_COLUMNS)[number], string> = {
   _source_line: 'bigint',
   _load_id: 'text',
   line_hash: 'text',
+  response_chars: 'integer',
 };
 
 // Every column in a text form that is exact: ids, times at UTC with microseconds, jsonb canonical.
 const AS_TEXT = `message_id::text as message_id, thread_id::text as thread_id, user_id::text as user_id,
   to_char(message_time at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US') as utc, message_time::text as message_time,
   message_date::text as message_date, input, response, extra::text as extra, record_hash,
-  _source_line::text as _source_line, _load_id, line_hash`;
+  _source_line::text as _source_line, _load_id, line_hash, response_chars::text as response_chars`;
 
 let client: pg.Client;
 beforeAll(async () => {
@@ -113,7 +115,9 @@ async function storedAndExpected(e: Encoded) {
     `select ${AS_TEXT} from (select $1::uuid as message_id, $2::uuid as thread_id, $3::uuid as user_id,
        $4::timestamptz as message_time, $5::date as message_date, $6::text as input, $7::text as response,
        $8::jsonb as extra, $9::text as record_hash, $10::bigint as _source_line, $11::text as _load_id,
-       $12::text as line_hash) e`,
+       $12::text as line_hash,
+       -- What the column's generated expression was before the loader wrote it (migration T04).
+       length(btrim($7::text, E' \t\n\r\f\x0B')) as response_chars) e`,
     [
       e.rec.messageId,
       e.rec.threadId,
@@ -275,6 +279,34 @@ describe('binary COPY tuples', () => {
     expect(lengths.rows).toEqual(
       texts.map(([i, r]) => ({ i: Buffer.byteLength(i!), r: Buffer.byteLength(r!) })),
     );
+  });
+
+  it('when responses have white space, surrogate pairs or other spaces at their ends, then response_chars equals PostgreSQL’s length(btrim(...))', async () => {
+    const responses = [
+      '',
+      ' ',
+      ' \t\n\r\f\v ',
+      'x',
+      '  x  ',
+      '\v\fx y\r\n',
+      '😀',
+      ' 😀 ',
+      '😀 x 😀',
+      '\u00a0x\u00a0', // no-break space: not in the trimmed set
+      '\u2003x\u3000', // em space, ideographic space: kept too
+      '\u0085x', // next line (NEL): kept
+      'a\u0001',
+      `${'中😀'.repeat(700)}\n`,
+    ];
+    const recs = responses.map((Response) => encoded({ Response }));
+    await encodeAndCopy(recs);
+    await expectRoundTrip(recs);
+    const { rows } = await client.query(
+      `select response_chars as stored, length(btrim(response, E' \\t\\n\\r\\f\\x0B')) as pg from copied order by _source_line`,
+    );
+    expect(rows.map((r) => r.stored)).toEqual(rows.map((r) => r.pg));
+    expect(rows.map((r) => r.stored)).toEqual(responses.map((r) => responseChars(r)));
+    expect(rows.slice(0, 4).map((r) => r.stored)).toEqual([0, 0, 0, 1]);
   });
 
   it('when extra is absent, then it is stored as SQL NULL; when it has nested values and numbers beyond double precision, then they are kept exactly', async () => {
