@@ -64,8 +64,11 @@ const emptyCounts = (): EnrichCounts => ({
  */
 export async function enrichThreads(deps: EnrichDeps, input: EnrichThreadsInput): Promise<EnrichCounts> {
   const counts = emptyCounts();
+  // Names are needed only when a thread ends: the thread list is read while the first histories
+  // are, not before them. A rejection (cancellation) is thrown below, after the workers.
+  const names = deps.names.get(input.signal);
+  names.catch(() => {});
   const states = await readThreadStates(deps.db, input.threadIds);
-  const names = await deps.names.get(input.signal);
   const retryLater: string[] = [];
   let retryCode: CrsError['code'] = 'HTTP_SERVER';
   const queue = input.threadIds.filter((id) => states.has(id));
@@ -75,7 +78,7 @@ export async function enrichThreads(deps: EnrichDeps, input: EnrichThreadsInput)
     for (let id = queue.shift(); id !== undefined; id = queue.shift()) {
       const state = states.get(id)!;
       counts.threads++;
-      const outcome = await enrichThread(deps, state, names.get(id), input, counts).catch((err: unknown) => {
+      const outcome = await enrichThread(deps, state, names, input, counts).catch((err: unknown) => {
         firstError ??= err;
         queue.length = 0;
         return { retry: 'CANCELLED' } as Outcome;
@@ -88,6 +91,7 @@ export async function enrichThreads(deps: EnrichDeps, input: EnrichThreadsInput)
     }
   }
   await Promise.all(Array.from({ length: Math.max(1, deps.concurrency) }, worker));
+  await names;
   // Cancellation and warehouse failures stop the batch; Temporal decides what comes next.
   if (firstError !== undefined) throw firstError;
   if (retryLater.length > 0) {
@@ -102,7 +106,7 @@ export async function enrichThreads(deps: EnrichDeps, input: EnrichThreadsInput)
 async function enrichThread(
   deps: EnrichDeps,
   state: ThreadState,
-  name: string | undefined,
+  names: Promise<Map<string, string>>,
   input: EnrichThreadsInput,
   counts: EnrichCounts,
 ): Promise<Outcome> {
@@ -148,7 +152,9 @@ async function enrichThread(
         artifacts,
         rejects,
         nextIndex: page.nextIndex,
-        ...(page.last ? { finish: { status: 'done', requestedAt: state.requested_at, name } } : {}),
+        ...(page.last
+          ? { finish: { status: 'done', requestedAt: state.requested_at, name: (await names).get(threadId) } }
+          : {}),
       });
       counts.messages += messages.length;
       counts.artifacts += artifacts.length;
@@ -157,7 +163,11 @@ async function enrichThread(
     }
     // Only a history that ends without a short page (none of the client's) gets here.
     await deps.pages.write(
-      finishOnly(threadId, loadId, { status: 'done', requestedAt: state.requested_at, name }),
+      finishOnly(threadId, loadId, {
+        status: 'done',
+        requestedAt: state.requested_at,
+        name: (await names).get(threadId),
+      }),
     );
     return 'done';
   } catch (err) {
@@ -169,7 +179,7 @@ async function enrichThread(
         finishOnly(threadId, loadId, {
           status: outcome,
           requestedAt: state.requested_at,
-          name,
+          name: (await names).get(threadId),
           error: errorMessage(err),
         }),
       );

@@ -31,7 +31,9 @@ const NUL_ESCAPE = /(?<!\\)(?:\\\\)*\\u0000/;
  * and would fail its page forever, so it is quarantined instead.
  */
 export function containsNul(v: unknown): boolean {
-  return NUL_ESCAPE.test(JSON.stringify(v) ?? '');
+  const json = JSON.stringify(v) ?? '';
+  // The plain search is much cheaper than the pattern and almost always finds nothing.
+  return json.includes('\\u0000') && NUL_ESCAPE.test(json);
 }
 
 function optionalString(o: Record<string, unknown>, keys: string[]): { v: string | null; bad?: string } {

@@ -85,6 +85,10 @@ with pages as (
 ), old_citations as (
   delete from citations c using owners o
   where c.owner_kind = o.kind and c.owner_id = o.id and c.ordinal >= o.n
+    -- Postgres guesses 100 rows for any json_to_recordset, which makes a scan of a table of some
+    -- thousand rows look cheaper than probing its index that often; an array of the keys is
+    -- guessed at 10, so the index is used as soon as it pays.
+    and c.owner_kind in ('message', 'artifact') and c.owner_id = any(array(select id from owners))
 ), new_citations as (
   insert into citations
     (owner_kind, owner_id, ordinal, message_id, artifact_id, thread_id, citation_id, internal_id,
@@ -125,7 +129,7 @@ update threads t set
   last_error = case when p.finish then p.error else t.last_error end,
   thread_name = case when p.finish and p.has_name then p.name else t.thread_name end
 from pages p
-where t.thread_id = p.thread_id`;
+where t.thread_id = p.thread_id and t.thread_id = any(array(select thread_id from pages))`;
 
 function citationRows(
   owner: { kind: 'message' | 'artifact'; id: string; messageId: string | null; artifactId: string | null },
