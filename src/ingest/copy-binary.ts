@@ -1,3 +1,4 @@
+import { recordHashOf } from './record-hash.ts';
 import type { ExportRecord } from './record-parser.ts';
 
 /**
@@ -178,8 +179,9 @@ function putText(s: ByteSink, v: string): void {
 }
 
 /**
- * Appends one tuple for `rec` and returns where it starts. `extraJson` is `JSON.stringify` of
- * `rec.extra` (or null), `lineHash` the sha1 hex of the source line.
+ * Appends one tuple for `rec` and returns where it starts. `lineHash` is the sha1 hex of the
+ * source line. A record parsed without its hash (`recordHash` '') gets it here, from the texts'
+ * encoded bytes (record-hash.ts: the same value), before it is written.
  */
 export function putMessageTuple(
   s: ByteSink,
@@ -200,8 +202,23 @@ export function putMessageTuple(
   s.buf.writeInt32BE(4, s.len);
   s.buf.writeInt32BE(days, s.len + 4);
   s.len += 8;
+  const inputAt = s.len + 4;
   putText(s, rec.input);
+  const responseAt = s.len + 4;
   putText(s, rec.response);
+  if (rec.recordHash === '') {
+    rec.recordHash = recordHashOf(
+      rec.messageId,
+      rec.threadId,
+      rec.userId,
+      rec.messageTime,
+      rec.input.length,
+      s.view(inputAt, responseAt - 4),
+      rec.response.length,
+      s.view(responseAt, s.len),
+      rec.extra,
+    );
+  }
   if (rec.extra === null) {
     s.ensure(4);
     s.buf.writeInt32BE(-1, s.len);

@@ -8,6 +8,7 @@ import { ByteSink, putMessageTuple } from './copy-binary.ts';
 import { type FinalizeResult, finalizeLoad } from './finalize.ts';
 import { type SourceLine, type SplitStats, splitLines } from './line-splitter.ts';
 import { type BatchCounts, mergeBatch, type PendingReject, type PendingRow, rowKey } from './merge.ts';
+import { recordHash } from './record-hash.ts';
 import { parseRecord, rejectCodeForLineProblem } from './record-parser.ts';
 
 /**
@@ -407,7 +408,8 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
         }
       }
       const text = bytes.toString('utf8');
-      const parsed = parseRecord(text);
+      // Hashed as it is encoded (copy-binary.ts), or below for a line to check, not to write.
+      const parsed = parseRecord(text, { hash: false });
       if (parsed.ok) {
         const rec = parsed.record;
         part = partOf(rec.messageId, parts);
@@ -416,6 +418,15 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
         if (line.lineNo <= p.committed) {
           // Merged by an earlier attempt, if the source still says what it said then: checked in
           // bulk, and encoded only if it must be merged after all.
+          rec.recordHash = recordHash(
+            rec.messageId,
+            rec.threadId,
+            rec.userId,
+            rec.messageTime,
+            rec.input,
+            rec.response,
+            rec.extra,
+          );
           p.verify.push({ lineNo: line.lineNo, lineHash, record: rowKey(rec), text });
           if (p.verify.length >= req.batchSize) await verifySkipped(p);
           return;

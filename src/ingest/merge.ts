@@ -229,7 +229,7 @@ export async function mergeBatch(
           continue;
         }
         const text = rowText(row, t.sink);
-        const parsed = parseRecord(text);
+        const parsed = parseRecord(text, { hash: false });
         if (!parsed.ok) {
           rejects.push({
             lineNo: row.lineNo,
@@ -242,9 +242,9 @@ export async function mergeBatch(
           });
           continue;
         }
-        row.record = rowKey(parsed.record);
         row.at = putMessageTuple(t.sink, parsed.record, row.lineNo, t.loadId, row.lineHash);
         row.end = t.sink.len;
+        row.record = rowKey(parsed.record);
         row.text = undefined;
         t.onSeen?.(parsed.record.messageId, parsed.record.messageDate);
       }
@@ -378,11 +378,11 @@ export async function mergeBatch(
  * line of a resumed load.
  */
 function encode(row: PendingRow, t: BatchTarget): void {
-  const p = parseRecord(rowText(row, t.sink));
+  const p = parseRecord(rowText(row, t.sink), { hash: false });
   if (!p.ok) throw new Error(`line ${row.lineNo} was loaded before but no longer parses: ${p.detail}`);
-  row.record = rowKey(p.record);
   row.at = putMessageTuple(t.sink, p.record, row.lineNo, t.loadId, row.lineHash);
   row.end = t.sink.len;
+  row.record = rowKey(p.record);
   row.text = undefined;
 }
 

@@ -21,13 +21,42 @@ export function recordHash(
   response: string,
   extra: Record<string, unknown> | null,
 ): string {
+  return recordHashOf(
+    messageId,
+    threadId,
+    userId,
+    messageTime,
+    input.length,
+    input,
+    response.length,
+    response,
+    extra,
+  );
+}
+
+/**
+ * The same hash, with the texts given as their UTF-8 bytes (and their lengths in UTF-16 units, as
+ * the canonical form counts them): the loader hashes the bytes it has just encoded for COPY
+ * instead of converting each text to UTF-8 a second time inside the hash.
+ */
+export function recordHashOf(
+  messageId: string,
+  threadId: string,
+  userId: string,
+  messageTime: string,
+  inputUnits: number,
+  input: string | Uint8Array,
+  responseUnits: number,
+  response: string | Uint8Array,
+  extra: Record<string, unknown> | null,
+): string {
   const extraJson = extra === null ? 'null' : JSON.stringify(sortKeys(extra));
   // Fed in pieces rather than as one concatenated string: the same bytes (every piece is
   // well-formed UTF-16, so no character is split), without a 1.6 KB string of garbage per record.
   return createHash('sha1')
-    .update(`${messageId}\n${threadId}\n${userId}\n${messageTime}\n${input.length}:`)
+    .update(`${messageId}\n${threadId}\n${userId}\n${messageTime}\n${inputUnits}:`)
     .update(input)
-    .update(`\n${response.length}:`)
+    .update(`\n${responseUnits}:`)
     .update(response)
     .update(`\n${extraJson}`)
     .digest('hex');

@@ -66,12 +66,13 @@ const json = JSON as unknown as {
  * - Message Time: see iso-time.ts (offset required; converted to UTC; leap second rejected).
  * - Text PostgreSQL cannot store (U+0000, a lone surrogate) anywhere, keys of `extra` included,
  *   gives `text_not_storable` with the path of the first such string.
+ * - `recordHash` is left '' with `{ hash: false }`, for a caller that computes it later.
  * - `extra` keeps other keys verbatim. A number JSON.parse cannot hold exactly (an integer beyond
  *   2^53, a decimal beyond double precision) is kept as its source text via JSON.rawJSON, so
  *   JSON.stringify(extra) writes the original digits. `extra` has a null prototype so that a key
  *   named "__proto__" stays data.
  */
-export function parseRecord(text: string): ParseResult {
+export function parseRecord(text: string, opts: { hash?: boolean } = {}): ParseResult {
   let value: unknown;
   try {
     value = JSON.parse(text);
@@ -145,7 +146,9 @@ export function parseRecord(text: string): ParseResult {
       input,
       response,
       extra,
-      recordHash: recordHash(messageId, threadId, userId, time.utc, input, response, extra),
+      // '' when the caller hashes the record itself (copy-binary.ts, from the encoded bytes).
+      recordHash:
+        opts.hash === false ? '' : recordHash(messageId, threadId, userId, time.utc, input, response, extra),
     },
   };
 }
