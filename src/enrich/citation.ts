@@ -38,8 +38,8 @@ function str(c: Record<string, unknown>, k: string, problems: string[]): string 
 
 /**
  * Checks one citation against spec §2: each named field, when present, has its type (strings,
- * integer inline_offset from 0 to 2³¹−1, boolean is_snippet, last_updated_at an ISO 8601 time with offset).
- * Absent fields are allowed (the spec marks none required).
+ * integer inline_offset from 0 to 2³¹−1, boolean is_snippet, last_updated_at an ISO 8601 time
+ * with offset). Absent fields are allowed (the spec marks none required).
  */
 export function parseCitation(c: unknown): CitationResult {
   if (c === null || typeof c !== 'object' || Array.isArray(c))
