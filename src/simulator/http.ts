@@ -25,6 +25,24 @@ export const fail = (status: number, detail: string, headers?: Record<string, st
 
 export const invalid = (...issues: ValidationIssue[]) => new HttpError(422, { detail: issues });
 
+const held = new WeakMap<ServerResponse, Promise<void>>();
+
+/**
+ * The latency fault: the answer is computed at once and written when `gate` settles, so a
+ * response takes the configured latency from the request's arrival, not latency plus the time
+ * the simulator spends computing it (which, with several requests in flight, was 3-6 ms on top
+ * of a 10 ms latency).
+ */
+export function holdResponse(res: ServerResponse, gate: Promise<void>): void {
+  held.set(res, gate);
+}
+
+function whenReleased(res: ServerResponse, write: () => void): void {
+  const gate = held.get(res);
+  if (gate) gate.then(write, write);
+  else write();
+}
+
 export function sendJson(
   res: ServerResponse,
   status: number,
@@ -32,17 +50,21 @@ export function sendJson(
   headers: Record<string, string> = {},
 ): void {
   const text = JSON.stringify(body);
-  res.writeHead(status, {
-    'content-type': 'application/json',
-    'content-length': Buffer.byteLength(text),
-    ...headers,
+  whenReleased(res, () => {
+    res.writeHead(status, {
+      'content-type': 'application/json',
+      'content-length': Buffer.byteLength(text),
+      ...headers,
+    });
+    res.end(text);
   });
-  res.end(text);
 }
 
 export function sendEmpty(res: ServerResponse, status: number): void {
-  res.writeHead(status);
-  res.end();
+  whenReleased(res, () => {
+    res.writeHead(status);
+    res.end();
+  });
 }
 
 /** Reads a request body up to `limit` bytes; beyond it answers 413 (the simulator's choice). */

@@ -23,6 +23,7 @@ import {
 import {
   fail,
   HttpError,
+  holdResponse,
   invalid,
   readBody,
   readForm,
@@ -94,7 +95,13 @@ async function handle(ctx: ServerContext, req: IncomingMessage, res: ServerRespo
     }
   }
   const rf = ctx.engine.decide(method, req.url ?? path, spec);
-  if (rf.latencyMs > 0) await ctx.sleep(rf.latencyMs);
+  if (rf.latencyMs > 0) {
+    const gate = ctx.sleep(rf.latencyMs);
+    // Streamed answers (the export, the thread list, events) wait before they start; the others
+    // are computed meanwhile and held until the latency has passed (http.ts, holdResponse).
+    if (path === '/v2/analytics/messages' || path === '/v2/threads' || path.endsWith('/events')) await gate;
+    else holdResponse(res, gate);
+  }
   if (rf.status === 429) {
     throw fail(429, 'Too Many Requests', { 'retry-after': String(rf.retryAfterSec) });
   }
