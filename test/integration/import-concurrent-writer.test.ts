@@ -1,6 +1,3 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -9,6 +6,7 @@ import { importFile } from '../../src/ingest/import-file.ts';
 import { parseRecord } from '../../src/ingest/record-parser.ts';
 import { createLogger } from '../../src/log.ts';
 import { makeRecords, toJsonl, uuidFrom } from '../helpers/export-lines.ts';
+import { messageRows, tempFiles } from '../helpers/load-files.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 
 // The loader copies keys it did not find straight into analytics_messages. A writer that inserts
@@ -16,21 +14,9 @@ import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts
 // batch is then merged again through the stage, and the file's version must win.
 
 const log = createLogger({ level: 'silent', pretty: false });
-const dir = mkdtempSync(path.join(tmpdir(), 'crs-concurrent-'));
-let n = 0;
-function file(content: string): string {
-  const p = path.join(dir, `f${n++}.jsonl`);
-  writeFileSync(p, content);
-  return p;
-}
+const file = tempFiles('crs-concurrent-');
 
-const COMPARED = `message_id::text, thread_id::text, user_id::text,
-  to_char(message_time at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US') as message_time, message_date::text,
-  input, response, extra::text, record_hash, _deleted_at`;
-
-async function rowsOf(tw: TestWarehouse) {
-  return (await tw.w.pool.query(`select ${COMPARED} from analytics_messages order by message_id`)).rows;
-}
+const rowsOf = messageRows;
 
 async function pollUntil<T>(what: string, probe: () => Promise<T | undefined>, limitMs = 60_000): Promise<T> {
   const deadline = Date.now() + limitMs;
@@ -197,9 +183,8 @@ describe('import with a concurrent writer', () => {
       expect(a.unchanged + b.unchanged).toBe(1200);
 
       await importFile(cleanDb.w, config, log, { file: file(text), loadId: 'clean' });
-      const expected = (await cleanDb.w.pool.query(`select ${COMPARED} from analytics_messages order by 1`))
-        .rows;
-      const got = (await db.w.pool.query(`select ${COMPARED} from analytics_messages order by 1`)).rows;
+      const expected = await messageRows(cleanDb);
+      const got = await messageRows(db);
       expect(got).toHaveLength(1200);
       expect(got).toEqual(expected);
       const runs = await db.w.pool.query(

@@ -1,6 +1,3 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config.ts';
@@ -9,6 +6,7 @@ import { importFile } from '../../src/ingest/import-file.ts';
 import { runLoad } from '../../src/ingest/load.ts';
 import { createLogger } from '../../src/log.ts';
 import { type FakeRecord, makeRecords, toJsonl } from '../helpers/export-lines.ts';
+import { messageRows, tempFiles } from '../helpers/load-files.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 
 // The two write paths of a batch: keys the warehouse lacks are copied straight into the table,
@@ -16,17 +14,7 @@ import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts
 // keys twice, and resumed loads whose skipped lines must be encoded late.
 
 const log = createLogger({ level: 'silent', pretty: false });
-const dir = mkdtempSync(path.join(tmpdir(), 'crs-merge-paths-'));
-let n = 0;
-function file(content: string): string {
-  const p = path.join(dir, `f${n++}.jsonl`);
-  writeFileSync(p, content);
-  return p;
-}
-
-const COMPARED = `message_id::text, thread_id::text, user_id::text,
-  to_char(message_time at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US') as message_time, message_date::text,
-  input, response, extra::text, record_hash, _deleted_at`;
+const file = tempFiles('crs-merge-paths-');
 
 const opened: TestWarehouse[] = [];
 async function warehouse(): Promise<TestWarehouse> {
@@ -38,9 +26,7 @@ afterAll(async () => {
   await Promise.all(opened.map((tw) => tw.dispose()));
 });
 
-async function contentOf(tw: TestWarehouse) {
-  return (await tw.w.pool.query(`select ${COMPARED} from analytics_messages order by message_id`)).rows;
-}
+const contentOf = messageRows;
 
 interface Meta {
   load: string;
