@@ -79,13 +79,14 @@ describe('a worker killed in the middle of a day (real worker command, simulator
     return child;
   }
 
-  async function committed(): Promise<number> {
+  /** Lines committed by the running attempt, with that attempt's number; undefined when none runs. */
+  async function running(): Promise<{ lines: number; attempt: number } | undefined> {
     const r = await tw.w.db
       .selectFrom('sync_days')
-      .select(['lines_committed', 'status'])
+      .select(['lines_committed', 'status', 'attempts'])
       .where('day', '=', day)
       .executeTakeFirst();
-    return r?.status === 'running' ? r.lines_committed : -1;
+    return r?.status === 'running' ? { lines: r.lines_committed, attempt: r.attempts } : undefined;
   }
 
   it('when the worker is killed with SIGKILL three times (and stopped with SIGTERM once) in the middle of a day, then the run ends with the warehouse equal to the export', async () => {
@@ -100,19 +101,23 @@ describe('a worker killed in the middle of a day (real worker command, simulator
 
     const metricsAddress = `127.0.0.1:${await freePort()}`;
     let worker = startWorker(metricsAddress);
-    const stops: { at: number; how: NodeJS.Signals; exit: number | null }[] = [];
+    const stops: { at: number; how: NodeJS.Signals; exit: number | null; attempt: number }[] = [];
     for (const [fraction, how] of [
       [0.15, 'SIGKILL'],
       [0.35, 'SIGTERM'],
       [0.55, 'SIGKILL'],
       [0.75, 'SIGKILL'],
     ] as const) {
-      const at = await until(
+      // Each stop waits for an attempt started after the previous stop: a drained (SIGTERM)
+      // attempt keeps committing during its grace period and its row can still read 'running'
+      // while the next worker has not begun, so a fraction alone could stop an idle worker.
+      const after = stops.at(-1)?.attempt ?? 0;
+      const { lines: at, attempt } = await until(
         async () => {
-          const c = await committed();
-          return c >= fraction * total && c < total ? c : undefined;
+          const r = await running();
+          return r && r.attempt > after && r.lines >= fraction * total && r.lines < total ? r : undefined;
         },
-        `${fraction * 100}% of the day to be committed`,
+        `${fraction * 100}% of the day to be committed by an attempt after #${after}`,
         120_000,
       );
       if (stops.length === 0) {
@@ -123,7 +128,7 @@ describe('a worker killed in the middle of a day (real worker command, simulator
       const exited = once(worker, 'exit');
       worker.kill(how);
       const [code] = (await exited) as [number | null];
-      stops.push({ at, how, exit: code });
+      stops.push({ at, how, exit: code, attempt });
       worker = startWorker('');
     }
     const result = await handle.result();
@@ -137,6 +142,10 @@ describe('a worker killed in the middle of a day (real worker command, simulator
       .where('day', '=', day)
       .executeTakeFirstOrThrow();
     expect(row.status).toBe('complete');
+    // Four stops, each in an attempt of its own, and the attempt that finished.
+    expect(stops.map((s) => s.attempt)).toEqual(
+      [...new Set(stops.map((s) => s.attempt))].sort((a, b) => a - b),
+    );
     expect(row.attempts).toBeGreaterThanOrEqual(5);
     expect(row.lines_committed).toBe(total);
     const expected = expectedRows(sim, [day]);
