@@ -8,9 +8,9 @@
  * For each latency L it reports threads/s and requests/s, against the bound
  * min(concurrency ÷ L, rate limit) (a client with C requests in flight, each taking L, cannot do
  * better), and the highest number of requests started in any one-second window (sliding, from
- * the start times of every fetch the client made) against the configured limit. One more row per
+ * the start times of every request the client made) against the configured limit. One more row per
  * latency runs with a rate limit below concurrency ÷ L, where the limiter is what binds. For
- * reference, each unlimited row also shows what bare fetches, `concurrency` in flight, reach
+ * reference, each unlimited row also shows what bare undici requests, `concurrency` in flight, reach
  * against the same simulator (the simulator's own time per response and the machine's load count
  * against every client alike). Target: ≥ 80% of the bound; the limit never exceeded. DATABASE_URL (default
  * postgres://postgres@127.0.0.1:5432/test) is used with throw-away schemas.
@@ -20,10 +20,12 @@ import { once } from 'node:events';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { sql } from 'kysely';
-import { createServiceClient } from '../src/api/index.ts';
+import { request } from 'undici';
+import { createServiceClient, type HttpRequest } from '../src/api/index.ts';
 import { createEnrichOps } from '../src/enrich/index.ts';
 import { createLogger } from '../src/log.ts';
 import type { SimulatorCredentials } from '../src/simulator/index.ts';
@@ -78,9 +80,14 @@ interface Row {
   /** Event-loop utilisation of the client's thread (client, enrichment, pg driver) and the simulator's. */
   mainBusy: number;
   simBusy: number;
+  /** CPU time (user + system) of the client's process per request, ms. */
+  cpuMsPerRequest: number;
+  /** How late the client's event loop ran what was ready (p50 and p99, ms): a response waits that long. */
+  loopDelayP50Ms: number;
+  loopDelayP99Ms: number;
   p50LatencyMs: number;
   p95LatencyMs: number;
-  /** Requests/s of bare fetches, `concurrency` in flight, against the same simulator (no limit rows). */
+  /** Requests/s of bare undici requests, `concurrency` in flight, against the same simulator (no limit rows). */
   ceilingPerS: number | null;
 }
 
@@ -156,7 +163,7 @@ async function startRemoteSimulator(faults: string): Promise<RemoteSim> {
 }
 
 /**
- * What any client could do here: `concurrency` loops of bare fetches, each reading a thread's
+ * What any client could do here: `concurrency` loops of bare undici requests, each reading a thread's
  * first history page and then the artifacts it names, as the enrichment does but with no client,
  * parsing or warehouse, against the same simulator for `seconds`. It runs after the enrichment,
  * so it does not warm the simulator up for it.
@@ -164,7 +171,7 @@ async function startRemoteSimulator(faults: string): Promise<RemoteSim> {
 async function bareCeiling(sim: RemoteSim, seconds: number): Promise<number> {
   const headers = { authorization: `Bearer ${sim.credentials.accessToken}`, accept: 'application/json' };
   const get = async (url: string) =>
-    (await fetch(url, { headers })).json() as Promise<Record<string, unknown>>;
+    (await request(url, { headers })).body.json() as Promise<Record<string, unknown>>;
   let requests = 0;
   let next = 0;
   const t0 = performance.now();
@@ -214,12 +221,12 @@ async function run(latencyMs: number, rateLimit: number): Promise<Row> {
       lastChange = t;
       inFlight += d;
     };
-    const recordingFetch: typeof fetch = async (input, init) => {
+    const recordingRequest: HttpRequest = async (input, init) => {
       const t = performance.now();
       starts.push(t);
       change(1);
       try {
-        return await fetch(input, init);
+        return await request(input, init);
       } finally {
         change(-1);
         latencies.push(performance.now() - t);
@@ -238,7 +245,7 @@ async function run(latencyMs: number, rateLimit: number): Promise<Row> {
         timeoutMs: 30_000,
         rateLimitRps: rateLimit,
         concurrency,
-        fetch: recordingFetch,
+        request: recordingRequest,
       },
       log,
     );
@@ -249,6 +256,9 @@ async function run(latencyMs: number, rateLimit: number): Promise<Row> {
     const batchSize = 25;
     const t0 = performance.now();
     const mainElu0 = performance.eventLoopUtilization();
+    const cpu0 = process.cpuUsage();
+    const loopDelay = monitorEventLoopDelay({ resolution: 1 });
+    loopDelay.enable();
     const simElu0 = await sim.elu();
     let after: string | null = null;
     let threads = 0;
@@ -265,6 +275,8 @@ async function run(latencyMs: number, rateLimit: number): Promise<Row> {
     }
     const seconds = (performance.now() - t0) / 1000;
     const mainBusy = performance.eventLoopUtilization(mainElu0).utilization;
+    const cpu = process.cpuUsage(cpu0);
+    loopDelay.disable();
     const simBusy = utilisation(simElu0, await sim.elu());
     change(0);
     latencies.sort((a, b) => a - b);
@@ -288,6 +300,9 @@ async function run(latencyMs: number, rateLimit: number): Promise<Row> {
       meanInFlight: busyArea / (seconds * 1000),
       mainBusy,
       simBusy,
+      cpuMsPerRequest: (cpu.user + cpu.system) / 1000 / requests,
+      loopDelayP50Ms: loopDelay.percentile(50) / 1e6,
+      loopDelayP99Ms: loopDelay.percentile(99) / 1e6,
       p50LatencyMs: latencies[Math.floor(latencies.length / 2)] ?? 0,
       p95LatencyMs: latencies[Math.floor(latencies.length * 0.95)] ?? 0,
       ceilingPerS: rateLimit < concurrency / (latencyMs / 1000) ? null : await bareCeiling(sim, 2),
@@ -301,7 +316,7 @@ async function run(latencyMs: number, rateLimit: number): Promise<Row> {
 
 /**
  * The client's own cost per request: the same history reads one at a time, through the client
- * and through a bare fetch, against the same simulator (p50 of each, ms).
+ * and through a bare undici request, against the same simulator (p50 of each, ms).
  */
 async function overhead(latencyMs: number): Promise<{ client: number; bare: number }> {
   const sim = await startRemoteSimulator(`latency=${latencyMs}ms`);
@@ -331,13 +346,13 @@ async function overhead(latencyMs: number): Promise<{ client: number; bare: numb
       await api.listMessages(id, { limitNum: pageSize }).catch(() => {});
       viaClient.push(performance.now() - t);
       t = performance.now();
-      const res = await fetch(
+      const res = await request(
         `${sim.baseUrl}/v2/threads/${id}/messages?start_index=0&limit_num=${pageSize}`,
         {
           headers: { authorization: `Bearer ${sim.credentials.accessToken}`, accept: 'application/json' },
         },
       );
-      await res.text();
+      await res.body.text();
       bare.push(performance.now() - t);
     }
     return { client: median(viaClient), bare: median(bare) };
@@ -374,7 +389,9 @@ const header = [
   'slots busy',
   'p50/p95 ms',
   'client/sim busy',
-  'bare fetch/s',
+  'client CPU/req',
+  'loop delay p50/p99',
+  'bare req/s',
 ];
 const table = rows.map((r) => [
   `${r.latencyMs} ms`,
@@ -392,6 +409,8 @@ const table = rows.map((r) => [
   `${f((r.meanInFlight / r.concurrency) * 100)}%`,
   `${f(r.p50LatencyMs)}/${f(r.p95LatencyMs)}`,
   `${f(r.mainBusy * 100)}%/${f(r.simBusy * 100)}%`,
+  `${f(r.cpuMsPerRequest, 2)} ms`,
+  `${f(r.loopDelayP50Ms, 1)}/${f(r.loopDelayP99Ms, 1)} ms`,
   r.ceilingPerS === null ? '-' : `${f(r.ceilingPerS)} (${f((r.ceilingPerS / r.boundPerS) * 100)}%)`,
 ]);
 const widths = header.map((h, i) => Math.max(h.length, ...table.map((r) => r[i]!.length)));
@@ -404,14 +423,16 @@ console.log(
     'efficiency); when it is near 100% and req/s is below the bound, responses took longer than the configured latency\n' +
     '(p50/p95: call to response headers, as the client saw them). "client/sim busy": event-loop utilisation of the\n' +
     "bench's main thread (client, enrichment, pg driver) and of the simulator's process; Postgres runs beside them.\n" +
-    '"bare fetch/s": the same simulator afterwards, `concurrency` loops of bare fetches (a history page, then its\n' +
+    '"client CPU/req": CPU time (user + system) of the bench process during the enrichment ÷ requests. "loop delay":\n' +
+    "p50/p99 of how late the client's event loop ran a 1 ms timer (a response waits that long when the loop is busy).\n" +
+    '"bare req/s": the same simulator afterwards, `concurrency` loops of bare undici requests (a history page, then its\n' +
     'artifacts; no client, parsing or warehouse) for 2 s, and its share of the bound: what any client could reach on\n' +
     'this machine at that moment. The target stays ≥ 80% of the bound.',
 );
 const cost = await overhead(latencies[0] ?? 10);
 console.log(
   `one request at a time at ${latencies[0] ?? 10} ms: p50 ${cost.client.toFixed(1)} ms through the client, ` +
-    `${cost.bare.toFixed(1)} ms with a bare fetch (client overhead ${(cost.client - cost.bare).toFixed(1)} ms)`,
+    `${cost.bare.toFixed(1)} ms with a bare request (client overhead ${(cost.client - cost.bare).toFixed(1)} ms)`,
 );
 const ok = rows.every((r) => r.limitHeld && r.ofBound >= 0.8);
 console.log(

@@ -45,20 +45,20 @@ export function exportBody(
     signal?: AbortSignal | undefined;
   },
 ): ExportBody {
-  const res = open.response;
-  const lengthHeader = res.headers.get('content-length');
+  const lengthHeader = open.header('content-length');
   const contentLength =
-    lengthHeader !== null && /^\d+$/.test(lengthHeader) ? Number(lengthHeader) : undefined;
+    lengthHeader !== undefined && /^\d+$/.test(lengthHeader) ? Number(lengthHeader) : undefined;
   let bytesRead = 0;
   let complete = false;
   let started = false;
   let finished = false;
-  const reader = res.body?.getReader();
+  const source = open.body[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
 
   const finish = async (cancelBody: boolean) => {
     if (finished) return;
     finished = true;
-    if (cancelBody) await reader?.cancel().catch(() => {});
+    // Destroying the body closes its connection: an unread rest must not go back to the pool.
+    if (cancelBody) open.body.destroy();
     open.release();
   };
 
@@ -76,18 +76,13 @@ export function exportBody(
   async function* iterate(): AsyncGenerator<Uint8Array> {
     if (started) throw new Error('an export body can be iterated only once');
     started = true;
-    if (!reader) {
-      complete = true;
-      await finish(false);
-      return;
-    }
     try {
       for (;;) {
         let idle: NodeJS.Timeout | undefined;
-        let chunk: Awaited<ReturnType<typeof reader.read>>;
+        let chunk: IteratorResult<Buffer>;
         try {
           idle = setTimeout(() => open.abort(new IdleTimeout()), opts.idleTimeoutMs);
-          chunk = await reader.read();
+          chunk = await source.next();
         } catch (err) {
           if (open.callerAborted()) throw cancelled(opts.signal);
           if (err instanceof IdleTimeout || (err as { cause?: unknown })?.cause instanceof IdleTimeout) {
@@ -112,9 +107,9 @@ export function exportBody(
   }
 
   const body: ExportBody = {
-    status: res.status,
-    fileName: fileNameFromContentDisposition(res.headers.get('content-disposition')),
-    contentType: res.headers.get('content-type') ?? undefined,
+    status: open.status,
+    fileName: fileNameFromContentDisposition(open.header('content-disposition')),
+    contentType: open.header('content-type'),
     contentLength,
     get bytesRead() {
       return bytesRead;

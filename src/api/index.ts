@@ -60,4 +60,4 @@ export {
   DEFAULT_PAGE_SIZE,
   MAX_PAGE_SIZE,
 } from './limits.ts';
-export type { TransportStats } from './transport.ts';
+export type { HttpRequest, HttpRequestOptions, TransportStats } from './transport.ts';

@@ -1,3 +1,5 @@
+import type { Readable } from 'node:stream';
+import type { Dispatcher } from 'undici';
 import { CrsError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { retryDelay } from './backoff.ts';
@@ -39,9 +41,23 @@ export interface JsonResult {
   attempts: number;
 }
 
+/** What the transport asks of its HTTP layer: undici's `request()` (or a wrapper of it). */
+export interface HttpRequestOptions {
+  method: 'GET' | 'POST';
+  headers: Record<string, string>;
+  body?: string | undefined;
+  signal: AbortSignal;
+  dispatcher: Dispatcher;
+}
+export type HttpRequest = (url: string, options: HttpRequestOptions) => Promise<Dispatcher.ResponseData>;
+
 /** A 2xx response whose body the caller now owns, with the concurrency slot still held. */
 export interface OpenStream {
-  response: Response;
+  status: number;
+  /** A response header (the first value when repeated), by lower-case name. */
+  header(name: string): string | undefined;
+  /** The body as it arrives; destroy it to stop the download. */
+  body: Readable;
   attempts: number;
   /** Aborts the underlying request (used for idle timeouts and early cancel). */
   abort(reason: unknown): void;
@@ -63,7 +79,9 @@ export interface TransportOptions {
   scrubber: SecretScrubber;
   log: Logger;
   random: () => number;
-  fetch: typeof fetch;
+  request: HttpRequest;
+  /** Keeps the connections (keep-alive) that every request of the client shares. */
+  dispatcher: Dispatcher;
 }
 
 export interface TransportStats {
@@ -159,7 +177,8 @@ export function createTransport(o: TransportOptions): Transport {
       let timedOut = false;
       let timer: NodeJS.Timeout | undefined;
       const signal = spec.signal ? AbortSignal.any([spec.signal, ctrl.signal]) : ctrl.signal;
-      let response: Response | undefined;
+      let response: Dispatcher.ResponseData | undefined;
+      let ok = false;
       let text = '';
       try {
         await o.rate.acquire(spec.signal);
@@ -171,27 +190,31 @@ export function createTransport(o: TransportOptions): Transport {
         }, o.timeoutMs);
         const headers: Record<string, string> = { ...spec.headers };
         if (auth) headers[auth.name] = auth.value;
-        // Redirects are not followed: fetch would carry x-api-key (unlike Authorization) to
-        // whatever host a redirect names, and no endpoint of the spec redirects.
-        response = await o.fetch(spec.url, {
+        // undici's request() follows no redirect (that would carry x-api-key, unlike
+        // Authorization, to whatever host a redirect names), and no endpoint of the spec redirects.
+        response = await o.request(spec.url, {
           method: spec.method,
           headers,
           body: spec.body,
           signal,
-          redirect: 'manual',
+          dispatcher: o.dispatcher,
         });
-        if (response.ok && mode === 'stream') {
+        ok = response.statusCode >= 200 && response.statusCode < 300;
+        if (ok && mode === 'stream') {
           clearTimeout(timer);
           const res = response;
           return {
-            response: res,
+            status: res.statusCode,
+            header: (name) => headerValue(res.headers, name),
+            body: res.body,
             attempts,
             abort: (reason) => ctrl.abort(reason),
             release,
             callerAborted: () => spec.signal?.aborted === true,
           };
         }
-        text = response.ok ? await response.text() : await readCapped(response, MAX_ERROR_BODY_BYTES);
+        // Every body is read or destroyed: that is what gives the connection back to the pool.
+        text = ok ? await response.body.text() : await readCapped(response.body, MAX_ERROR_BODY_BYTES);
       } catch (err) {
         clearTimeout(timer);
         release();
@@ -202,44 +225,37 @@ export function createTransport(o: TransportOptions): Transport {
       }
       clearTimeout(timer);
       release();
-      o.log.debug(
-        { operation: spec.operation, status: response.status, attempt: attempts },
-        'crs request done',
-      );
+      const status = response.statusCode;
+      o.log.debug({ operation: spec.operation, status, attempt: attempts }, 'crs request done');
 
-      if (response.ok) {
+      if (ok) {
         try {
-          return { status: response.status, body: text === '' ? undefined : JSON.parse(text), attempts };
+          return { status, body: text === '' ? undefined : JSON.parse(text), attempts };
         } catch {
           throw new CrsError('HTTP_BAD_RESPONSE', `${spec.operation} failed: the answer is not valid JSON`, {
-            details: { operation: spec.operation, status: response.status, attempts },
+            details: { operation: spec.operation, status, attempts },
           });
         }
       }
-      if (
-        response.status === 401 &&
-        !refreshed &&
-        auth &&
-        o.credentials().invalidate(spec.auth, auth.value)
-      ) {
+      if (status === 401 && !refreshed && auth && o.credentials().invalidate(spec.auth, auth.value)) {
         // One refresh per call; a second 401 is a real authorization failure.
         refreshed = true;
         stats.tokenRefreshes++;
         o.log.info({ operation: spec.operation }, 'crs access token rejected; refreshing it once');
         continue;
       }
-      const exhausted = retry >= o.maxRetries && classifyStatus(response.status).retryable;
-      const e = httpStatusError(spec.operation, response.status, text, scrub, {
+      const exhausted = retry >= o.maxRetries && classifyStatus(status).retryable;
+      const e = httpStatusError(spec.operation, status, text, scrub, {
         attempts,
         note:
-          response.status === 401 && refreshed
+          status === 401 && refreshed
             ? 'after refreshing the access token'
             : exhausted
               ? `after ${attempts} attempts`
               : undefined,
       });
       if (!e.retryable || retry >= o.maxRetries) throw e;
-      await wait(spec, retry++, e, parseRetryAfter(response.headers.get('retry-after')));
+      await wait(spec, retry++, e, parseRetryAfter(headerValue(response.headers, 'retry-after') ?? null));
     }
   }
 
@@ -250,7 +266,7 @@ export function createTransport(o: TransportOptions): Transport {
   };
 }
 
-/** A short, secret-free description of a fetch failure (undici puts the reason in `cause`). */
+/** A short, secret-free description of a request failure (the reason may sit in `cause`). */
 export function networkReason(err: unknown): string {
   const cause = err instanceof Error && err.cause instanceof Error ? err.cause : err;
   if (cause instanceof Error) {
@@ -260,20 +276,27 @@ export function networkReason(err: unknown): string {
   return String(cause);
 }
 
-async function readCapped(res: Response, maxBytes: number): Promise<string> {
-  if (!res.body) return '';
-  const reader = res.body.getReader();
-  const chunks: Uint8Array[] = [];
+/** A header of an answer: undici gives repeated ones as an array; the first counts. */
+export function headerValue(
+  headers: Record<string, string | string[] | undefined>,
+  name: string,
+): string | undefined {
+  const v = headers[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+async function readCapped(body: Readable, maxBytes: number): Promise<string> {
+  const chunks: Buffer[] = [];
   let size = 0;
   try {
-    while (size < maxBytes) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      chunks.push(value);
-      size += value.byteLength;
+    for await (const chunk of body as AsyncIterable<Buffer>) {
+      chunks.push(chunk);
+      size += chunk.byteLength;
+      if (size >= maxBytes) break;
     }
   } finally {
-    await reader.cancel().catch(() => {});
+    // Leaving the loop early has destroyed the body already; this covers an error thrown above.
+    body.destroy();
   }
   return Buffer.concat(chunks).subarray(0, maxBytes).toString('utf8');
 }

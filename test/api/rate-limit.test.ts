@@ -1,6 +1,7 @@
+import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createConcurrencyLimiter } from '../../src/api/concurrency.ts';
-import type { ServiceClientOptions } from '../../src/api/index.ts';
+import type { HttpRequest, ServiceClientOptions } from '../../src/api/index.ts';
 import { createRateLimiter, rateWindow } from '../../src/api/rate-limiter.ts';
 import { client } from './helpers/client-setup.ts';
 import {
@@ -17,7 +18,7 @@ afterEach(async () => {
 });
 
 /**
- * A client whose every HTTP attempt is timed where it starts: the call into fetch, right after
+ * A client whose every HTTP attempt is timed where it starts: the call into undici, right after
  * the attempt took its rate grant. That is the moment the limiter controls; the scripted server
  * then confirms that every recorded start really reached it. (Arrival times at a server are not
  * asserted on: on a loaded machine a request on a new connection can reach the server's event
@@ -26,11 +27,11 @@ afterEach(async () => {
  */
 function timedClient(url: string, over: Partial<ServiceClientOptions>) {
   const starts: number[] = [];
-  const timedFetch: typeof fetch = (input, init) => {
+  const timedRequest: HttpRequest = (input, init) => {
     starts.push(performance.now());
-    return fetch(input, init);
+    return request(input, init);
   };
-  return { ...client(url, { ...over, fetch: timedFetch }), starts };
+  return { ...client(url, { ...over, request: timedRequest }), starts };
 }
 
 describe('rate budget: request starts against a scripted server', () => {
