@@ -144,9 +144,11 @@ export function createServiceClient(options: ServiceClientOptions, log: Logger):
     random: o.random ?? Math.random,
     request: o.request ?? request,
     // undici's request() rather than fetch(): half the CPU per request (bench/README.md), which
-    // is what bounds enrichment at low latency. The transport's own timers are the only
-    // timeouts (per attempt, and between chunks of a stream), so undici's are off.
-    dispatcher: new Agent({ headersTimeout: 0, bodyTimeout: 0 }),
+    // is what bounds enrichment at low latency. No more connections per host than requests in
+    // flight: a slot is given back as soon as a body is read, a moment before undici counts its
+    // connection free, and the next request would otherwise open another one. The transport's
+    // own timers are the only timeouts (per attempt, and between chunks of a stream).
+    dispatcher: new Agent({ connections: o.concurrency, headersTimeout: 0, bodyTimeout: 0 }),
   });
 
   const credentials = createCredentials(o, {

@@ -89,6 +89,15 @@ describe('a worker killed in the middle of a day (real worker command, simulator
     return r?.status === 'running' ? { lines: r.lines_committed, attempt: r.attempts } : undefined;
   }
 
+  async function isComplete(): Promise<boolean> {
+    const r = await tw.w.db
+      .selectFrom('sync_days')
+      .select('status')
+      .where('day', '=', day)
+      .executeTakeFirst();
+    return r?.status === 'complete';
+  }
+
   it('when the worker is killed with SIGKILL three times (and stopped with SIGTERM once) in the middle of a day, then the run ends with the warehouse equal to the export', async () => {
     const total = sim.truth.exportDayLines(day).length;
     expect(total).toBeGreaterThan(10_000);
@@ -102,15 +111,17 @@ describe('a worker killed in the middle of a day (real worker command, simulator
     const metricsAddress = `127.0.0.1:${await freePort()}`;
     let worker = startWorker(metricsAddress);
     const stops: { at: number; how: NodeJS.Signals; exit: number | null; attempt: number }[] = [];
+    // The drain comes last: a drained attempt goes on committing for its grace period (longer on
+    // a loaded machine), possibly to the end of the day, so no fixed fraction could follow it.
+    let drainFinishedDay = false;
     for (const [fraction, how] of [
       [0.15, 'SIGKILL'],
-      [0.35, 'SIGTERM'],
+      [0.35, 'SIGKILL'],
       [0.55, 'SIGKILL'],
-      [0.75, 'SIGKILL'],
+      [0.75, 'SIGTERM'],
     ] as const) {
-      // Each stop waits for an attempt started after the previous stop: a drained (SIGTERM)
-      // attempt keeps committing during its grace period and its row can still read 'running'
-      // while the next worker has not begun, so a fraction alone could stop an idle worker.
+      // Each stop waits for an attempt started after the previous stop: a killed attempt's row
+      // still reads 'running' until the next attempt begins, and must not be stopped twice.
       const after = stops.at(-1)?.attempt ?? 0;
       const { lines: at, attempt } = await until(
         async () => {
@@ -129,6 +140,7 @@ describe('a worker killed in the middle of a day (real worker command, simulator
       worker.kill(how);
       const [code] = (await exited) as [number | null];
       stops.push({ at, how, exit: code, attempt });
+      if (how === 'SIGTERM') drainFinishedDay = await isComplete();
       worker = startWorker('');
     }
     const result = await handle.result();
@@ -142,11 +154,12 @@ describe('a worker killed in the middle of a day (real worker command, simulator
       .where('day', '=', day)
       .executeTakeFirstOrThrow();
     expect(row.status).toBe('complete');
-    // Four stops, each in an attempt of its own, and the attempt that finished.
+    // Four stops, each in an attempt of its own, and the attempt that finished (unless the
+    // drained one did).
     expect(stops.map((s) => s.attempt)).toEqual(
       [...new Set(stops.map((s) => s.attempt))].sort((a, b) => a - b),
     );
-    expect(row.attempts).toBeGreaterThanOrEqual(5);
+    expect(row.attempts).toBeGreaterThanOrEqual(drainFinishedDay ? 4 : 5);
     expect(row.lines_committed).toBe(total);
     const expected = expectedRows(sim, [day]);
     expect(result.totals.daysLoaded).toBe(1);

@@ -16,6 +16,8 @@ export type Handler = (req: Seen, res: ServerResponse, n: number) => void | Prom
 export interface ScriptedServer {
   url: string;
   seen: Seen[];
+  /** TCP connections accepted so far. */
+  readonly connections: number;
   close(): Promise<void>;
 }
 
@@ -45,11 +47,16 @@ export async function startScriptedServer(handler: Handler): Promise<ScriptedSer
       });
     });
   });
+  let connections = 0;
+  server.on('connection', () => connections++);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
   return {
     url: `http://127.0.0.1:${port}`,
     seen,
+    get connections() {
+      return connections;
+    },
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();
