@@ -1,5 +1,5 @@
 import { type CitationFields, parseCitations } from './citation.ts';
-import { containsNul } from './history-entry.ts';
+import { notStorable } from './storable.ts';
 
 export interface ParsedArtifact {
   output_type: string | null;
@@ -16,11 +16,12 @@ export type ArtifactParse = { ok: true; value: ParsedArtifact } | { ok: false; c
 
 /** Checks an artifact against spec §2: each named field, when present, has its type. */
 export function parseArtifact(a: Record<string, unknown>): ArtifactParse {
-  if (containsNul(a)) {
+  const unstorable = notStorable(a);
+  if (unstorable) {
     return {
       ok: false,
-      code: 'artifact_nul_character',
-      reason: 'the artifact contains U+0000, which PostgreSQL cannot store',
+      code: `artifact_${unstorable.code}`,
+      reason: `the artifact contains ${unstorable.what}`,
     };
   }
   const problems: string[] = [];
@@ -49,6 +50,8 @@ export function parseArtifact(a: Record<string, unknown>): ArtifactParse {
     } catch {
       val_json = null;
     }
+    // `val` may escape what jsonb cannot hold (\u0000, a lone \ud800): the text keeps it all.
+    if (val_json !== null && notStorable(val_json)) val_json = null;
   }
   return {
     ok: true,

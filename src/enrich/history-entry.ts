@@ -1,5 +1,6 @@
 import { parseOffsetTime } from '../ingest/iso-time.ts';
 import { type CitationFields, parseCitations } from './citation.ts';
+import { notStorable } from './storable.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -22,20 +23,6 @@ export type EntryResult = { ok: true; value: ParsedEntry } | { ok: false; code: 
 
 const bad = (code: string, reason: string): EntryResult => ({ ok: false, code, reason });
 
-// JSON.stringify writes U+0000 as \u0000; an odd number of backslashes before `u0000` is that
-// escape (an even number is a literal backslash followed by the text "u0000").
-const NUL_ESCAPE = /(?<!\\)(?:\\\\)*\\u0000/;
-
-/**
- * PostgreSQL can store U+0000 neither in text nor in jsonb: such an entry could never be written
- * and would fail its page forever, so it is quarantined instead.
- */
-export function containsNul(v: unknown): boolean {
-  const json = JSON.stringify(v) ?? '';
-  // The plain search is much cheaper than the pattern and almost always finds nothing.
-  return json.includes('\\u0000') && NUL_ESCAPE.test(json);
-}
-
 function optionalString(o: Record<string, unknown>, keys: string[]): { v: string | null; bad?: string } {
   for (const k of keys) {
     const v = o[k];
@@ -57,8 +44,8 @@ export function parseHistoryEntry(entry: unknown): EntryResult {
     return bad('history_not_object', 'the history entry is not a JSON object');
   }
   const o = entry as Record<string, unknown>;
-  if (containsNul(o))
-    return bad('history_nul_character', 'the entry contains U+0000, which PostgreSQL cannot store');
+  const unstorable = notStorable(o);
+  if (unstorable) return bad(`history_${unstorable.code}`, `the entry contains ${unstorable.what}`);
   if (typeof o.message_id !== 'string' || o.message_id === '') {
     return bad('history_missing_message_id', 'message_id is missing or not a string');
   }

@@ -3,6 +3,7 @@ import type { ServiceClient } from '../api/index.ts';
 import { errorMessage } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { Database } from '../warehouse/types.ts';
+import { storableText } from './storable.ts';
 import { applyThreadList } from './store.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -35,7 +36,8 @@ export function createThreadNames(
         .filter((t) => UUID.test(t.thread_id))
         .map((t) => ({
           thread_id: t.thread_id.toLowerCase(),
-          name: typeof t.thread_name === 'string' ? t.thread_name : null,
+          // One name PostgreSQL cannot store would fail the whole list's update.
+          name: typeof t.thread_name === 'string' ? storableText(t.thread_name) : null,
           count: Number.isSafeInteger(t.message_count) ? (t.message_count as number) : null,
         }));
       const r = await applyThreadList(db, entries);

@@ -2,6 +2,7 @@ import type pg from 'pg';
 import type { ParsedArtifact } from './artifact.ts';
 import type { CitationFields } from './citation.ts';
 import type { ParsedEntry } from './history-entry.ts';
+import { storableText } from './storable.ts';
 
 export interface RejectRow {
   source: 'history' | 'artifact';
@@ -183,8 +184,8 @@ export async function writePages(pool: Pick<pg.Pool, 'query'>, pages: readonly P
       status: f?.status ?? null,
       requested_at: f?.requestedAt ?? null,
       has_name: f?.name !== undefined,
-      name: f?.name ?? null,
-      error: f?.error ?? null,
+      name: f?.name === undefined ? null : storableText(f.name),
+      error: f?.error === undefined ? null : storableText(f.error),
     });
     for (const { position, entry: e } of p.messages) {
       messages.push({
@@ -237,7 +238,7 @@ export async function writePages(pool: Pick<pg.Pool, 'query'>, pages: readonly P
         raw: r.raw,
         raw_length: Buffer.byteLength(r.raw),
         error_code: r.code,
-        error_detail: r.detail,
+        error_detail: storableText(r.detail),
         load_id: p.loadId,
       });
     }

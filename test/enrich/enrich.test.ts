@@ -282,8 +282,24 @@ describe('enrichThreads', () => {
       val: 'v',
       resolved_text_objects: true,
     });
+    // Text PostgreSQL cannot store: a lone surrogate in an artifact's title, and one escaped
+    // inside `val` (the text is storable, its parsed JSON is not).
+    artifacts.set('odd-art', {
+      output_type: 'text',
+      title: 'x\udbff',
+      citations: [],
+      val: 'v',
+      resolved_text_objects: true,
+    });
+    artifacts.set('val-art', {
+      output_type: 'table',
+      title: 't',
+      citations: [],
+      val: '{"a":"\\ud800"}',
+      resolved_text_objects: true,
+    });
     threads.set(T1, {
-      name: 'n',
+      name: 'n\ud800\u0000',
       history: [
         msg(0),
         { message_id: 'not-a-uuid', citations: [] },
@@ -292,11 +308,14 @@ describe('enrichThreads', () => {
         msg(4, { artifact_ids: ['bad-art', 'missing-art'] }),
         msg(5, { created_at: '2026-01-01 10:00' }),
         msg(6, { content: 'a\u0000b' }),
+        msg(7, { content: 'a\ud800b' }),
+        msg(8, { content: 'a pair \ud83d\ude00 is one character', artifact_ids: ['odd-art', 'val-art'] }),
+        msg(9, { 'key\udfff': 'x' }),
       ],
     });
     const { ops } = await setup([T1]);
     const counts = await ops.enrichThreads({ threadIds: [T1], loadId: 'L1' });
-    expect(counts).toMatchObject({ done: 1, messages: 2, artifacts: 0 });
+    expect(counts).toMatchObject({ done: 1, messages: 3, artifacts: 1 });
     const rj = await db()
       .selectFrom('rejected_records')
       .select(['source', 'line_no', 'error_code', 'thread_id', 'source_name'])
@@ -307,15 +326,30 @@ describe('enrichThreads', () => {
     expect(rj.map((r) => [r.source, r.line_no, r.error_code])).toEqual([
       ['artifact', 4, 'HTTP_NOT_FOUND'],
       ['artifact', 4, 'artifact_invalid'],
+      ['artifact', 8, 'artifact_lone_surrogate'],
       ['history', 1, 'history_invalid_message_id'],
       ['history', 2, 'history_invalid_citation'],
       ['history', 3, 'history_not_object'],
       ['history', 5, 'history_invalid_time'],
       ['history', 6, 'history_nul_character'],
+      ['history', 7, 'history_lone_surrogate'],
+      ['history', 9, 'history_lone_surrogate'],
     ]);
     expect(rj.every((r) => r.thread_id === T1)).toBe(true);
     const t = await db().selectFrom('threads').selectAll().executeTakeFirstOrThrow();
-    expect(t).toMatchObject({ enrich_status: 'done', history_count: 7 });
+    // A name is not a record to quarantine: what PostgreSQL cannot store becomes U+FFFD.
+    expect(t).toMatchObject({ enrich_status: 'done', history_count: 10, thread_name: 'n\ufffd\ufffd' });
+    const kept = await db()
+      .selectFrom('thread_messages')
+      .select(['position', 'text'])
+      .where('position', '=', 8)
+      .executeTakeFirstOrThrow();
+    expect(kept.text).toBe('a pair \ud83d\ude00 is one character');
+    const art = await db()
+      .selectFrom('artifacts')
+      .select(['artifact_id', 'val', 'val_json'])
+      .executeTakeFirstOrThrow();
+    expect(art).toEqual({ artifact_id: 'val-art', val: '{"a":"\\ud800"}', val_json: null });
   });
 
   it('when a citation offset is beyond what the warehouse can store, then the entry is quarantined and the rest loads', async () => {
