@@ -3,13 +3,16 @@
  * the simulator at fixed response latencies, into a real Postgres.
  *
  *   npm run bench:enrich -- [--latencies 10,25,50] [--concurrency 8] [--rps 1000] [--limited-rps 50 (0: skip)]
- *                           [--records 300] [--days 3] [--page-size 50]
+ *                           [--faults 429=0.05:1s,5xx=0.05:2 (none: skip)] [--records 300] [--days 3]
+ *                           [--page-size 50]
  *
  * For each latency L it reports threads/s and requests/s, against the bound
  * min(concurrency ÷ L, rate limit) (a client with C requests in flight, each taking L, cannot do
  * better), and the highest number of requests started in any one-second window (sliding, from
  * the start times of every request the client made) against the configured limit. One more row per
- * latency runs with a rate limit below concurrency ÷ L, where the limiter is what binds. For
+ * latency runs with a rate limit below concurrency ÷ L, where the limiter is what binds, and a last
+ * one at the first latency and that limit with the simulator answering 429 and 5xx now and then,
+ * so that retries take their grants from the same budget. For
  * reference, each unlimited row also shows what bare undici requests, `concurrency` in flight, reach
  * against the same simulator (the simulator's own time per response and the machine's load count
  * against every client alike). Target: ≥ 80% of the bound; the limit never exceeded. DATABASE_URL (default
@@ -27,6 +30,7 @@ import { sql } from 'kysely';
 import { request } from 'undici';
 import { createServiceClient, type HttpRequest } from '../src/api/index.ts';
 import { createEnrichOps } from '../src/enrich/index.ts';
+import { isCrsError } from '../src/errors.ts';
 import { createLogger } from '../src/log.ts';
 import type { SimulatorCredentials } from '../src/simulator/index.ts';
 import { openWarehouse } from '../src/warehouse/db.ts';
@@ -39,6 +43,7 @@ const { values: flags } = parseArgs({
     concurrency: { type: 'string', default: '8' },
     rps: { type: 'string', default: '1000' },
     'limited-rps': { type: 'string', default: '50' },
+    faults: { type: 'string', default: '429=0.05:1s,5xx=0.05:2' },
     records: { type: 'string', default: '300' },
     days: { type: 'string', default: '3' },
     'page-size': { type: 'string', default: '50' },
@@ -48,6 +53,7 @@ const { values: flags } = parseArgs({
 if (flags.help) {
   console.log(
     'npm run bench:enrich -- [--latencies 10,25,50] [--concurrency 8] [--rps 1000] [--limited-rps 50]\n' +
+      '                       [--faults 429=0.05:1s,5xx=0.05:2 (a limited row at the first latency; none: skip)]\n' +
       '                       [--records 300 (per simulated day)] [--days 3] [--page-size 50]',
   );
   process.exit(0);
@@ -64,6 +70,8 @@ const log = createLogger({ level: 'warn', pretty: false });
 
 interface Row {
   latencyMs: number;
+  /** Simulator faults besides the latency ('' for none). */
+  faults: string;
   concurrency: number;
   rateLimit: number;
   threads: number;
@@ -198,8 +206,22 @@ async function bareCeiling(sim: RemoteSim, seconds: number): Promise<number> {
   return requests / ((performance.now() - t0) / 1000);
 }
 
-async function run(latencyMs: number, rateLimit: number): Promise<Row> {
-  const sim = await startRemoteSimulator(`latency=${latencyMs}ms`);
+/**
+ * One batch as the enrichment activity runs it: a batch that ends with threads still pending
+ * throws a retryable error, and Temporal runs it again (only the unfinished threads do work).
+ */
+async function enrichBatch(ops: ReturnType<typeof createEnrichOps>, threadIds: string[]) {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await ops.enrichThreads({ threadIds, loadId: 'bench' });
+    } catch (err) {
+      if (!isCrsError(err) || !err.retryable || attempt >= 5) throw err;
+    }
+  }
+}
+
+async function run(latencyMs: number, rateLimit: number, faults = ''): Promise<Row> {
+  const sim = await startRemoteSimulator([`latency=${latencyMs}ms`, faults].filter(Boolean).join(','));
   const schema = `bench_enrich_${latencyMs}_${rateLimit}`.replace(/\./g, '_');
   const w = openWarehouse({ url, schema, max: 20 });
   try {
@@ -267,9 +289,7 @@ async function run(latencyMs: number, rateLimit: number): Promise<Row> {
       if (page.length === 0) break;
       const batches: string[][] = [];
       for (let i = 0; i < page.length; i += batchSize) batches.push(page.slice(i, i + batchSize));
-      const counts = await Promise.all(
-        batches.map((b) => ops.enrichThreads({ threadIds: b, loadId: 'bench' })),
-      );
+      const counts = await Promise.all(batches.map((b) => enrichBatch(ops, b)));
       threads += counts.reduce((s, c) => s + c.threads, 0);
       after = page[page.length - 1]!;
     }
@@ -285,6 +305,7 @@ async function run(latencyMs: number, rateLimit: number): Promise<Row> {
     const maxInAnySecond = maxInAnyWindow(starts, 1000);
     return {
       latencyMs,
+      faults,
       concurrency,
       rateLimit,
       threads,
@@ -371,10 +392,14 @@ for (const l of latencies) {
   rows.push(await run(l, rps));
   if (limitedRps > 0 && limitedRps < concurrency / (l / 1000)) rows.push(await run(l, limitedRps));
 }
+// Retries take grants from the same budget: with faults on, the limit must still hold.
+const faults = flags.faults === 'none' ? '' : flags.faults;
+if (limitedRps > 0 && faults !== '') rows.push(await run(latencies[0] ?? 10, limitedRps, faults));
 
 const f = (n: number, d = 0) => n.toFixed(d);
 const header = [
   'latency',
+  'faults',
   'limit/s',
   'threads',
   'requests',
@@ -395,6 +420,7 @@ const header = [
 ];
 const table = rows.map((r) => [
   `${r.latencyMs} ms`,
+  r.faults || '-',
   f(r.rateLimit),
   f(r.threads),
   f(r.requests),
