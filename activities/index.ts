@@ -241,16 +241,25 @@ export function createActivities(deps: ActivityDeps) {
       return guarded(() => need('listPendingThreads')(input));
     },
 
+    /**
+     * Enriches a batch of threads. The heartbeat carries the batch's counts so far, so the UI
+     * shows its progress; a retried batch resumes each thread from its stored position.
+     */
     async enrichThreads(input: { threadIds: string[]; loadId: string }): Promise<EnrichCounts> {
       const ctx = Context.current();
+      let last: EnrichCounts | undefined;
       return guarded(() =>
         whileBeating(
-          () => undefined,
+          () => last,
           () =>
             need('enrichThreads')({
               threadIds: input.threadIds,
               loadId: input.loadId,
               signal: ctx.cancellationSignal,
+              onProgress: (counts) => {
+                last = { ...counts };
+                ctx.heartbeat(last);
+              },
             }),
         ),
       );

@@ -23,5 +23,11 @@ export interface SyncOps {
   }): Promise<DayLoadSummary>;
   /** Thread ids waiting for enrichment, in id order, after `afterThreadId`. */
   listPendingThreads(input: { afterThreadId: string | null; limit: number }): Promise<string[]>;
-  enrichThreads(input: { threadIds: string[]; loadId: string; signal: AbortSignal }): Promise<EnrichCounts>;
+  enrichThreads(input: {
+    threadIds: string[];
+    loadId: string;
+    signal: AbortSignal;
+    /** After every stored page and finished thread, with the counts so far. */
+    onProgress?: (counts: Readonly<EnrichCounts>) => void;
+  }): Promise<EnrichCounts>;
 }

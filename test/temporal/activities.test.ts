@@ -77,6 +77,22 @@ describe('activities', () => {
     });
   });
 
+  it('when an enrichment batch stores pages, then its heartbeats carry the counts so far', async () => {
+    const progress = { threads: 2, done: 1, deleted: 0, forbidden: 0, failed: 0, messages: 12, artifacts: 3 };
+    const a = activities({
+      async enrichThreads({ onProgress }) {
+        onProgress?.(progress);
+        return { ...progress, threads: 3, done: 3 };
+      },
+    });
+    const env = new MockActivityEnvironment();
+    const beats: unknown[] = [];
+    env.on('heartbeat', (d: unknown) => beats.push(d));
+    const counts = await env.run(a.enrichThreads, { threadIds: ['t1', 't2', 't3'], loadId: 'load-1' });
+    expect(beats).toContainEqual(progress);
+    expect(counts).toMatchObject({ threads: 3, done: 3, messages: 12 });
+  });
+
   it('when more day loads arrive than the worker has slots, then the extra one waits, heartbeating, and runs after', async () => {
     let releaseFirst: () => void = () => {};
     const order: string[] = [];
