@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServiceClient, type ServiceClient, type ServiceClientOptions } from '../../src/api/index.ts';
 import { CrsError } from '../../src/errors.ts';
 import { type Simulator, startSimulator } from '../../src/simulator/index.ts';
-import { captureLog } from './helpers/client-setup.ts';
+import { captureLog, simulatorOptions } from './helpers/client-setup.ts';
 
 /**
  * The client against the project's simulator over real HTTP, with its faults on: throttling with
@@ -21,26 +21,7 @@ afterAll(async () => {
 
 function api(over: Partial<ServiceClientOptions> = {}): { api: ServiceClient; logText: () => string } {
   const { log, text } = captureLog();
-  const c = createServiceClient(
-    {
-      baseUrl: sim.baseUrl,
-      legacyBaseUrl: sim.legacyBaseUrl,
-      serviceAccountToken: sim.credentials.serviceAccountToken,
-      accessToken: undefined,
-      tokenUrl: sim.tokenUrl,
-      clientId: sim.credentials.clientId,
-      clientSecret: sim.credentials.clientSecret,
-      apiKey: sim.credentials.apiKey,
-      timeoutMs: 10_000,
-      rateLimitRps: 200,
-      concurrency: 8,
-      maxRetries: 6,
-      baseBackoffMs: 20,
-      maxBackoffMs: 200,
-      ...over,
-    },
-    log,
-  );
+  const c = createServiceClient(simulatorOptions(sim, { rateLimitRps: 200, ...over }), log);
   return { api: c, logText: text };
 }
 

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServiceClient } from '../../src/api/index.ts';
 import { createEnrichOps } from '../../src/enrich/index.ts';
 import { type Simulator, startSimulator } from '../../src/simulator/index.ts';
-import { captureLog } from '../api/helpers/client-setup.ts';
+import { captureLog, simulatorOptions } from '../api/helpers/client-setup.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 
 /**
@@ -41,25 +41,7 @@ const CITATION_FIELDS = [
 
 function client() {
   const { log } = captureLog();
-  const api = createServiceClient(
-    {
-      baseUrl: sim.baseUrl,
-      legacyBaseUrl: sim.legacyBaseUrl,
-      serviceAccountToken: sim.credentials.serviceAccountToken,
-      accessToken: undefined,
-      tokenUrl: sim.tokenUrl,
-      clientId: sim.credentials.clientId,
-      clientSecret: sim.credentials.clientSecret,
-      apiKey: sim.credentials.apiKey,
-      timeoutMs: 10_000,
-      rateLimitRps: 500,
-      concurrency: 8,
-      maxRetries: 6,
-      baseBackoffMs: 20,
-      maxBackoffMs: 200,
-    },
-    log,
-  );
+  const api = createServiceClient(simulatorOptions(sim), log);
   return createEnrichOps({ db: tw.w.db, pool: tw.w.pool, api, log, concurrency: 4, pageSize: 5 });
 }
 

@@ -5,6 +5,7 @@ import {
   type ServiceClientOptions,
 } from '../../../src/api/index.ts';
 import { createLogger, type Logger } from '../../../src/log.ts';
+import type { Simulator } from '../../../src/simulator/index.ts';
 
 export const SECRETS = {
   serviceAccountToken: 'eyJhbGciOiJIUzI1NiJ9.dGVzdC1zZXJ2aWNlLWFjY291bnQ.test-signature-0001',
@@ -54,4 +55,31 @@ export function client(
 } {
   const { log, text } = captureLog();
   return { api: createServiceClient(options(baseUrl, over), log), logText: text };
+}
+
+/**
+ * Options for a client of the simulator as a deployment would configure it: v2 tokens by token
+ * exchange, the legacy path with an API key, and retries short enough for a test with faults on.
+ */
+export function simulatorOptions(
+  sim: Simulator,
+  over: Partial<ServiceClientOptions> = {},
+): ServiceClientOptions {
+  return {
+    baseUrl: sim.baseUrl,
+    legacyBaseUrl: sim.legacyBaseUrl,
+    serviceAccountToken: sim.credentials.serviceAccountToken,
+    accessToken: undefined,
+    tokenUrl: sim.tokenUrl,
+    clientId: sim.credentials.clientId,
+    clientSecret: sim.credentials.clientSecret,
+    apiKey: sim.credentials.apiKey,
+    timeoutMs: 10_000,
+    rateLimitRps: 500,
+    concurrency: 8,
+    maxRetries: 6,
+    baseBackoffMs: 20,
+    maxBackoffMs: 200,
+    ...over,
+  };
 }
