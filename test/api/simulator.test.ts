@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServiceClient, type ServiceClient, type ServiceClientOptions } from '../../src/api/index.ts';
 import { CrsError } from '../../src/errors.ts';
 import { type Simulator, startSimulator } from '../../src/simulator/index.ts';
+import { PINNED, runningClock } from '../helpers/clock.ts';
 import { captureLog, simulatorOptions } from './helpers/client-setup.ts';
 
 /**
@@ -13,7 +14,13 @@ let sim: Simulator;
 const FAULTS = '429=0.1:1s,5xx=0.1:2,expire=0.03,ttl=3s';
 
 beforeAll(async () => {
-  sim = await startSimulator({ seed: 11, days: 2, recordsPerDay: 60, faults: FAULTS });
+  sim = await startSimulator({
+    seed: 11,
+    days: 2,
+    recordsPerDay: 60,
+    faults: FAULTS,
+    now: runningClock(PINNED),
+  });
 });
 afterAll(async () => {
   await sim?.close();

@@ -4,6 +4,7 @@ import { createServiceClient } from '../../src/api/index.ts';
 import { createEnrichOps } from '../../src/enrich/index.ts';
 import { type Simulator, startSimulator } from '../../src/simulator/index.ts';
 import { captureLog, simulatorOptions } from '../api/helpers/client-setup.ts';
+import { PINNED, runningClock } from '../helpers/clock.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 
 /**
@@ -19,6 +20,7 @@ beforeAll(async () => {
     days: 2,
     recordsPerDay: 40,
     faults: '429=0.05:1s,5xx=0.05:2,expire=0.02',
+    now: runningClock(PINNED),
   });
   tw = await createTestWarehouse({ prefix: 'enrsim' });
 });

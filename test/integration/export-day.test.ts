@@ -5,6 +5,7 @@ import { loadExportDay } from '../../src/ingest/export-day.ts';
 import { parseRecord } from '../../src/ingest/record-parser.ts';
 import { createLogger } from '../../src/log.ts';
 import { type Simulator, startSimulator } from '../../src/simulator/index.ts';
+import { PINNED, runningClock } from '../helpers/clock.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 
 const log = createLogger({ level: 'silent', pretty: false });
@@ -46,7 +47,7 @@ describe('export day load over HTTP', () => {
   let tw: TestWarehouse;
   let day: string;
   beforeAll(async () => {
-    sim = await startSimulator({ seed: 7, days: 4, recordsPerDay: 600 });
+    sim = await startSimulator({ seed: 7, days: 4, recordsPerDay: 600, now: runningClock(PINNED) });
     tw = await createTestWarehouse();
     const days = sim.truth.days();
     day = days[days.length - 3]!;
