@@ -4,10 +4,12 @@ import type { HistoryEntry, ServiceClient } from '../api/index.ts';
 import { statusOf } from '../api/index.ts';
 import { CrsError, errorMessage, isCrsError } from '../errors.ts';
 import type { Logger } from '../log.ts';
+import { isRetryableDbError, toDbCrsError } from '../warehouse/db-errors.ts';
 import type { Database } from '../warehouse/types.ts';
 import { parseArtifact } from './artifact.ts';
 import { type ParsedEntry, parseHistoryEntry } from './history-entry.ts';
 import type { PageWriter } from './page-writer.ts';
+import { rawText } from './storable.ts';
 import { failThread, readThreadStates, type ThreadState } from './store.ts';
 import type { ThreadNames } from './thread-names.ts';
 import { finishOnly, type RejectRow, type StoredArtifact } from './write-pages.ts';
@@ -93,7 +95,11 @@ export async function enrichThreads(deps: EnrichDeps, input: EnrichThreadsInput)
   await Promise.all(Array.from({ length: Math.max(1, deps.concurrency) }, worker));
   await names;
   // Cancellation and warehouse failures stop the batch; Temporal decides what comes next.
-  if (firstError !== undefined) throw firstError;
+  if (firstError !== undefined) {
+    throw isRetryableDbError(firstError)
+      ? toDbCrsError(firstError, 'INTERNAL', 'enrichment batch stopped by the warehouse')
+      : firstError;
+  }
   if (retryLater.length > 0) {
     throw new CrsError(retryCode, `enrichment of ${retryLater.length} thread(s) failed for now; retrying`, {
       retryable: true,
@@ -115,51 +121,84 @@ async function enrichThread(
   const log = deps.log.child({ threadId });
   if (state.enrich_status === 'deleted') return 'deleted';
   try {
-    for await (const page of deps.api.historyFrom(threadId, state.history_count, deps.pageSize, { signal })) {
-      const messages: Array<{ position: number; entry: ParsedEntry }> = [];
-      const rejects: RejectRow[] = [];
-      const ids = new Set<string>();
-      page.messages.forEach((raw: HistoryEntry, i) => {
-        const position = page.startIndex + i;
-        let r = parseHistoryEntry(raw);
-        // One statement cannot upsert the same key twice: a repeated id within a page is quarantined.
-        if (r.ok && ids.has(r.value.message_id)) {
-          r = {
-            ok: false,
-            code: 'history_duplicate_message_id',
-            reason: 'message_id repeats an earlier entry of the page',
-          };
+    // The read starts one entry early: that entry, compared with what is stored at its position,
+    // tells whether the history changed upstream (shortened, or rewritten) at no extra request.
+    // When it did, the whole history is read again from 0 and the warehouse made equal to it.
+    const stored = state.history_count;
+    let rewrite = false;
+    let check = stored > 0;
+    read: for (;;) {
+      const from = rewrite ? 0 : Math.max(0, stored - 1);
+      for await (const page of deps.api.historyFrom(threadId, from, deps.pageSize, { signal })) {
+        let entries = page.messages;
+        let fromIndex = page.startIndex;
+        if (check) {
+          check = false;
+          if (!sameTail(state, entries[0])) {
+            log.info(
+              { stored, received: entries.length === 0 ? 'none' : 'another entry' },
+              'thread history changed upstream; reading it again from the start',
+            );
+            rewrite = true;
+            continue read;
+          }
+          entries = entries.slice(1);
+          fromIndex += 1;
         }
-        if (r.ok) {
-          ids.add(r.value.message_id);
-          messages.push({ position, entry: r.value });
-        } else
-          rejects.push({
-            source: 'history',
-            sourceName: `thread/${threadId}`,
-            lineNo: position,
-            raw: JSON.stringify(raw) ?? String(raw),
-            code: r.code,
-            detail: r.reason,
-          });
-      });
-      const artifacts = await fetchArtifacts(deps, threadId, messages, rejects, signal);
-      // The last page ends the thread in the same statement: one round trip fewer per thread.
-      await deps.pages.write({
-        threadId,
-        loadId,
-        messages,
-        artifacts,
-        rejects,
-        nextIndex: page.nextIndex,
-        ...(page.last
-          ? { finish: { status: 'done', requestedAt: state.requested_at, name: (await names).get(threadId) } }
-          : {}),
-      });
-      counts.messages += messages.length;
-      counts.artifacts += artifacts.length;
-      input.onProgress?.(counts);
-      if (page.last) return 'done';
+        const messages: Array<{ position: number; entry: ParsedEntry }> = [];
+        const rejects: RejectRow[] = [];
+        const ids = new Set<string>();
+        entries.forEach((raw: HistoryEntry, i) => {
+          const position = fromIndex + i;
+          let r = parseHistoryEntry(raw);
+          // One statement cannot upsert the same key twice: a repeated id within a page is quarantined.
+          if (r.ok && ids.has(r.value.message_id)) {
+            r = {
+              ok: false,
+              code: 'history_duplicate_message_id',
+              reason: 'message_id repeats an earlier entry of the page',
+            };
+          }
+          if (r.ok) {
+            ids.add(r.value.message_id);
+            messages.push({ position, entry: r.value });
+          } else
+            rejects.push({
+              source: 'history',
+              sourceName: `thread/${threadId}`,
+              lineNo: position,
+              raw: rawText(raw),
+              code: r.code,
+              detail: r.reason,
+            });
+        });
+        const artifacts = await fetchArtifacts(deps, threadId, messages, rejects, signal);
+        // The last page ends the thread in the same statement: one round trip fewer per thread.
+        await deps.pages.write({
+          threadId,
+          loadId,
+          messages,
+          artifacts,
+          rejects,
+          nextIndex: page.nextIndex,
+          covers: { fromIndex, toEnd: page.last },
+          ...(rewrite ? { rewrite } : {}),
+          ...(page.last
+            ? {
+                finish: {
+                  status: 'done',
+                  requestedAt: state.requested_at,
+                  name: (await names).get(threadId),
+                },
+              }
+            : {}),
+        });
+        counts.messages += messages.length;
+        counts.artifacts += artifacts.length;
+        input.onProgress?.(counts);
+        if (page.last) return 'done';
+      }
+      break;
     }
     // Only a history that ends without a short page (none of the client's) gets here.
     await deps.pages.write(
@@ -200,6 +239,39 @@ async function enrichThread(
   }
 }
 
+function isObject(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+/**
+ * Whether `entry`, received for position history_count − 1, is the entry stored there: the same
+ * message_id, or, for an entry that was quarantined, the same raw text (or, should the quarantine
+ * have kept a different rendering of it, the same message_id in it). Nothing received there
+ * means the service now has fewer entries than were stored.
+ */
+export function sameTail(
+  state: Pick<ThreadState, 'tail_message_id' | 'tail_rejected_raw'>,
+  entry: unknown,
+): boolean {
+  if (entry === undefined) return false;
+  const id =
+    isObject(entry) && typeof entry.message_id === 'string' ? entry.message_id.toLowerCase() : undefined;
+  if (state.tail_message_id !== null) return id === state.tail_message_id;
+  const kept = state.tail_rejected_raw;
+  if (kept === null) return false;
+  // The quarantine's own rendering: JSON.stringify would throw on an entry nested too deep.
+  if (kept === rawText(entry)) return true;
+  if (id === undefined) return false;
+  try {
+    const parsed: unknown = JSON.parse(kept);
+    return (
+      isObject(parsed) && typeof parsed.message_id === 'string' && parsed.message_id.toLowerCase() === id
+    );
+  } catch {
+    return false;
+  }
+}
+
 /**
  * Fetches the artifacts the page's entries name. An artifact the service does not have (404),
  * refuses (403, 422) or that breaks the contract is quarantined; other errors fail the thread.
@@ -234,7 +306,7 @@ async function fetchArtifacts(
       try {
         const got = await deps.api.getArtifact(threadId, w.artifactId, { signal });
         const parsed = parseArtifact(got.artifact);
-        if (!parsed.ok) return reject(parsed.code, parsed.reason, JSON.stringify(got.artifact));
+        if (!parsed.ok) return reject(parsed.code, parsed.reason, rawText(got.artifact));
         return {
           artifactId: w.artifactId,
           messageId: w.messageId,

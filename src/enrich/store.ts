@@ -16,6 +16,13 @@ export interface ThreadState {
    * Date would lose); a different value at the end means it was queued again meanwhile.
    */
   requested_at: string | null;
+  /**
+   * The entry stored at position history_count − 1, which the next read asks for again to see
+   * whether the history changed upstream: its message_id, or, when that entry was quarantined,
+   * its raw text as quarantined. Both null when nothing is stored there.
+   */
+  tail_message_id: string | null;
+  tail_rejected_raw: string | null;
 }
 
 export async function listPendingThreads(
@@ -37,13 +44,23 @@ export async function readThreadStates(
   ids: readonly string[],
 ): Promise<Map<string, ThreadState>> {
   if (ids.length === 0) return new Map();
-  const rows = await db
-    .selectFrom('threads')
-    .select(['thread_id', 'enrich_status', 'history_count', 'enrich_attempts'])
-    .select(sql<string | null>`enrich_requested_at::text`.as('requested_at'))
-    .where('thread_id', 'in', ids as string[])
-    .execute();
-  return new Map(rows.map((r) => [r.thread_id, r]));
+  // The quarantine is looked at only when no message holds the tail position: rare, and
+  // rejected_records has no index for it.
+  const r = await sql<ThreadState>`
+    select t.thread_id, t.enrich_status, t.history_count, t.enrich_attempts,
+           t.enrich_requested_at::text as requested_at, m.message_id::text as tail_message_id,
+           case when t.history_count > 0 and m.message_id is null then (
+             select r.raw from rejected_records r
+             where r.source = 'history' and r.source_name = 'thread/' || t.thread_id::text
+               and r.line_no = t.history_count - 1
+             order by r.id desc limit 1) end as tail_rejected_raw
+    from threads t
+    left join lateral (
+      select x.message_id from thread_messages x
+      where x.thread_id = t.thread_id and x.position = t.history_count - 1
+      limit 1) m on true
+    where t.thread_id = any(${ids as string[]}::uuid[])`.execute(db);
+  return new Map(r.rows.map((row) => [row.thread_id, row]));
 }
 
 /**
@@ -73,8 +90,9 @@ export async function failThread(
 }
 
 /**
- * Names from the thread list, and re-queueing of threads whose history grew since they were
- * enriched (the list's message_count is above the stored history_count).
+ * Names from the thread list, and re-queueing of threads whose history changed length since they
+ * were enriched (the list's message_count differs from the stored history_count): grown, or
+ * shortened upstream, which the next read detects and answers by re-reading the whole history.
  */
 export async function applyThreadList(
   db: Kysely<Database>,
@@ -89,10 +107,10 @@ export async function applyThreadList(
       select * from unnest(${ids}::uuid[], ${names}::text[], ${counts}::int[]) as l(thread_id, name, n)
     ), c as (
       select t.thread_id, coalesce(l.name, t.thread_name) as name,
-             (t.enrich_status = 'done' and l.n > t.history_count) as requeue
+             (t.enrich_status = 'done' and l.n <> t.history_count) as requeue
       from threads t join l on l.thread_id = t.thread_id
       where t.thread_name is distinct from coalesce(l.name, t.thread_name)
-         or (t.enrich_status = 'done' and l.n > t.history_count)
+         or (t.enrich_status = 'done' and l.n <> t.history_count)
     ), u as (
       update threads t set
         thread_name = c.name,

@@ -41,6 +41,18 @@ export interface PageWrite {
   rejects: RejectRow[];
   /** The thread's history position after this page: the checkpoint. */
   nextIndex: number;
+  /**
+   * The positions this page holds, from `fromIndex` up to `nextIndex` (with `toEnd`: every
+   * position from `fromIndex` on, the page being the history's last). A stored message of the
+   * thread at one of them that the page does not hold is gone upstream: it is deleted, with its
+   * citations and artifacts. Absent on a write that holds no history (a thread's end alone).
+   */
+  covers?: { fromIndex: number; toEnd: boolean };
+  /**
+   * A page of a history re-read from position 0 because it changed upstream: the checkpoint is set
+   * to `nextIndex` even when that is below the stored one.
+   */
+  rewrite?: boolean;
   /** Set on the history's last page: the thread ends in the same statement. */
   finish?: FinishThread;
 }
@@ -55,14 +67,17 @@ export interface PageWrite {
 const WRITE_PAGES_SQL = `
 with pages as (
   select * from json_to_recordset($1::json) as p(thread_id uuid, next_index integer, finish boolean,
-    status text, requested_at timestamptz, has_name boolean, name text, error text)
+    status text, requested_at timestamptz, has_name boolean, name text, error text,
+    from_index integer, to_end boolean, rewrite boolean)
+), page_messages as (
+  select * from json_to_recordset($2::json) as x(message_id uuid, thread_id uuid, position integer,
+    role text, text text, created_at timestamptz, is_cancelled boolean, raw jsonb, load_id text)
 ), new_messages as (
   insert into thread_messages
     (message_id, thread_id, position, role, text, created_at, is_cancelled, raw, _load_id)
   select x.message_id, x.thread_id, x.position, x.role, x.text, x.created_at, x.is_cancelled, x.raw,
          x.load_id
-  from json_to_recordset($2::json) as x(message_id uuid, thread_id uuid, position integer, role text,
-    text text, created_at timestamptz, is_cancelled boolean, raw jsonb, load_id text)
+  from page_messages x
   on conflict (message_id) do update set
     thread_id = excluded.thread_id, position = excluded.position, role = excluded.role,
     text = excluded.text, created_at = excluded.created_at, is_cancelled = excluded.is_cancelled,
@@ -83,6 +98,30 @@ with pages as (
     fetched_via = excluded.fetched_via, _load_id = excluded._load_id, _loaded_at = now()
 ), owners as (
   select * from json_to_recordset($4::json) as o(kind text, id text, n integer)
+), stale_messages as (
+  -- What the service no longer has at the positions a page holds (its history shrank or was
+  -- rewritten): none in the common case, an index range of the thread's own positions to find out.
+  delete from thread_messages m using pages p
+  where m.thread_id = p.thread_id and p.from_index is not null and m.position >= p.from_index
+    and (p.to_end or m.position < p.next_index)
+    and m.thread_id = any(array(select thread_id from pages where from_index is not null))
+    and not exists (select 1 from page_messages x where x.message_id = m.message_id)
+  returning m.message_id
+), stale_artifacts as (
+  -- Those of a message gone, and those a message of the page no longer names (or names but the
+  -- service no longer serves: quarantined this time). One the page stores is never among them.
+  delete from artifacts a
+  where a.thread_id = any(array(select thread_id from pages where from_index is not null))
+    and (a.message_id = any(array(select message_id from stale_messages))
+      or a.message_id = any(array(select message_id from page_messages)))
+    and not (a.artifact_id = any(array(select id from owners where kind = 'artifact')))
+  returning a.artifact_id
+), stale_message_citations as (
+  delete from citations c
+  where c.owner_kind = 'message' and c.owner_id = any(array(select message_id::text from stale_messages))
+), stale_artifact_citations as (
+  delete from citations c
+  where c.owner_kind = 'artifact' and c.owner_id = any(array(select artifact_id from stale_artifacts))
 ), old_citations as (
   delete from citations c using owners o
   where c.owner_kind = o.kind and c.owner_id = o.id and c.ordinal >= o.n
@@ -119,8 +158,9 @@ with pages as (
   on conflict do nothing
 )
 update threads t set
-  -- Never backwards: an overlapping older attempt at the same thread may commit a page late.
-  history_count = greatest(t.history_count, p.next_index),
+  -- Never backwards, but for a re-read history: an overlapping older attempt at the same thread
+  -- may commit a page late.
+  history_count = case when p.rewrite then p.next_index else greatest(t.history_count, p.next_index) end,
   enrich_status = case
     when not p.finish then t.enrich_status
     when p.status = 'done' and t.enrich_requested_at is distinct from p.requested_at then t.enrich_status
@@ -186,6 +226,9 @@ export async function writePages(pool: Pick<pg.Pool, 'query'>, pages: readonly P
       has_name: f?.name !== undefined,
       name: f?.name === undefined ? null : storableText(f.name),
       error: f?.error === undefined ? null : storableText(f.error),
+      from_index: p.covers?.fromIndex ?? null,
+      to_end: p.covers?.toEnd ?? false,
+      rewrite: p.rewrite === true,
     });
     for (const { position, entry: e } of p.messages) {
       messages.push({

@@ -73,6 +73,14 @@ export interface LiveThread {
   turns: LiveTurn[];
   files: Map<string, UploadedFile>;
   deletedAt: number | undefined;
+  /** The thread's past as changed upstream (`Dataset.editHistory`); none: as generated. */
+  historyEdit?: HistoryEdit;
+}
+
+/** Entries removed from a history, and entries served under a new message_id. */
+export interface HistoryEdit {
+  removed: Set<string>;
+  renamed: Map<string, string>;
 }
 
 export interface ThreadEntry {
@@ -318,6 +326,34 @@ export class Dataset {
     if (found.status === 'ok') this.deleteThread(found.thread);
   }
 
+  /**
+   * Changes a thread's past as a service may (moderation, a regenerated answer): the entries now at
+   * positions `remove` disappear, those at `rename` are served under a new message_id (same content
+   * and artifacts). A client that stored the old history must re-read it. False when the thread
+   * does not exist.
+   */
+  editHistory(threadId: string, edit: { remove?: number[]; rename?: number[] }): boolean {
+    const found = this.lookup(threadId);
+    if (found.status !== 'ok') return false;
+    const entries = this.history(found.thread);
+    const live = this.liveOf(found.thread);
+    const e: HistoryEdit = live.historyEdit ?? { removed: new Set(), renamed: new Map() };
+    live.historyEdit = e;
+    for (const i of edit.rename ?? []) {
+      const id = entries[i]?.message_id;
+      if (id === undefined) continue;
+      // The edit is keyed by the generated id, so that a second rename replaces the first.
+      const original = [...e.renamed].find(([, to]) => to === id)?.[0] ?? id;
+      e.renamed.set(original, this.nextId(6));
+    }
+    for (const i of edit.remove ?? []) {
+      const id = entries[i]?.message_id;
+      if (id === undefined) continue;
+      e.removed.add([...e.renamed].find(([, to]) => to === id)?.[0] ?? id);
+    }
+    return true;
+  }
+
   isDeleted(threadId: string): boolean {
     return this.lookup(threadId).status === 'deleted';
   }
@@ -349,6 +385,7 @@ export class Dataset {
         updated = Math.max(updated, turn.reply?.time ?? turn.userTime);
       }
       if (live.renamedAt !== undefined) updated = Math.max(updated, live.renamedAt);
+      if (live.historyEdit) count = this.history(ref).length;
     }
     return {
       thread_id: ref.id,
@@ -468,7 +505,14 @@ export class Dataset {
             },
       );
     }
-    return out;
+    const edit = ref.live?.historyEdit;
+    if (!edit) return out;
+    return out
+      .filter((x) => !edit.removed.has(x.message_id))
+      .map((x) => {
+        const to = edit.renamed.get(x.message_id);
+        return to === undefined ? x : { ...x, message_id: to };
+      });
   }
 
   artifact(ref: ThreadRef, artifactId: string): ArtifactRef | undefined {

@@ -216,7 +216,7 @@ describe('enrichThreads', () => {
     expect(a.val_json).toEqual(table);
   });
 
-  it('when the history grew since the last enrichment, then only the new entries are read, from the stored position', async () => {
+  it('when the history grew since the last enrichment, then only the new entries are read, from one entry before the stored position', async () => {
     threads.set(T1, { name: 'n', history: [msg(0), msg(1), msg(2)] });
     const { ops, srv } = await setup([T1]);
     await ops.enrichThreads({ threadIds: [T1], loadId: 'L1' });
@@ -229,13 +229,207 @@ describe('enrichThreads', () => {
       .slice(before)
       .filter((s) => s.path.endsWith('/messages'))
       .map((s) => s.query.get('start_index'));
-    expect(starts[0]).toBe('3');
+    // One entry early (the change check), and no request more than reading from 3 would cost.
+    expect(starts).toEqual(['2', '4']);
     const positions = await db()
       .selectFrom('thread_messages')
       .select('position')
       .orderBy('position')
       .execute();
     expect(positions.map((p) => p.position)).toEqual([0, 1, 2, 3, 4]);
+  });
+
+  /** Every stored row of the warehouse that a history decides, in a comparable order. */
+  async function stored() {
+    const messages = await db()
+      .selectFrom('thread_messages')
+      .select(['message_id', 'position'])
+      .orderBy('position')
+      .execute();
+    const artifactRows = await db()
+      .selectFrom('artifacts')
+      .select(['artifact_id', 'message_id'])
+      .orderBy('artifact_id')
+      .execute();
+    const cites = await db()
+      .selectFrom('citations')
+      .select(['owner_kind', 'owner_id', 'ordinal'])
+      .orderBy('owner_kind')
+      .orderBy('owner_id')
+      .orderBy('ordinal')
+      .execute();
+    const t = await db()
+      .selectFrom('threads')
+      .select(['history_count', 'enrich_status'])
+      .executeTakeFirstOrThrow();
+    return { messages, artifacts: artifactRows, citations: cites, thread: t };
+  }
+
+  const art = (title: string) => ({
+    output_type: 'text',
+    title,
+    citations: [citation(20)],
+    val: 'v',
+    resolved_text_objects: false,
+  });
+
+  it('when entries were removed upstream, then the history is read again from 0 and the warehouse holds exactly what is left', async () => {
+    artifacts.set('art-2', art('two'));
+    artifacts.set('art-4', art('four'));
+    threads.set(T1, {
+      name: 'n',
+      history: [
+        msg(0),
+        msg(1),
+        msg(2, { citations: [citation(1)], artifact_ids: ['art-2'] }),
+        msg(3),
+        msg(4, { artifact_ids: ['art-4'] }),
+      ],
+    });
+    const { ops, srv } = await setup([T1]);
+    await ops.enrichThreads({ threadIds: [T1], loadId: 'L1' });
+    expect((await stored()).messages).toHaveLength(5);
+    const h = threads.get(T1)!.history;
+    h.splice(2, 1);
+    h.splice(3, 1);
+    await sql`update threads set enrich_status = 'pending', enrich_requested_at = now()`.execute(db());
+    const before = srv.seen.length;
+    await ops.enrichThreads({ threadIds: [T1], loadId: 'L2' });
+    const starts = srv.seen
+      .slice(before)
+      .filter((r) => r.path.endsWith('/messages'))
+      .map((r) => r.query.get('start_index'));
+    // Position 4 asked for (one before the 5 stored), nothing there: read again from 0.
+    expect(starts).toEqual(['4', '0', '2']);
+    expect(await stored()).toEqual({
+      messages: [
+        { message_id: uuid(0), position: 0 },
+        { message_id: uuid(1), position: 1 },
+        { message_id: uuid(3), position: 2 },
+      ],
+      artifacts: [],
+      citations: [],
+      thread: { history_count: 3, enrich_status: 'done' },
+    });
+  });
+
+  it('when the last stored entry was replaced upstream, then the history is read again and moved or renamed entries are stored as they are now', async () => {
+    artifacts.set('art-1', art('one'));
+    artifacts.set('art-3', art('three'));
+    threads.set(T1, {
+      name: 'n',
+      history: [
+        msg(0),
+        msg(1, { artifact_ids: ['art-1'], citations: [citation(1), citation(2)] }),
+        msg(2),
+        msg(3, { artifact_ids: ['art-3'] }),
+      ],
+    });
+    const { ops, srv } = await setup([T1]);
+    await ops.enrichThreads({ threadIds: [T1], loadId: 'L1' });
+    // A regenerated answer: entry 3 is served under a new id and names another artifact; entry 1
+    // no longer names its artifact, and a new entry came after.
+    artifacts.set('art-9', art('nine'));
+    threads.get(T1)!.history = [
+      msg(0),
+      msg(1, { citations: [citation(1)] }),
+      msg(2),
+      msg(13, { artifact_ids: ['art-9'] }),
+      msg(14),
+    ];
+    await sql`update threads set enrich_status = 'pending', enrich_requested_at = now()`.execute(db());
+    const before = srv.seen.length;
+    await ops.enrichThreads({ threadIds: [T1], loadId: 'L2' });
+    const starts = srv.seen
+      .slice(before)
+      .filter((r) => r.path.endsWith('/messages'))
+      .map((r) => r.query.get('start_index'));
+    expect(starts).toEqual(['3', '0', '2', '4']);
+    expect(await stored()).toEqual({
+      messages: [
+        { message_id: uuid(0), position: 0 },
+        { message_id: uuid(1), position: 1 },
+        { message_id: uuid(2), position: 2 },
+        { message_id: uuid(13), position: 3 },
+        { message_id: uuid(14), position: 4 },
+      ],
+      artifacts: [{ artifact_id: 'art-9', message_id: uuid(13) }],
+      citations: [
+        { owner_kind: 'artifact', owner_id: 'art-9', ordinal: 0 },
+        { owner_kind: 'message', owner_id: uuid(1), ordinal: 0 },
+      ],
+      thread: { history_count: 5, enrich_status: 'done' },
+    });
+  });
+
+  it('when every entry was removed upstream, then the thread keeps no message, artifact or citation', async () => {
+    artifacts.set('art-1', art('one'));
+    threads.set(T1, {
+      name: 'n',
+      history: [msg(0, { artifact_ids: ['art-1'], citations: [citation(1)] }), msg(1)],
+    });
+    const { ops } = await setup([T1]);
+    await ops.enrichThreads({ threadIds: [T1], loadId: 'L1' });
+    threads.get(T1)!.history = [];
+    await sql`update threads set enrich_status = 'pending', enrich_requested_at = now()`.execute(db());
+    await ops.enrichThreads({ threadIds: [T1], loadId: 'L2' });
+    expect(await stored()).toEqual({
+      messages: [],
+      artifacts: [],
+      citations: [],
+      thread: { history_count: 0, enrich_status: 'done' },
+    });
+  });
+
+  it('when the last stored entry was quarantined and nothing changed, then one request confirms it and no row is rewritten', async () => {
+    threads.set(T1, { name: 'n', history: [msg(0), msg(1), { message_id: 'not-a-uuid', role: 'user' }] });
+    const { ops, srv } = await setup([T1]);
+    await ops.enrichThreads({ threadIds: [T1], loadId: 'L1' });
+    const rows = async () =>
+      (await sql<{ x: string }>`select xmin::text as x from thread_messages order by position`.execute(db()))
+        .rows;
+    const before = await rows();
+    expect(before).toHaveLength(2);
+    await sql`update threads set enrich_status = 'pending', enrich_requested_at = now()`.execute(db());
+    const n = srv.seen.length;
+    await ops.enrichThreads({ threadIds: [T1], loadId: 'L2' });
+    const starts = srv.seen
+      .slice(n)
+      .filter((r) => r.path.endsWith('/messages'))
+      .map((r) => r.query.get('start_index'));
+    expect(starts).toEqual(['2']);
+    expect(await rows()).toEqual(before);
+  });
+
+  it('when the last stored entry was quarantined and another entry took its place, then the history is read again', async () => {
+    threads.set(T1, { name: 'n', history: [msg(0), msg(1), { message_id: 'not-a-uuid', role: 'user' }] });
+    const { ops, srv } = await setup([T1]);
+    await ops.enrichThreads({ threadIds: [T1], loadId: 'L1' });
+    threads.get(T1)!.history = [msg(0), msg(11), msg(12)];
+    await sql`update threads set enrich_status = 'pending', enrich_requested_at = now()`.execute(db());
+    const n = srv.seen.length;
+    await ops.enrichThreads({ threadIds: [T1], loadId: 'L2' });
+    const starts = srv.seen
+      .slice(n)
+      .filter((r) => r.path.endsWith('/messages'))
+      .map((r) => r.query.get('start_index'));
+    expect(starts).toEqual(['2', '0', '2']);
+    expect((await stored()).messages).toEqual([
+      { message_id: uuid(0), position: 0 },
+      { message_id: uuid(11), position: 1 },
+      { message_id: uuid(12), position: 2 },
+    ]);
+  });
+
+  it('when the thread list shows fewer messages than stored, then a done thread is queued again', async () => {
+    threads.set(T1, { name: 'n', history: [msg(0), msg(1), msg(2)] });
+    const { ops } = await setup([T1]);
+    await ops.enrichThreads({ threadIds: [T1], loadId: 'L1' });
+    threads.get(T1)!.history.pop();
+    threads.set(T2, { name: 'other', history: [] });
+    await sql`insert into threads (thread_id, enrich_status) values (${T2}, 'pending')`.execute(db());
+    await ops.enrichThreads({ threadIds: [T2], loadId: 'L2' });
+    expect(await ops.listPendingThreads({ afterThreadId: null, limit: 10 })).toEqual([T1]);
   });
 
   it('when the thread list shows more messages than stored, then a done thread is queued again', async () => {
