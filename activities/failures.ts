@@ -1,6 +1,7 @@
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { CrsError, errorMessage } from '../src/errors.ts';
 import { redactText } from '../src/log.ts';
+import { isRetryableDbError, toDbCrsError } from '../src/warehouse/db-errors.ts';
 
 /**
  * Error codes that no retry can fix: bad configuration, rejected credentials, a service that
@@ -47,6 +48,9 @@ export function toFailure(err: unknown): Error {
       ...(delay !== undefined ? { nextRetryDelay: Math.max(delay, 1) } : {}),
     });
   }
+  // A raw database error (a query outside the loader's own mapping): a lost connection or a
+  // timeout retries under its CrsError code, so the history says what happened.
+  if (isRetryableDbError(err)) return toFailure(toDbCrsError(err, 'INTERNAL', 'warehouse query failed'));
   const name = err instanceof Error ? err.name : 'Error';
   return ApplicationFailure.create({ message: redactText(errorMessage(err)), type: name });
 }

@@ -11,6 +11,7 @@ import type { DayCounts, DayResult, EnrichCounts, RunTotals } from '../workflows
 import { awaitWorkflowResult } from './await-workflow.ts';
 import { toFailure } from './failures.ts';
 import type { DayLoadProgress, SyncOps } from './ops.ts';
+import { createProgressBeat, type ProgressBeat } from './progress-beat.ts';
 import { createSemaphore } from './semaphore.ts';
 
 export interface ActivityDeps {
@@ -53,6 +54,9 @@ export function createActivities(deps: ActivityDeps) {
     if (!f) throw ApplicationFailure.nonRetryable(`this worker has no ${k} implementation`, 'CONFIG_INVALID');
     return f;
   }
+
+  /** How a long activity heartbeats (see progress-beat.ts); its stall clock starts now. */
+  const progressBeat = () => createProgressBeat({ stallMs: config.stallTimeoutMs });
 
   async function guarded<T>(f: () => Promise<T>): Promise<T> {
     try {
@@ -147,6 +151,8 @@ export function createActivities(deps: ActivityDeps) {
       });
       async function loadOnce(): Promise<DayCounts> {
         let last: DayLoadProgress | undefined = resumedFrom;
+        const beat = progressBeat();
+        beat.moved(last);
         const s = await whileBeating(
           () => last,
           () =>
@@ -156,9 +162,10 @@ export function createActivities(deps: ActivityDeps) {
               signal: ctx.cancellationSignal,
               onProgress: (p) => {
                 last = { linesCommitted: p.linesCommitted, rowsRead: p.rowsRead, bytesRead: p.bytesRead };
-                ctx.heartbeat(last);
+                if (beat.moved(last)) ctx.heartbeat(last);
               },
             }),
+          beat,
         );
         return {
           linesRead: s.linesRead,
@@ -248,6 +255,7 @@ export function createActivities(deps: ActivityDeps) {
     async enrichThreads(input: { threadIds: string[]; loadId: string }): Promise<EnrichCounts> {
       const ctx = Context.current();
       let last: EnrichCounts | undefined;
+      const beat = progressBeat();
       return guarded(() =>
         whileBeating(
           () => last,
@@ -258,9 +266,10 @@ export function createActivities(deps: ActivityDeps) {
               signal: ctx.cancellationSignal,
               onProgress: (counts) => {
                 last = { ...counts };
-                ctx.heartbeat(last);
+                if (beat.moved(last)) ctx.heartbeat(last);
               },
             }),
+          beat,
         ),
       );
     },
@@ -272,16 +281,35 @@ export type Activities = ReturnType<typeof createActivities>;
 const BEAT_EVERY_MS = 5000;
 
 /**
- * Heartbeats on a timer while `work` runs, besides any progress beats: a load waiting out a
- * Retry-After, or an enrichment batch under the shared rate budget, makes no progress for a while
- * yet is alive. So the heartbeat timeout detects a dead worker (and delivers cancellation) rather
- * than a slow service; stalls of the service are the HTTP client's own timeouts.
+ * Heartbeats on a timer while `work` runs, besides the progress beats. Without `beat` (waiting
+ * for a slot: alive, with nothing to report) always; with one, only while the work moved within
+ * its grace window (progress-beat.ts), so that a load or batch that hangs stops heartbeating and
+ * Temporal retries it, while a quiet stretch of healthy work (a finalize, a Retry-After wait, the
+ * shared rate budget) still counts as alive and keeps receiving cancellation.
  */
-async function whileBeating<T>(details: () => unknown, work: () => Promise<T>): Promise<T> {
+async function whileBeating<T>(
+  details: () => unknown,
+  work: () => Promise<T>,
+  beat?: ProgressBeat,
+): Promise<T> {
   const ctx = Context.current();
   // Well inside the heartbeat timeout, whatever the workflow set it to.
   const every = Math.max(200, Math.min(BEAT_EVERY_MS, (ctx.info.heartbeatTimeoutMs ?? 30_000) / 3));
-  const timer = setInterval(() => ctx.heartbeat(details()), every);
+  let stalled = false;
+  const timer = setInterval(() => {
+    if (!beat || beat.alive()) {
+      stalled = false;
+      ctx.heartbeat(details());
+    } else if (!stalled) {
+      stalled = true;
+      ctx.log.warn(
+        'no progress within CRS_STALL_TIMEOUT_MS: heartbeats stop, so Temporal retries this attempt',
+        {
+          quietMs: beat.quietMs(),
+        },
+      );
+    }
+  }, every);
   try {
     return await work();
   } finally {

@@ -56,6 +56,21 @@ const envSchema = z.object({
   CRS_MAX_LINE_BYTES: intSetting(16 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
   CRS_BATCH_SIZE: intSetting(1000, 1, 50_000),
   CRS_LOAD_CONNECTIONS: intSetting(4, 1, 64),
+  // A complete export that would soft-delete more than this percent of a day's live rows has
+  // its deletes held for review (a normal day deletes a handful; 100 turns the guard off).
+  CRS_DELETE_GUARD: z.coerce.number().min(0).max(100).default(10),
+  // Database timeouts (0 turns one off). They stop a statement, lock wait or forgotten transaction
+  // that hangs, so the activity fails retryably instead of looking busy for hours; the defaults
+  // sit far above what a legitimate day (a 1M-row finalize takes well under a minute) needs.
+  CRS_DB_STATEMENT_TIMEOUT_MS: intSetting(600_000, 0, 86_400_000),
+  CRS_DB_LOCK_TIMEOUT_MS: intSetting(120_000, 0, 86_400_000),
+  CRS_DB_IDLE_TX_TIMEOUT_MS: intSetting(300_000, 0, 86_400_000),
+  // Migrations may rewrite a big table, and wait for running loads' locks: their own bound.
+  CRS_DB_MIGRATION_TIMEOUT_MS: intSetting(3_600_000, 0, 86_400_000),
+  CRS_DB_KEEPALIVE_MS: intSetting(30_000, 0, 3_600_000),
+  // A load or enrichment batch heartbeats while it moves; this long without moving (a hung
+  // query, a dead network) it stops, so Temporal times the attempt out and retries it.
+  CRS_STALL_TIMEOUT_MS: intSetting(300_000, 0, 86_400_000),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 
@@ -91,6 +106,16 @@ export interface Config {
   readonly maxLineBytes: number;
   readonly batchSize: number;
   readonly loadConnections: number;
+  /** CRS_DELETE_GUARD: percent of a day's live rows above which its deletes are held. */
+  readonly deleteGuardPct: number;
+  readonly db: {
+    readonly statementTimeoutMs: number;
+    readonly lockTimeoutMs: number;
+    readonly idleTxTimeoutMs: number;
+    readonly migrationTimeoutMs: number;
+    readonly keepAliveMs: number;
+  };
+  readonly stallTimeoutMs: number;
   readonly logLevel: Env['LOG_LEVEL'];
 }
 
@@ -133,6 +158,15 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     maxLineBytes: e.CRS_MAX_LINE_BYTES,
     batchSize: e.CRS_BATCH_SIZE,
     loadConnections: e.CRS_LOAD_CONNECTIONS,
+    deleteGuardPct: e.CRS_DELETE_GUARD,
+    db: {
+      statementTimeoutMs: e.CRS_DB_STATEMENT_TIMEOUT_MS,
+      lockTimeoutMs: e.CRS_DB_LOCK_TIMEOUT_MS,
+      idleTxTimeoutMs: e.CRS_DB_IDLE_TX_TIMEOUT_MS,
+      migrationTimeoutMs: e.CRS_DB_MIGRATION_TIMEOUT_MS,
+      keepAliveMs: e.CRS_DB_KEEPALIVE_MS,
+    },
+    stallTimeoutMs: e.CRS_STALL_TIMEOUT_MS,
     logLevel: e.LOG_LEVEL,
   };
   return deepFreeze(cfg);

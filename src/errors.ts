@@ -8,6 +8,7 @@ export type ErrorCode =
   | 'CONFIG_INVALID'
   | 'USAGE'
   | 'DB_UNAVAILABLE'
+  | 'DB_TIMEOUT'
   | 'MIGRATION_FAILED'
   | 'INPUT_UNREADABLE'
   | 'LOAD_FAILED'
@@ -45,7 +46,7 @@ export class CrsError extends Error {
   }
 }
 
-/** Exit statuses of the CLI (DESIGN.md §3). */
+/** Exit statuses of the CLI. */
 export const EXIT_OK = 0;
 export const EXIT_FAILURE = 1;
 export const EXIT_USAGE = 2;

@@ -61,7 +61,19 @@ export async function openConfiguredWarehouse(
     stopEmbedded = emb.stop;
     description = `embedded PostgreSQL in ${EMBEDDED_DIR}, 127.0.0.1:${emb.port} (schema ${ctx.config.schema})`;
   }
-  const warehouse = openWarehouse({ url, schema: ctx.config.schema, max });
+  const warehouse = openWarehouse({
+    url,
+    schema: ctx.config.schema,
+    max,
+    log: ctx.log,
+    timeouts: {
+      statementMs: ctx.config.db.statementTimeoutMs,
+      lockMs: ctx.config.db.lockTimeoutMs,
+      idleTxMs: ctx.config.db.idleTxTimeoutMs,
+      migrationMs: ctx.config.db.migrationTimeoutMs,
+      keepAliveMs: ctx.config.db.keepAliveMs,
+    },
+  });
   try {
     await checkConnection(warehouse);
     if (opts.migrate !== false) await migrateToLatest(warehouse);

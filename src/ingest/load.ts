@@ -4,6 +4,7 @@ import type pg from 'pg';
 import { CrsError, errorMessage, isCrsError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { Warehouse } from '../warehouse/db.ts';
+import { dbFailureKind, toDbCrsError } from '../warehouse/db-errors.ts';
 import { ByteSink, putMessageTuple } from './copy-binary.ts';
 import { type FinalizeResult, finalizeLoad } from './finalize.ts';
 import { type SourceLine, type SplitStats, splitLines } from './line-splitter.ts';
@@ -91,8 +92,6 @@ const SINK_FLUSH_BYTES = SINK_BYTES - (1 << 16);
 const SINK_KEEP_BYTES = 1 << 23;
 const MAX_QUEUED_THREADS = 100_000;
 
-const RETRYABLE_PG = new Set(['40001', '40P01', '57P01', '08006', '08003', '08000', '53300']);
-
 function partOf(messageId: string, parts: number): number {
   // The last 8 hex digits are random in v4 and v7 UUIDs alike (v7 starts with a timestamp).
   return Number.parseInt(messageId.slice(-8), 16) % parts;
@@ -176,6 +175,9 @@ export async function runLoad(req: LoadRequest): Promise<LoadSummary> {
 
 async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number): Promise<LoadSummary> {
   const { warehouse, log } = req;
+  } catch (err) {
+    // Also the checkpoint reads and the finalize: a dropped connection there is retryable too.
+    throw toDbCrsError(err, 'LOAD_FAILED', `load ${req.loadId} failed`);
   const pool = warehouse.pool;
 
   // Checkpoint rows: created once per load key; an existing load keeps its partition count.
@@ -293,7 +295,7 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
           stageAll = true;
           continue;
         }
-        if (code && RETRYABLE_PG.has(code) && attempt < 4 && code.startsWith('40')) {
+        if (dbFailureKind(err) === 'conflict' && attempt < 4) {
           await sleep(50 * attempt);
           continue;
         }
@@ -522,11 +524,8 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
   }
   if (failure) {
     if (isCrsError(failure)) throw failure;
-    const code = (failure as { code?: string }).code;
-    throw new CrsError('LOAD_FAILED', `load ${req.loadId} failed: ${errorMessage(failure)}`, {
-      retryable: code !== undefined && RETRYABLE_PG.has(code),
-      cause: failure,
-    });
+    // A lost connection or a timeout is retryable: run again, the load resumes at its checkpoint.
+    throw toDbCrsError(failure, 'LOAD_FAILED', `load ${req.loadId} failed`);
   }
   report(true);
 

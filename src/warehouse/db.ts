@@ -1,6 +1,8 @@
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import { CrsError } from '../errors.ts';
+import { type Logger, redactText } from '../log.ts';
+import { dbFailureKind } from './db-errors.ts';
 import type { Database } from './types.ts';
 
 // `date` as its 'YYYY-MM-DD' text (a JS Date would shift it by the local zone), bigint as a
@@ -15,8 +17,35 @@ export interface Warehouse {
   /** The raw pool, for the loader's hot path (hand-built, prepared batch statements). */
   readonly pool: pg.Pool;
   readonly schema: string;
+  /** What the pool was opened with (a migration opens a pool of its own from it). */
+  readonly options: Readonly<WarehouseOptions>;
   close(): Promise<void>;
 }
+
+/**
+ * Server-side bounds of every session, in ms (0: none). A statement, lock wait or transaction
+ * left open beyond them is ended by the server with an error the connector retries (see
+ * db-errors.ts), instead of holding a day load for hours. The defaults are far above anything a
+ * legitimate load needs (its batches take milliseconds, a 1M-row day's finalize under a minute)
+ * and equal those of src/config.ts.
+ */
+export interface DbTimeouts {
+  statementMs: number;
+  lockMs: number;
+  idleTxMs: number;
+  /** statement_timeout and lock_timeout of a migration, which may rewrite a big table. */
+  migrationMs: number;
+  /** Idle time before TCP keepalive probes start, so a silently dead server is noticed. */
+  keepAliveMs: number;
+}
+
+export const DEFAULT_DB_TIMEOUTS: Readonly<DbTimeouts> = Object.freeze({
+  statementMs: 600_000,
+  lockMs: 120_000,
+  idleTxMs: 300_000,
+  migrationMs: 3_600_000,
+  keepAliveMs: 30_000,
+});
 
 export interface WarehouseOptions {
   url: string;
@@ -24,6 +53,9 @@ export interface WarehouseOptions {
   /** Pool size: the loader's parallel connections plus a few for bookkeeping. */
   max?: number;
   applicationName?: string;
+  timeouts?: Partial<DbTimeouts>;
+  /** Where connection errors of pooled clients are reported (warn); silent without one. */
+  log?: Logger;
 }
 
 /**
@@ -34,21 +66,42 @@ export function openWarehouse(opts: WarehouseOptions): Warehouse {
   if (!IDENTIFIER.test(opts.schema)) {
     throw new CrsError('CONFIG_INVALID', `CRS_SCHEMA: "${opts.schema}" is not a plain lower-case identifier`);
   }
+  const t = { ...DEFAULT_DB_TIMEOUTS, ...opts.timeouts };
   const pool = new pg.Pool({
     connectionString: opts.url,
     max: opts.max ?? 8,
     options: `-c search_path=${opts.schema},public`,
     application_name: opts.applicationName ?? 'crs-sync',
     connectionTimeoutMillis: 10_000,
+    // pg sends only the non-zero ones; 0 leaves the server's own setting.
+    statement_timeout: t.statementMs || undefined,
+    lock_timeout: t.lockMs || undefined,
+    idle_in_transaction_session_timeout: t.idleTxMs || undefined,
+    keepAlive: t.keepAliveMs > 0,
+    keepAliveInitialDelayMillis: t.keepAliveMs,
   });
-  // An idle client that errors (server restart) must not crash the process; the next query
-  // reports the problem.
+  // A client's connection can die at any moment (pg_terminate_backend, restart, failover), and
+  // pg then emits 'error' on the client. The pool listens only while a client is idle: one
+  // checked out (a loader partition, a lock holder) would crash the process with an unhandled
+  // 'error'. So every client gets a listener for its whole life; the query in flight rejects on
+  // its own, the holder fails retryably, and pg-pool discards the broken client on release.
+  const onClientError = (err: Error) => {
+    opts.log?.warn(
+      { code: (err as { code?: unknown }).code, kind: dbFailureKind(err), error: redactText(err.message) },
+      'a warehouse connection failed; its work fails and is retried',
+    );
+  };
+  pool.on('connect', (client) => {
+    client.on('error', onClientError);
+  });
+  // The idle clients' errors reach the pool too: the listener above has logged them.
   pool.on('error', () => {});
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   return {
     db,
     pool,
     schema: opts.schema,
+    options: { ...opts },
     close: async () => {
       await db.destroy();
     },

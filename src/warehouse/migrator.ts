@@ -3,7 +3,7 @@ import path from 'node:path';
 import { sql } from 'kysely';
 import { FileMigrationProvider, type MigrationResultSet, Migrator } from 'kysely/migration';
 import { CrsError } from '../errors.ts';
-import type { Warehouse } from './db.ts';
+import { DEFAULT_DB_TIMEOUTS, openWarehouse, type Warehouse } from './db.ts';
 
 export const migrationFolder = path.resolve(import.meta.dirname, '..', '..', 'migrations');
 
@@ -17,8 +17,19 @@ export interface MigrateResult {
  * schema is created and migrated under a session advisory lock keyed by the schema name, so a
  * second runner waits and then finds nothing to do.
  */
-export async function migrateToLatest(w: Warehouse): Promise<MigrateResult> {
-  const lockClient = await w.pool.connect();
+export async function migrateToLatest(base: Warehouse): Promise<MigrateResult> {
+  // A pool of its own whose sessions allow a migration's long statements and lock waits (behind
+  // a running load), while still bounding one that hangs.
+  const limit = base.options.timeouts?.migrationMs ?? DEFAULT_DB_TIMEOUTS.migrationMs;
+  const w = openWarehouse({
+    ...base.options,
+    max: 2,
+    timeouts: { ...base.options.timeouts, statementMs: limit, lockMs: limit },
+  });
+  const lockClient = await w.pool.connect().catch(async (err: unknown) => {
+    await w.close();
+    throw err;
+  });
   try {
     await lockClient.query('select pg_advisory_lock(hashtext($1))', [`crs-sync:migrate:${w.schema}`]);
     await lockClient.query(`create schema if not exists "${w.schema}"`);
@@ -46,6 +57,7 @@ export async function migrateToLatest(w: Warehouse): Promise<MigrateResult> {
       .query('select pg_advisory_unlock(hashtext($1))', [`crs-sync:migrate:${w.schema}`])
       .catch(() => {});
     lockClient.release();
+    await w.close();
   }
 }
 
