@@ -163,6 +163,9 @@ export async function runLoad(req: LoadRequest): Promise<LoadSummary> {
       );
     }
     return await runLocked(req, first, started);
+  } catch (err) {
+    // Also the checkpoint reads and the finalize: a dropped connection there is retryable too.
+    throw toDbCrsError(err, 'LOAD_FAILED', `load ${req.loadId} failed`);
   } finally {
     if (locked) {
       await first.query('select pg_advisory_unlock(hashtext($1))', [lockKey]).then(
@@ -175,9 +178,6 @@ export async function runLoad(req: LoadRequest): Promise<LoadSummary> {
 
 async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number): Promise<LoadSummary> {
   const { warehouse, log } = req;
-  } catch (err) {
-    // Also the checkpoint reads and the finalize: a dropped connection there is retryable too.
-    throw toDbCrsError(err, 'LOAD_FAILED', `load ${req.loadId} failed`);
   const pool = warehouse.pool;
 
   // Checkpoint rows: created once per load key; an existing load keeps its partition count.
