@@ -76,9 +76,112 @@ async function snapshot() {
   };
 }
 
+/**
+ * The warehouse holds exactly what the service has for `readable` threads, row by row: every
+ * message (thread, position, entry as sent), every artifact (named by the first entry of its
+ * thread that names it) and every citation of both, and no other.
+ */
+async function expectWarehouseIsTruth(readable: string[]) {
+  const histories = readable.map((id) => sim.truth.threadHistory(id)!);
+  const db = tw.w.db;
+  const count = async (q: string) => Number((await sql.raw<{ n: string }>(q).execute(db)).rows[0]?.n);
+  expect(await count('select count(*) n from thread_messages where is_cancelled')).toBe(
+    histories.flat().filter((e) => e.content === 'User cancelled').length,
+  );
+  expect(await count('select count(*) n from rejected_records')).toBe(0);
+
+  // Every message, row by row: its thread, position and the entry exactly as the service has it.
+  const byKey = <T extends Record<string, unknown>>(rows: T[], key: (r: T) => string) =>
+    [...rows].sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
+  const messages = await db
+    .selectFrom('thread_messages')
+    .select(['thread_id', 'position', 'message_id', 'raw'])
+    .execute();
+  const expectedMessages = readable.flatMap((id) =>
+    sim.truth.threadHistory(id)!.map((e, position) => ({
+      thread_id: id,
+      position,
+      message_id: e.message_id,
+      raw: e,
+    })),
+  );
+  const messageKey = (r: { thread_id: string; position: number }) =>
+    `${r.thread_id}/${String(r.position).padStart(6, '0')}`;
+  expect(byKey(messages, messageKey)).toEqual(byKey(expectedMessages, messageKey));
+
+  // Every artifact, row by row, named by the first entry of its thread that names it.
+  const expectedArtifacts = readable.flatMap((id) => {
+    const firstNamer = new Map<string, string>();
+    for (const e of sim.truth.threadHistory(id)!) {
+      for (const a of e.artifact_ids) if (!firstNamer.has(a)) firstNamer.set(a, e.message_id);
+    }
+    return [...firstNamer].map(([artifactId, messageId]) => {
+      const a = sim.truth.artifact(id, artifactId)!.artifact;
+      return {
+        thread_id: id,
+        artifact_id: artifactId,
+        message_id: messageId,
+        output_type: a.output_type,
+        title: a.title,
+        val: a.val,
+        raw: a,
+        fetched_via: 'v2',
+      };
+    });
+  });
+  const artifacts = await db
+    .selectFrom('artifacts')
+    .select(['thread_id', 'artifact_id', 'message_id', 'output_type', 'title', 'val', 'raw', 'fetched_via'])
+    .execute();
+  const artifactKey = (r: { thread_id: string; artifact_id: string }) => `${r.thread_id}/${r.artifact_id}`;
+  expect(byKey(artifacts, artifactKey)).toEqual(byKey(expectedArtifacts, artifactKey));
+
+  // Every citation of a message and of an artifact, row by row, in its owner's order.
+  const citationRow = (kind: 'message' | 'artifact', ownerId: string, ordinal: number, c: object) => {
+    const o = c as Record<string, unknown>;
+    const extra = Object.fromEntries(Object.entries(o).filter(([k]) => !CITATION_FIELDS.includes(k)));
+    return {
+      owner_kind: kind,
+      owner_id: ownerId,
+      ordinal,
+      citation_id: o.id,
+      citation_type: o.citation_type,
+      name: o.name,
+      inline_offset: o.inline_offset,
+      is_snippet: o.is_snippet,
+      extra: Object.keys(extra).length > 0 ? extra : null,
+    };
+  };
+  const expectedCitations = [
+    ...histories.flat().flatMap((e) => e.citations.map((c, i) => citationRow('message', e.message_id, i, c))),
+    ...expectedArtifacts.flatMap((a) =>
+      a.raw.citations.map((c, i) => citationRow('artifact', a.artifact_id, i, c)),
+    ),
+  ];
+  const citations = await db
+    .selectFrom('citations')
+    .select([
+      'owner_kind',
+      'owner_id',
+      'ordinal',
+      'citation_id',
+      'citation_type',
+      'name',
+      'inline_offset',
+      'is_snippet',
+      'extra',
+    ])
+    .execute();
+  const citationKey = (r: { owner_kind: string; owner_id: string; ordinal: number }) =>
+    `${r.owner_kind}/${r.owner_id}/${String(r.ordinal).padStart(6, '0')}`;
+  expect(citations.length).toBeGreaterThan(0);
+  expect(byKey(citations, citationKey)).toEqual(byKey(expectedCitations, citationKey));
+}
+
 describe('enrichment against the simulator', () => {
   let all: string[];
   let deleted: string;
+  let readable: string[];
 
   it('when every thread is enriched through faults, then the warehouse holds exactly the service’s histories and artifacts', async () => {
     all = sim.truth.threads().map((t) => t.thread_id);
@@ -91,8 +194,7 @@ describe('enrichment against the simulator', () => {
     sim.dataset.deleteById(deleted);
     await enrichAll(client(), 'sim-1');
 
-    const readable = all.filter((id) => id !== deleted && !sim.truth.isRestricted(id));
-    const histories = readable.map((id) => sim.truth.threadHistory(id)!);
+    readable = all.filter((id) => id !== deleted && !sim.truth.isRestricted(id));
     const db = tw.w.db;
     const status = await db
       .selectFrom('threads')
@@ -107,100 +209,7 @@ describe('enrichment against the simulator', () => {
     const names = new Map(sim.truth.threads().map((t) => [t.thread_id, t.thread_name]));
     for (const id of readable) expect(by.get(id)?.thread_name).toBe(names.get(id));
 
-    const count = async (q: string) => Number((await sql.raw<{ n: string }>(q).execute(db)).rows[0]?.n);
-    expect(await count('select count(*) n from thread_messages where is_cancelled')).toBe(
-      histories.flat().filter((e) => e.content === 'User cancelled').length,
-    );
-    expect(await count('select count(*) n from rejected_records')).toBe(0);
-
-    // Every message, row by row: its thread, position and the entry exactly as the service has it.
-    const byKey = <T extends Record<string, unknown>>(rows: T[], key: (r: T) => string) =>
-      [...rows].sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
-    const messages = await db
-      .selectFrom('thread_messages')
-      .select(['thread_id', 'position', 'message_id', 'raw'])
-      .execute();
-    const expectedMessages = readable.flatMap((id) =>
-      sim.truth.threadHistory(id)!.map((e, position) => ({
-        thread_id: id,
-        position,
-        message_id: e.message_id,
-        raw: e,
-      })),
-    );
-    const messageKey = (r: { thread_id: string; position: number }) =>
-      `${r.thread_id}/${String(r.position).padStart(6, '0')}`;
-    expect(byKey(messages, messageKey)).toEqual(byKey(expectedMessages, messageKey));
-
-    // Every artifact, row by row, named by the first entry of its thread that names it.
-    const expectedArtifacts = readable.flatMap((id) => {
-      const firstNamer = new Map<string, string>();
-      for (const e of sim.truth.threadHistory(id)!) {
-        for (const a of e.artifact_ids) if (!firstNamer.has(a)) firstNamer.set(a, e.message_id);
-      }
-      return [...firstNamer].map(([artifactId, messageId]) => {
-        const a = sim.truth.artifact(id, artifactId)!.artifact;
-        return {
-          thread_id: id,
-          artifact_id: artifactId,
-          message_id: messageId,
-          output_type: a.output_type,
-          title: a.title,
-          val: a.val,
-          raw: a,
-          fetched_via: 'v2',
-        };
-      });
-    });
-    const artifacts = await db
-      .selectFrom('artifacts')
-      .select(['thread_id', 'artifact_id', 'message_id', 'output_type', 'title', 'val', 'raw', 'fetched_via'])
-      .execute();
-    const artifactKey = (r: { thread_id: string; artifact_id: string }) => `${r.thread_id}/${r.artifact_id}`;
-    expect(byKey(artifacts, artifactKey)).toEqual(byKey(expectedArtifacts, artifactKey));
-
-    // Every citation of a message and of an artifact, row by row, in its owner's order.
-    const citationRow = (kind: 'message' | 'artifact', ownerId: string, ordinal: number, c: object) => {
-      const o = c as Record<string, unknown>;
-      const extra = Object.fromEntries(Object.entries(o).filter(([k]) => !CITATION_FIELDS.includes(k)));
-      return {
-        owner_kind: kind,
-        owner_id: ownerId,
-        ordinal,
-        citation_id: o.id,
-        citation_type: o.citation_type,
-        name: o.name,
-        inline_offset: o.inline_offset,
-        is_snippet: o.is_snippet,
-        extra: Object.keys(extra).length > 0 ? extra : null,
-      };
-    };
-    const expectedCitations = [
-      ...histories
-        .flat()
-        .flatMap((e) => e.citations.map((c, i) => citationRow('message', e.message_id, i, c))),
-      ...expectedArtifacts.flatMap((a) =>
-        a.raw.citations.map((c, i) => citationRow('artifact', a.artifact_id, i, c)),
-      ),
-    ];
-    const citations = await db
-      .selectFrom('citations')
-      .select([
-        'owner_kind',
-        'owner_id',
-        'ordinal',
-        'citation_id',
-        'citation_type',
-        'name',
-        'inline_offset',
-        'is_snippet',
-        'extra',
-      ])
-      .execute();
-    const citationKey = (r: { owner_kind: string; owner_id: string; ordinal: number }) =>
-      `${r.owner_kind}/${r.owner_id}/${String(r.ordinal).padStart(6, '0')}`;
-    expect(citations.length).toBeGreaterThan(0);
-    expect(byKey(citations, citationKey)).toEqual(byKey(expectedCitations, citationKey));
+    await expectWarehouseIsTruth(readable);
   });
 
   it('when every thread is queued and enriched again through faults, then no stored row is rewritten', async () => {
@@ -211,5 +220,28 @@ describe('enrichment against the simulator', () => {
               where thread_id <> ${deleted}`.execute(tw.w.db);
     await enrichAll(client(), 'sim-2');
     expect(await snapshot()).toEqual(before);
+  });
+
+  it('when histories shrink or are rewritten upstream, then they are read again and the warehouse equals the service row by row', async () => {
+    const long = readable.filter((id) => sim.truth.threadHistory(id)!.length >= 4);
+    expect(long.length).toBeGreaterThanOrEqual(5);
+    const [middle, renamedLast, tail, emptied, mixed] = long as [string, string, string, string, string];
+    const n = (id: string) => sim.truth.threadHistory(id)!.length;
+    sim.dataset.editHistory(middle, { remove: [1] });
+    sim.dataset.editHistory(renamedLast, { rename: [n(renamedLast) - 1] });
+    sim.dataset.editHistory(tail, { remove: [n(tail) - 2, n(tail) - 1] });
+    sim.dataset.editHistory(emptied, { remove: Array.from({ length: n(emptied) }, (_, i) => i) });
+    sim.dataset.editHistory(mixed, { rename: [0], remove: [n(mixed) - 1] });
+    expect(sim.truth.threadHistory(emptied)).toEqual([]);
+    // A rewrite that keeps the length shows in no count: a load that touches the thread queues it.
+    await sql`update threads set enrich_status = 'pending', enrich_requested_at = now()
+              where thread_id = ${renamedLast}`.execute(tw.w.db);
+    // The shortened ones are queued by the thread list the batches read (their count shrank);
+    // those the walk had passed are enriched by the next walk.
+    await enrichAll(client(), 'sim-3');
+    await enrichAll(client(), 'sim-3b');
+    const status = await tw.w.db.selectFrom('threads').select(['thread_id', 'enrich_status']).execute();
+    for (const id of readable) expect(status.find((s) => s.thread_id === id)?.enrich_status).toBe('done');
+    await expectWarehouseIsTruth(readable);
   });
 });
