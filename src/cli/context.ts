@@ -55,11 +55,13 @@ export async function openConfiguredWarehouse(
     const u = new URL(url);
     description = `${u.hostname}:${u.port || 5432}${u.pathname} (schema ${ctx.config.schema})`;
   } else {
-    ctx.log.info({ dir: EMBEDDED_DIR }, 'DATABASE_URL is not set: starting the embedded PostgreSQL');
+    ctx.log.info('DATABASE_URL is not set: starting the embedded PostgreSQL');
     const emb = await startEmbeddedPostgres({ dir: EMBEDDED_DIR, persistent: true });
     url = emb.url;
     stopEmbedded = emb.stop;
-    description = `embedded PostgreSQL in ${EMBEDDED_DIR}, 127.0.0.1:${emb.port} (schema ${ctx.config.schema})`;
+    // As root in a checkout other users cannot enter, the data directory lives elsewhere.
+    const shown = emb.dir === path.resolve(EMBEDDED_DIR) ? EMBEDDED_DIR : emb.dir;
+    description = `embedded PostgreSQL in ${shown}, 127.0.0.1:${emb.port} (schema ${ctx.config.schema})`;
   }
   const warehouse = openWarehouse({
     url,

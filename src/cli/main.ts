@@ -56,7 +56,9 @@ if (env[MARK] !== undefined) {
   if (flags.length > 0 || added.length > 0) {
     const next: Record<string, string | undefined> = { ...env, [MARK]: added.join(',') };
     for (const k of added) next[k] = START_ENV[k];
-    process.execve(process.execPath, [process.execPath, ...argv, ...process.argv.slice(1)], next);
+    // `--` before the script: Node would otherwise read a command's own `--env-file` (see
+    // bin/crs-sync.js).
+    process.execve(process.execPath, [process.execPath, ...argv, '--', ...process.argv.slice(1)], next);
   }
 }
 

@@ -1,6 +1,29 @@
 import { Command, CommanderError } from 'commander';
-import { EXIT_FAILURE, EXIT_USAGE, isCrsError } from '../errors.ts';
+import { EXIT_FAILURE, EXIT_USAGE, errorMessage, isCrsError } from '../errors.ts';
 import { redactText } from '../log.ts';
+
+/** A stack trace is for whoever debugs: shown with LOG_LEVEL=debug (or trace) only. */
+function describeUnexpected(err: unknown): string {
+  const level = (process.env.LOG_LEVEL ?? '').toLowerCase();
+  const stack = err instanceof Error && (level === 'debug' || level === 'trace') ? err.stack : undefined;
+  return redactText(stack ?? (errorMessage(err) || String(err)));
+}
+
+// The last resort for what no command catches (a stream's 'error' event nobody listens to, a
+// promise a library leaves rejected): one line and exit status 1 instead of Node's stack dump.
+for (const event of ['uncaughtException', 'unhandledRejection'] as const) {
+  process.on(event, (err: unknown) => {
+    process.stderr.write(`crs-sync: unexpected error: ${describeUnexpected(err)}\n`);
+    process.exit(EXIT_FAILURE);
+  });
+}
+// Whoever reads the output went away (`crs-sync … | head`): nothing is left to say to them.
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'EPIPE') process.exit(process.exitCode ?? 0);
+    throw err;
+  });
+}
 
 /**
  * The commands, each loaded only when it runs: a command's module pulls in what it needs (the
@@ -42,8 +65,7 @@ try {
     process.stderr.write(`crs-sync: ${redactText(err.message)}\n`);
     process.exitCode = err.code === 'CONFIG_INVALID' || err.code === 'USAGE' ? EXIT_USAGE : EXIT_FAILURE;
   } else {
-    const e = err as Error;
-    process.stderr.write(`crs-sync: unexpected error: ${redactText(e?.stack ?? String(err))}\n`);
+    process.stderr.write(`crs-sync: unexpected error: ${describeUnexpected(err)}\n`);
     process.exitCode = EXIT_FAILURE;
   }
 }

