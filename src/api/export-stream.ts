@@ -24,6 +24,13 @@ export interface ExportBody extends AsyncIterable<Uint8Array> {
   readonly attempts: number;
   /** True once the body ended normally. */
   readonly complete: boolean;
+  /**
+   * Why the body, once read, is not known to be the whole export; null when it is: it ended
+   * normally, with status 200, a JSONL-family or text/plain content type, no byte more or less
+   * than a Content-Length, and a newline as its last byte (a cut at a line boundary leaves none).
+   * Only a known complete export may tell which of a day's rows the service no longer holds.
+   */
+  readonly incompleteReason: string | null;
   toNodeStream(): Readable;
   /** Stops the download and frees its connection; safe to call at any time. */
   cancel(): Promise<void>;
@@ -50,6 +57,7 @@ export function exportBody(
     lengthHeader !== undefined && /^\d+$/.test(lengthHeader) ? Number(lengthHeader) : undefined;
   let bytesRead = 0;
   let complete = false;
+  let lastByte = -1;
   let started = false;
   let finished = false;
   const source = open.body[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
@@ -94,6 +102,7 @@ export function exportBody(
         }
         if (chunk.done) break;
         bytesRead += chunk.value.byteLength;
+        if (chunk.value.byteLength > 0) lastByte = chunk.value[chunk.value.byteLength - 1]!;
         yield chunk.value;
       }
       if (contentLength !== undefined && bytesRead < contentLength) {
@@ -118,9 +127,45 @@ export function exportBody(
     get complete() {
       return complete;
     },
+    get incompleteReason() {
+      return incompleteReason({
+        complete,
+        status: open.status,
+        contentType: open.header('content-type'),
+        contentLength,
+        bytesRead,
+        lastByte,
+      });
+    },
     [Symbol.asyncIterator]: () => iterate(),
     toNodeStream: () => Readable.from(iterate(), { objectMode: false }),
     cancel: () => finish(true),
   };
   return body;
+}
+
+// The JSONL / NDJSON family under its registered and customary names, and text/plain.
+const EXPORT_TYPES =
+  /^(?:application\/(?:x-)?(?:ndjson|jsonl|json-?lines)|text\/(?:plain|(?:x-)?(?:ndjson|jsonl)))$/;
+
+/** See ExportBody.incompleteReason. Exported for the unit tests. */
+export function incompleteReason(f: {
+  complete: boolean;
+  status: number;
+  contentType: string | undefined;
+  contentLength: number | undefined;
+  bytesRead: number;
+  lastByte: number;
+}): string | null {
+  if (!f.complete) return 'the body did not end normally';
+  if (f.status !== 200) return `status ${f.status}, not 200`;
+  const type = f.contentType?.split(';')[0]?.trim().toLowerCase();
+  if (!type) return 'no content type (an export is JSONL)';
+  // An HTML or JSON error document sent with status 200 (a proxy's or gateway's page) is not an export.
+  if (!EXPORT_TYPES.test(type)) return `content type ${JSON.stringify(type.slice(0, 100))} is not JSONL`;
+  if (f.contentLength !== undefined && f.bytesRead !== f.contentLength)
+    return `${f.bytesRead} bytes received, ${f.contentLength} announced`;
+  if (f.bytesRead === 0) return 'empty body';
+  if (f.lastByte !== 10) return 'the last line has no final newline (the body may have been cut after it)';
+  return null;
 }

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { ServiceClient } from '../api/index.ts';
+import type { ExportBody, ServiceClient } from '../api/index.ts';
 import type { Config } from '../config.ts';
 import { errorMessage, isCrsError } from '../errors.ts';
 import type { Logger } from '../log.ts';
@@ -12,6 +12,9 @@ import { type LoadProgress, runLoad } from './load.ts';
  *
  * The day's export (start_date = end_date = the day; spec §4.12) is the complete set of that
  * day's records, so rows of the day it no longer holds are marked deleted afterwards. The
+ * deletes are applied only when the download is known to be the whole export (see
+ * ExportBody.incompleteReason: an error page sent with status 200, an empty body or one cut at a
+ * line boundary deletes nothing, and the ledger says why), and only up to CRS_DELETE_GUARD. The
  * checkpoint key is the load id plus the day: a retry of the same load (a Temporal activity
  * retry, a worker killed mid-day) resumes from the last committed batch; a new load of the day
  * starts from its first line and leaves unchanged rows untouched.
@@ -42,6 +45,10 @@ export interface DayLoadSummary {
   unchanged: number;
   rejected: number;
   deleted: number;
+  /** Deletes held for review by the guard (`crs-sync deletes`). */
+  deletesHeld?: number;
+  /** Why the export was not known complete (nothing deleted); null when it was. */
+  incompleteReason?: string | null;
   threadsQueued: number;
   resumedFromLine: number;
   /** Times the export stream was cut and requested again. */
@@ -53,10 +60,14 @@ export async function loadExportDay(deps: ExportDayDeps, input: ExportDayInput):
   const { warehouse, client, config } = deps;
   const { day, loadId } = input;
   const log = deps.log.child({ day, loadId });
-  await markDayRunning(warehouse.db, day, loadId);
+  const { takenOverFrom } = await markDayRunning(warehouse.db, day, loadId);
+  if (takenOverFrom)
+    log.warn({ takenOverFrom }, 'the day was left running by a load that is gone; this load takes it over');
   // The digest of the last complete download: two equal checksums mean the export of the day
   // did not change between loads.
   let checksum: string | null = null;
+  // The download the load read to its end: every reopen reads the whole export again.
+  let body: ExportBody | null = null;
   try {
     const summary = await runLoad({
       warehouse,
@@ -66,7 +77,7 @@ export async function loadExportDay(deps: ExportDayDeps, input: ExportDayInput):
       source: 'export',
       sourceName: `export:${day}`,
       open: async () => {
-        const body = await client.exportMessages({
+        body = await client.exportMessages({
           startDate: day,
           endDate: day,
           ...(input.signal ? { signal: input.signal } : {}),
@@ -76,6 +87,8 @@ export async function loadExportDay(deps: ExportDayDeps, input: ExportDayInput):
         });
       },
       completeDays: { from: day, to: day },
+      incompleteReason: () => body?.incompleteReason ?? 'the export was not downloaded',
+      deleteGuardPct: config.deleteGuardPct,
       ledgerDay: day,
       batchSize: config.batchSize,
       parts: config.loadConnections,
@@ -88,6 +101,16 @@ export async function loadExportDay(deps: ExportDayDeps, input: ExportDayInput):
       .set({ export_checksum: checksum, bytes: summary.bytesRead })
       .where('day', '=', day)
       .execute();
+    const ledger = summary.days.find((d) => d.day === day);
+    if (ledger?.incompleteReason) {
+      log.warn({ reason: ledger.incompleteReason }, 'export not known complete: no row of the day deleted');
+    }
+    if (ledger?.deletesHeld) {
+      log.warn(
+        { deletesHeld: ledger.deletesHeld },
+        'deletes held by CRS_DELETE_GUARD: review with crs-sync deletes list',
+      );
+    }
     log.info(
       {
         rows: summary.rowsRead,
@@ -95,6 +118,8 @@ export async function loadExportDay(deps: ExportDayDeps, input: ExportDayInput):
         updated: summary.updated,
         rejected: summary.rejected,
         deleted: summary.deleted,
+        ...(ledger?.deletesHeld ? { deletesHeld: ledger.deletesHeld } : {}),
+        ...(ledger?.incompleteReason ? { incompleteReason: ledger.incompleteReason } : {}),
       },
       'export day loaded',
     );
@@ -109,6 +134,8 @@ export async function loadExportDay(deps: ExportDayDeps, input: ExportDayInput):
       unchanged: summary.unchanged,
       rejected: summary.rejected,
       deleted: summary.deleted,
+      deletesHeld: ledger?.deletesHeld ?? 0,
+      incompleteReason: ledger?.incompleteReason ?? null,
       threadsQueued: summary.threadsQueued,
       resumedFromLine: summary.resumedFromLine,
       reopens: summary.reopens,

@@ -1,5 +1,6 @@
+import type pg from 'pg';
 import type { Warehouse } from '../warehouse/db.ts';
-import { dayRange } from '../warehouse/ledger.ts';
+import { addDayDeletes, dayRange } from '../warehouse/ledger.ts';
 
 /**
  * What a load does once every line is merged: soft-deletes rows of complete days that the
@@ -15,6 +16,10 @@ export interface DaySummary {
   unchanged: number;
   rejected: number;
   deleted: number;
+  /** Deletes the guard held for review instead of applying them. */
+  deletesHeld: number;
+  /** Why the day's export was not known complete (then nothing of it was deleted); null if it was. */
+  incompleteReason: string | null;
 }
 
 export interface FinalizeResult {
@@ -31,14 +36,22 @@ export interface FinalizeResult {
 export interface FinalizeInput {
   loadId: string;
   loadKey: string;
-  /** Message ids the source held, by UTC day (only when completeDays is set). */
-  seen: Map<string, string[]> | null;
+  /** Whether `load_seen` holds the ids the source held under the load key (when completeDays is set). */
+  seen: boolean;
+  /** Why the source is not known whole: then nothing is deleted. */
+  incompleteReason?: string | null;
+  /** Percent of a day's live rows above which its deletes are held (default DEFAULT_DELETE_GUARD_PCT). */
+  deleteGuardPct?: number | undefined;
   completeDays: { from: string; to: string } | null;
   ledgerDay: string | null;
   bytes: number;
 }
 
-const ID_CHUNK = 20_000;
+export const DEFAULT_DELETE_GUARD_PCT = 10;
+
+// The id of a quarantined line, where its text has one: such a line is in the source, just
+// unreadable, so its row must not be deleted for its absence.
+const REJECTED_ID = `substring(r.raw from '"Message ID"\\s*:\\s*"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})"')`;
 
 export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<FinalizeResult> {
   const pool = w.pool;
@@ -78,6 +91,8 @@ export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<Fina
       unchanged: r.n,
       rejected: rej.get(r.day) ?? 0,
       deleted: 0,
+      deletesHeld: 0,
+      incompleteReason: null,
     });
   }
   if (f.ledgerDay) {
@@ -90,11 +105,18 @@ export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<Fina
       unchanged: t.n,
       rejected: t.j,
       deleted: 0,
+      deletesHeld: 0,
+      incompleteReason: null,
     });
   }
 
   const complete = f.completeDays ? dayRange(f.completeDays.from, f.completeDays.to) : [];
   let deleted = 0;
+  const guardPct = f.deleteGuardPct ?? DEFAULT_DELETE_GUARD_PCT;
+  if (f.seen && complete.length > 0) {
+    // Fresh statistics, so the anti-join below is planned as the hash join it should be.
+    await pool.query('analyze load_seen');
+  }
   for (const day of complete) {
     const summary = days.get(day) ?? {
       day,
@@ -104,27 +126,24 @@ export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<Fina
       unchanged: 0,
       rejected: 0,
       deleted: 0,
+      deletesHeld: 0,
+      incompleteReason: null,
     };
     days.set(day, summary);
     const client = await pool.connect();
     try {
       await client.query('begin');
-      await client.query('create temp table crs_seen (message_id uuid primary key) on commit drop');
-      const ids = f.seen?.get(day) ?? [];
-      for (let i = 0; i < ids.length; i += ID_CHUNK) {
-        await client.query('insert into crs_seen select unnest($1::uuid[]) on conflict do nothing', [
-          ids.slice(i, i + ID_CHUNK),
-        ]);
-      }
-      const del = await client.query(
-        `update analytics_messages m set _deleted_at = now()
-         where m.message_date = $1 and m._deleted_at is null
-           and not exists (select 1 from crs_seen s where s.message_id = m.message_id)`,
-        [day],
-      );
-      summary.deleted = del.rowCount ?? 0;
+      const heldReason = await deleteStep(client, summary, f, guardPct);
+      summary.deleted = await addDayDeletes(client, f.loadKey, day, summary.deleted);
       deleted += summary.deleted;
       await upsertDay(client, summary, f, true);
+      await client.query(
+        `update sync_days set export_complete = $2, export_incomplete_reason = $3,
+           deletes_held = case when $2 then $4 else deletes_held end,
+           deletes_held_reason = case when $2 then $5 else deletes_held_reason end
+         where day = $1`,
+        [day, summary.incompleteReason === null, summary.incompleteReason, summary.deletesHeld, heldReason],
+      );
       await client.query('commit');
     } catch (err) {
       await client.query('rollback').catch(() => {});
@@ -133,6 +152,8 @@ export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<Fina
       client.release();
     }
   }
+
+  if (f.seen) await pool.query('delete from load_seen where load_key = $1', [f.loadKey]);
 
   // Threads queued by the batches become pending. The whole queue is drained, also what a load
   // that died before its finalize left there, so no touched thread is ever forgotten.
@@ -173,6 +194,59 @@ export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<Fina
     threadsQueued,
     days: [...days.values()].sort((a, b) => a.day.localeCompare(b.day)),
   };
+}
+
+/**
+ * Soft-deletes the live rows of a complete day that the load did not see, in the caller's
+ * transaction: only when the source is known whole, and only up to the guard; beyond it the ids
+ * are held in `held_deletes` for `crs-sync deletes apply`. A known complete load replaces the day's
+ * held set (the newer export is the better judge); an incomplete one leaves it alone. Returns why
+ * deletes were held, or null.
+ */
+async function deleteStep(
+  client: pg.PoolClient,
+  summary: DaySummary,
+  f: FinalizeInput,
+  guardPct: number,
+): Promise<string | null> {
+  const reason = f.incompleteReason ?? null;
+  if (reason !== null) {
+    summary.incompleteReason = reason;
+    return null;
+  }
+  await client.query(
+    `create temp table crs_gone on commit drop as
+     select m.message_id from analytics_messages m
+     where m.message_date = $1 and m._deleted_at is null
+       and not exists (select 1 from load_seen s where s.load_key = $2 and s.message_id = m.message_id)
+       and m.message_id not in (
+         select ${REJECTED_ID}::uuid from rejected_records r
+         where r._load_id = $3 and r.raw ~ '"Message ID"' and ${REJECTED_ID} is not null)`,
+    [summary.day, f.seen ? f.loadKey : '', f.loadId],
+  );
+  const n = await client.query<{ gone: number; live: number }>(
+    `select (select count(*) from crs_gone)::bigint as gone,
+            (select count(*) from analytics_messages where message_date = $1 and _deleted_at is null)::bigint as live`,
+    [summary.day],
+  );
+  const gone = Number(n.rows[0]!.gone);
+  const live = Number(n.rows[0]!.live);
+  await client.query('delete from held_deletes where day = $1', [summary.day]);
+  if (gone > 0 && guardPct < 100 && gone * 100 > guardPct * live) {
+    await client.query(
+      'insert into held_deletes (day, message_id, load_id) select $1, message_id, $2 from crs_gone',
+      [summary.day, f.loadId],
+    );
+    summary.deletesHeld = gone;
+    const pct = Math.round((gone * 1000) / live) / 10;
+    return `${gone} of ${live} live rows (${pct}%) would be deleted, more than CRS_DELETE_GUARD=${guardPct}%`;
+  }
+  const del = await client.query(
+    `update analytics_messages m set _deleted_at = now() from crs_gone g
+     where m.message_id = g.message_id and m._deleted_at is null`,
+  );
+  summary.deleted = del.rowCount ?? 0;
+  return null;
 }
 
 async function upsertDay(

@@ -97,6 +97,7 @@ export async function importFile(
         return readChunks(sourceName);
       },
       completeDays: opts.completeDays ?? null,
+      deleteGuardPct: config.deleteGuardPct,
       batchSize: config.batchSize,
       parts: config.loadConnections,
       maxLineBytes: config.maxLineBytes,

@@ -7,10 +7,12 @@ import type { Warehouse } from '../warehouse/db.ts';
 import { dbFailureKind, toDbCrsError } from '../warehouse/db-errors.ts';
 import { ByteSink, putMessageTuple } from './copy-binary.ts';
 import { type FinalizeResult, finalizeLoad } from './finalize.ts';
+import { dayOfTimeText } from './iso-time.ts';
 import { type SourceLine, type SplitStats, splitLines } from './line-splitter.ts';
 import { type BatchCounts, mergeBatch, type PendingReject, type PendingRow, rowKey } from './merge.ts';
 import { recordHash } from './record-hash.ts';
 import { parseRecord, rejectCodeForLineProblem } from './record-parser.ts';
+import { SeenSpill } from './seen-spill.ts';
 
 /**
  * The loader: a byte stream of export lines into the warehouse, exactly once.
@@ -45,6 +47,13 @@ export interface LoadRequest {
   open: (attempt: number) => Promise<AsyncIterable<Uint8Array>>;
   /** UTC days of which this source holds every record: rows of them it lacks are marked deleted. */
   completeDays?: { from: string; to: string } | null;
+  /**
+   * Asked once every line is read: why the source is not known to be whole (then nothing of
+   * completeDays is deleted), or null. Unset: the source is taken as whole (a file).
+   */
+  incompleteReason?: () => string | null;
+  /** Percent of a day's live rows above which its deletes are held for review (default 10). */
+  deleteGuardPct?: number;
   /** The sync_days row this load is the export of (mirrors the checkpoint in the same transaction). */
   ledgerDay?: string | null;
   batchSize: number;
@@ -73,6 +82,8 @@ interface Partition {
   client: pg.PoolClient;
   rows: PendingRow[];
   rejects: PendingReject[];
+  /** Bytes the batch's rejects hold outside the sink (their raw text), counted toward its bound. */
+  rejectBytes: number;
   committed: number;
   inflight: Promise<void> | null;
   /** Records of lines an earlier attempt committed, waiting to be checked against the warehouse. */
@@ -125,9 +136,10 @@ function renderRaw(bytes: Buffer): string {
 }
 
 function dayOfRaw(text: string): string | null {
-  // Best effort, for the quarantine's `day` column: the date of a time-looking value.
-  const m = /"Message Time"\s*:\s*"(\d{4}-\d{2}-\d{2})/.exec(text);
-  return m ? (m[1] ?? null) : null;
+  // Best effort, for the quarantine's `day` column: a real calendar date or null, never the raw
+  // text (PostgreSQL refuses 2026-02-30 as a date, which would fail the batch).
+  const m = /"Message Time"\s*:\s*"(\d{4}-\d{2}-\d{2}[^"\\]{0,64})"/.exec(text);
+  return m?.[1] === undefined ? null : dayOfTimeText(m[1]);
 }
 
 /**
@@ -205,6 +217,7 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
         client: i === 0 ? first : await pool.connect(),
         rows: [],
         rejects: [],
+        rejectBytes: 0,
         committed: committedAtStart[i] ?? 0,
         inflight: null,
         verify: [],
@@ -230,15 +243,8 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
   let failure: unknown = null;
   const stats: SplitStats = { bytesRead: 0, linesSeen: 0, blankLines: 0 };
   let lastLine = 0;
-  const seen = req.completeDays ? new Map<string, string[]>() : null;
-  const addSeen = (id: string, day: string) => {
-    let ids = seen!.get(day);
-    if (!ids) {
-      ids = [];
-      seen!.set(day, ids);
-    }
-    ids.push(id);
-  };
+  const seen = req.completeDays ? new SeenSpill(pool, req.loadKey) : null;
+  const addSeen = (id: string) => seen!.add(id);
 
   const progress = (): LoadProgress => ({
     linesRead: lastLine,
@@ -314,6 +320,7 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
     const sink = p.sink;
     p.rows = [];
     p.rejects = [];
+    p.rejectBytes = 0;
     p.limit = req.batchSize;
     // The spare's batch is done (awaited above): its buffer takes the next batch's tuples.
     p.sink = p.spare.buf.length > SINK_KEEP_BYTES ? new ByteSink(SINK_BYTES) : p.spare;
@@ -362,6 +369,7 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
   };
 
   const take = async (line: SourceLine) => {
+    if (seen?.backlogged) await seen.room();
     let part: number;
     let row: PendingRow | null = null;
     let rej: PendingReject | null = null;
@@ -416,7 +424,7 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
         const rec = parsed.record;
         part = partOf(rec.messageId, parts);
         const p = partitions[part]!;
-        if (seen) addSeen(rec.messageId, rec.messageDate);
+        if (seen) seen.add(rec.messageId);
         if (line.lineNo <= p.committed) {
           // Merged by an earlier attempt, if the source still says what it said then: checked in
           // bulk, and encoded only if it must be merged after all.
@@ -461,13 +469,19 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
     }
     if (p.verify.length > 0) await verifySkipped(p);
     if (row) p.rows.push(row);
-    else if (rej) p.rejects.push(rej);
-    if (p.rows.length + p.rejects.length >= p.limit || p.sink.len >= SINK_FLUSH_BYTES)
+    else if (rej) {
+      p.rejects.push(rej);
+      // Held outside the sink: counted toward the batch's bound, or a day of huge rejected lines
+      // would grow one batch without limit (a text's length in UTF-16 units approximates its bytes).
+      p.rejectBytes += rej.raw.length + (rej.rawBytes?.length ?? 0);
+    }
+    if (p.rows.length + p.rejects.length >= p.limit || p.sink.len + p.rejectBytes >= SINK_FLUSH_BYTES)
       await flush(p, line.lineNo);
   };
 
   let reopens = 0;
   try {
+    await seen?.reset();
     const maxReopens = req.maxReopens ?? 5;
     for (let attempt = 0; ; attempt++) {
       reopens = attempt;
@@ -514,6 +528,7 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
     for (const p of partitions) await flush(p, lastLine);
     await Promise.all(partitions.map((p) => p.inflight));
     if (failure) throw failure;
+    await seen?.finish();
   } catch (err) {
     failure ??= err;
     await Promise.allSettled(partitions.map((p) => p.inflight));
@@ -534,7 +549,9 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
   const fin = await finalizeLoad(warehouse, {
     loadId: req.loadId,
     loadKey: req.loadKey,
-    seen,
+    seen: seen !== null,
+    incompleteReason: req.incompleteReason?.() ?? null,
+    deleteGuardPct: req.deleteGuardPct,
     completeDays: req.completeDays ?? null,
     ledgerDay: req.ledgerDay ?? null,
     bytes: stats.bytesRead,

@@ -12,7 +12,7 @@ type Json = ColumnType<unknown, string | undefined | null, string | null>;
 
 export type EnrichStatus = 'pending' | 'done' | 'deleted' | 'forbidden' | 'failed';
 export type RunKind = 'scheduled' | 'backfill' | 'manual' | 'import' | 'replay';
-export type RunStatus = 'running' | 'succeeded' | 'failed' | 'cancelled';
+export type RunStatus = 'running' | 'succeeded' | 'failed' | 'cancelled' | 'abandoned';
 export type DayStatus = 'pending' | 'running' | 'complete' | 'failed';
 export type RejectSource = 'export' | 'history' | 'artifact' | 'file';
 
@@ -123,6 +123,8 @@ export interface SyncRunsTable extends Counters {
   started_at: GeneratedTimestamp;
   finished_at: Timestamp | null;
   error: string | null;
+  /** Last sign of life of the run (migration 2026-11-24T01): its start and its activities' heartbeats. */
+  progress_at: GeneratedTimestamp;
 }
 
 export interface SyncDaysTable extends Counters {
@@ -138,6 +140,35 @@ export interface SyncDaysTable extends Counters {
   last_error: string | null;
   _load_id: string | null;
   _loaded_at: GeneratedTimestamp;
+  /** Last sign of life of the day's load (its start and its heartbeats; batch commits: load_checkpoints). */
+  progress_at: Timestamp | null;
+  /** The load that left this day `running` (it died or was terminated) when the current one began. */
+  taken_over_from: string | null;
+  /** Whether the last load's export was known complete; null for loads before the delete guard. */
+  export_complete: boolean | null;
+  export_incomplete_reason: string | null;
+  /** Soft-deletes the guard held back (rows in held_deletes) and why. */
+  deletes_held: Count;
+  deletes_held_reason: string | null;
+}
+
+export interface HeldDeletesTable {
+  day: DateText;
+  message_id: string;
+  load_id: string;
+  held_at: GeneratedTimestamp;
+}
+
+export interface LoadSeenTable {
+  load_key: string;
+  message_id: string;
+}
+
+/** Soft-deletes of a load per day, committed with the deletes (a retried finalize keeps them). */
+export interface LoadDayDeletesTable {
+  load_key: string;
+  day: DateText;
+  rows_deleted: Count;
 }
 
 export interface LoadCheckpointsTable extends Counters {
@@ -186,7 +217,10 @@ export interface Database {
   sync_days: SyncDaysTable;
   load_checkpoints: LoadCheckpointsTable;
   load_day_counts: LoadDayCountsTable;
+  load_day_deletes: LoadDayDeletesTable;
   rejected_records: RejectedRecordsTable;
+  held_deletes: HeldDeletesTable;
+  load_seen: LoadSeenTable;
 }
 
 export type AnalyticsMessage = Selectable<AnalyticsMessagesTable>;
