@@ -35,6 +35,7 @@ const COMMANDS: Record<string, (program: Command) => Promise<void>> = {
   import: async (p) => (await import('./commands/import.ts')).registerImport(p),
   status: async (p) => (await import('./commands/status.ts')).registerStatus(p),
   rejects: async (p) => (await import('./commands/rejects.ts')).registerRejects(p),
+  deletes: async (p) => (await import('./commands/deletes.ts')).registerDeletes(p),
   sim: async (p) => (await import('./commands/sim.ts')).registerSim(p),
   worker: async (p) => (await import('./commands/worker.ts')).registerWorker(p),
   sync: async (p) => (await import('./commands/sync.ts')).registerSync(p),

@@ -1,0 +1,118 @@
+import type { Command } from 'commander';
+import { CrsError } from '../../errors.ts';
+import { applyHeldDeletes, heldIds, listHeldDeletes } from '../../warehouse/held-deletes.ts';
+import { loadContext, openConfiguredWarehouse } from '../context.ts';
+import { renderTable } from '../table.ts';
+
+const DAY = /^\d{4}-\d{2}-\d{2}$/;
+
+function checkDay(v: string): string {
+  if (
+    !DAY.test(v) ||
+    Number.isNaN(Date.parse(`${v}T00:00:00Z`)) ||
+    new Date(`${v}T00:00:00Z`).toISOString().slice(0, 10) !== v
+  )
+    throw new CrsError('USAGE', `--day takes a date YYYY-MM-DD, not "${v}"`);
+  return v;
+}
+
+export function registerDeletes(program: Command): void {
+  const deletes = program
+    .command('deletes')
+    .summary('review and apply the soft-deletes the delete guard held back')
+    .description(
+      "A day's rows that its export no longer holds are marked deleted (_deleted_at) when the day is\n" +
+        'loaded, but only from an export known to be complete, and only up to CRS_DELETE_GUARD percent\n' +
+        "of the day's live rows (default 10). Past that, the ids are held in held_deletes and nothing is\n" +
+        'deleted until you apply them here (or a later complete load of the day, within the guard,\n' +
+        'replaces the held set). `list` shows the held days; `apply` marks them deleted.',
+    );
+
+  deletes
+    .command('list')
+    .description(
+      'list the days with held deletes: how many ids, how many are still live (what apply would\n' +
+        'delete now), the live rows of the day and why they were held',
+    )
+    .option('--day <day>', 'only this day (YYYY-MM-DD); with --ids, also its message ids')
+    .option('--ids', 'print the held message ids of --day')
+    .option('--limit <n>', 'with --ids, at most this many ids (default 1000)')
+    .option('--json', 'print JSON')
+    .action(async (o: { day?: string; ids?: boolean; limit?: string; json?: boolean }) => {
+      const day = o.day === undefined ? undefined : checkDay(o.day);
+      if (o.ids && day === undefined) throw new CrsError('USAGE', '--ids needs --day');
+      const limit = o.limit === undefined ? 1000 : Number(o.limit);
+      if (!Number.isInteger(limit) || limit <= 0)
+        throw new CrsError('USAGE', '--limit takes a positive whole number');
+      const ctx = loadContext();
+      const wh = await openConfiguredWarehouse(ctx, { connections: 1 });
+      try {
+        const days = await listHeldDeletes(wh.warehouse.db, day);
+        const ids = o.ids && day !== undefined ? await heldIds(wh.warehouse.db, day, limit) : undefined;
+        if (o.json) {
+          process.stdout.write(`${JSON.stringify({ days, ...(ids ? { ids } : {}) }, null, 2)}\n`);
+          return;
+        }
+        if (days.length === 0) {
+          process.stdout.write(`no held deletes${day ? ` for ${day}` : ''}\n`);
+          return;
+        }
+        process.stdout.write(
+          `${renderTable(
+            ['day', 'held', 'still live', 'live rows', 'held at (UTC)', 'load id', 'reason'],
+            days.map((d) => [
+              d.day,
+              d.held,
+              d.applicable,
+              d.live,
+              d.heldAt.slice(0, 19).replace('T', ' '),
+              d.loadId,
+              d.reason ?? '',
+            ]),
+          )}\n`,
+        );
+        if (ids) process.stdout.write(`\n${ids.join('\n')}\n`);
+        process.stdout.write('\nApply with: crs-sync deletes apply --day DAY   (or --all)\n');
+      } finally {
+        await wh.close();
+      }
+    });
+
+  deletes
+    .command('apply')
+    .description(
+      'mark the held rows deleted, day by day. Each id is checked again: a row no longer live, no\n' +
+        'longer of that day, or written by a load since it was held is left alone. The held set of\n' +
+        "each applied day is emptied and its deletes are added to the day's rows_deleted.",
+    )
+    .option('--day <day...>', 'apply the held deletes of these days (YYYY-MM-DD)')
+    .option('--all', 'apply the held deletes of every day')
+    .option('--json', 'print JSON')
+    .action(async (o: { day?: string[]; all?: boolean; json?: boolean }) => {
+      if (!o.all && (o.day === undefined || o.day.length === 0))
+        throw new CrsError('USAGE', 'name the days with --day DAY (or every held day with --all)');
+      if (o.all && o.day) throw new CrsError('USAGE', '--day and --all exclude each other');
+      const days = o.day?.map(checkDay);
+      const ctx = loadContext();
+      const wh = await openConfiguredWarehouse(ctx, { connections: 1 });
+      try {
+        const applied = await applyHeldDeletes(wh.warehouse.db, days);
+        if (o.json) {
+          process.stdout.write(`${JSON.stringify({ applied }, null, 2)}\n`);
+          return;
+        }
+        if (applied.length === 0) {
+          process.stdout.write('no held deletes to apply\n');
+          return;
+        }
+        process.stdout.write(
+          `${renderTable(
+            ['day', 'held', 'deleted', 'left alone'],
+            applied.map((a) => [a.day, a.held, a.deleted, a.skipped]),
+          )}\n`,
+        );
+      } finally {
+        await wh.close();
+      }
+    });
+}
