@@ -168,3 +168,19 @@ export function parseOffsetTime(s: string): TimeResult {
   const utc = `${date}T${pad2(Math.floor(minuteOfDay / 60))}:${pad2(minuteOfDay % 60)}:${pad2(second)}${frac}Z`;
   return { ok: true, utc, date };
 }
+
+/**
+ * The best-effort UTC day of a time text, for the `day` of a quarantined line: the UTC date of a
+ * valid time, else the text's leading `YYYY-MM-DD` when that is a date of the calendar (PostgreSQL
+ * refuses 2026-02-30 and year 0000, and would fail the batch that stores it), else null.
+ */
+export function dayOfTimeText(s: string): string | null {
+  const t = parseOffsetTime(s);
+  if (t.ok) return t.date;
+  const year = two(s, 0) * 100 + two(s, 2);
+  const month = two(s, 5);
+  const day = two(s, 8);
+  if (two(s, 0) < 0 || two(s, 2) < 0 || s[4] !== '-' || s[7] !== '-' || year < 1) return null;
+  if (month < 1 || month > 12 || day < 1 || day > daysInMonth(year, month)) return null;
+  return s.slice(0, 10);
+}

@@ -39,10 +39,21 @@ export const DEFAULT_MAX_PREFIX_BYTES = 64 * 1024;
 const LF = 10;
 const CR = 13;
 
+// JSON's white space besides LF (the line end): space, tab, CR.
+function isJsonSpace(c: number): boolean {
+  return c === 32 || c === 9 || c === CR;
+}
+
+function onlyJsonSpace(buf: Buffer, s: number, e: number): boolean {
+  for (let i = s; i < e; i++) if (!isJsonSpace(buf[i]!)) return false;
+  return true;
+}
+
 /**
  * Splits a byte stream into lines, yielding the complete lines of each input chunk as one array
- * (chunks that complete no line yield nothing). Blank lines (empty after removing CR) are counted
- * but not yielded; a line of spaces is not blank and reaches the parser.
+ * (chunks that complete no line yield nothing). Blank lines (empty, or only JSON white space:
+ * spaces, tabs, CRs; not longer than maxLineBytes) are counted but not yielded: they hold no
+ * record, so they are not rejects.
  *
  * Fast path: the complete lines of a chunk are checked for UTF-8 validity and NUL bytes with one
  * `isUtf8` and one `indexOf(0)` over the whole span (LF cannot occur inside a multi-byte sequence,
@@ -143,6 +154,12 @@ export async function* splitLines(
         problem: 'line_too_long',
         rawBytes: Buffer.from(buf.subarray(s, s + Math.min(len, maxPrefix))),
       });
+      return;
+    }
+    // After the length check: an over-long line is line_too_long whatever it holds, as when it is
+    // skipped across chunks without being looked at.
+    if (isJsonSpace(buf[s]!) && onlyJsonSpace(buf, s, e)) {
+      st.blankLines++;
       return;
     }
     if (!clean) {

@@ -13,7 +13,31 @@ export type RejectCode =
   | 'impossible_date'
   | 'text_not_storable'
   | 'line_too_long'
-  | 'invalid_utf8';
+  | 'invalid_utf8'
+  | 'nesting_too_deep'
+  | 'number_out_of_range'
+  | 'key_too_long'
+  | 'too_many_keys';
+
+/**
+ * Limits on the shape of a record's unknown keys (`extra`), so that every record the parser
+ * accepts can be hashed, encoded and stored: JSON.stringify and any recursive walk throw
+ * RangeError a few thousand levels down, and PostgreSQL refuses a jsonb number beyond its numeric
+ * range (SQLSTATE 22003) and fails the whole COPY. The key limits keep `extra` a set of fields,
+ * not a payload: no export field name comes near them.
+ */
+export const RECORD_LIMITS = {
+  /** Levels of nesting, the line's own object being level 1. */
+  maxDepth: 64,
+  /** UTF-16 units of one key of `extra`, at any depth. */
+  maxKeyChars: 1024,
+  /** Keys of `extra`, counted over every depth. */
+  maxKeys: 10_000,
+} as const;
+
+/** PostgreSQL numeric (and so jsonb): at most 131072 digits before the point, 16383 after it. */
+const PG_MAX_INT_DIGITS = 131_072;
+const PG_MAX_SCALE = 16_383;
 
 export interface ExportRecord {
   /** Lower-case canonical UUID text. */
@@ -112,13 +136,34 @@ export function parseRecord(text: string, opts: { hash?: boolean } = {}): ParseR
 
   let extra: Record<string, unknown> | null = null;
   let inexactNumber = false;
+  walk.keys = 0;
+  walk.zero = false;
+  walk.problem = undefined;
   for (const k in obj) {
     if (NAMED_SET.has(k)) continue;
     extra ??= Object.create(null) as Record<string, unknown>;
     const v = obj[k];
     extra[k] = v;
-    if (!inexactNumber && typeof v !== 'string' && v !== null) inexactNumber = hasInexactNumber(v);
+    walk.keys++;
+    if (k.length > RECORD_LIMITS.maxKeyChars) walk.problem ??= keyTooLong(JSON.stringify(k));
+    if (typeof v === 'object') {
+      if (v !== null) inexactNumber = inspect(v, 2, JSON.stringify(k)) || inexactNumber;
+    } else if (typeof v === 'number') {
+      if (!Number.isSafeInteger(v)) inexactNumber = true;
+      else if (v === 0) walk.zero = true;
+    }
   }
+  // A zero may be a number too small for a double (1e-400): kept as its digits too, like any
+  // number JSON.parse changed. Only a zero costs this look at the text.
+  if (walk.zero && !inexactNumber && NEGATIVE_EXPONENT.test(text)) inexactNumber = true;
+  if (walk.keys > RECORD_LIMITS.maxKeys) {
+    walk.problem ??= {
+      code: 'too_many_keys',
+      detail: `more than ${RECORD_LIMITS.maxKeys} keys besides the six named fields`,
+    };
+  }
+  // Before any other walk of `extra`: a deeper one could overflow the stack.
+  if (walk.problem !== undefined) return reject(walk.problem.code, walk.problem.detail);
 
   // Without a \u escape and with well-formed text, no parsed string can hold U+0000 (a raw
   // control character is invalid JSON) or a lone surrogate: the common case skips the walk.
@@ -130,7 +175,12 @@ export function parseRecord(text: string, opts: { hash?: boolean } = {}): ParseR
     if (bad !== undefined) return reject('text_not_storable', bad);
   }
 
-  if (inexactNumber) extra = extraWithExactNumbers(text);
+  if (inexactNumber) {
+    extra = extraWithExactNumbers(text);
+    // Set by the re-parse (a number beyond PostgreSQL's range): TypeScript cannot see that.
+    const late = walk.problem as { code: RejectCode; detail: string } | undefined;
+    if (late !== undefined) return reject(late.code, late.detail);
+  }
 
   const messageId = rawMessageId.toLowerCase();
   const threadId = rawThreadId.toLowerCase();
@@ -198,19 +248,133 @@ function unstorableIn(v: unknown, path: string): string | undefined {
   return undefined;
 }
 
-function hasInexactNumber(v: unknown): boolean {
-  if (typeof v === 'number') return !Number.isSafeInteger(v);
-  if (typeof v !== 'object' || v === null) return false;
-  for (const child of Array.isArray(v) ? v : Object.values(v)) {
-    if (hasInexactNumber(child)) return true;
+// The state of one record's walk: module-level so that the common record allocates nothing.
+const walk: { keys: number; zero: boolean; problem: { code: RejectCode; detail: string } | undefined } = {
+  keys: 0,
+  zero: false,
+  problem: undefined,
+};
+const NEGATIVE_EXPONENT = /[0-9][eE]-/;
+
+function keyTooLong(path: string): { code: RejectCode; detail: string } {
+  return {
+    code: 'key_too_long',
+    detail: `key ${path.length > MAX_QUOTED ? path.slice(0, MAX_QUOTED) + '…' : path} is longer than ${RECORD_LIMITS.maxKeyChars} characters`,
+  };
+}
+
+/**
+ * Checks a container of `extra` at `depth` against RECORD_LIMITS, stopping at the first problem
+ * (left in `walk.problem`) and never going deeper than the limit; returns whether it holds a
+ * number JSON.parse could not hold exactly. Part of the one walk `extra` always had.
+ */
+function inspect(v: object, depth: number, path: string): boolean {
+  if (depth > RECORD_LIMITS.maxDepth) {
+    walk.problem ??= {
+      code: 'nesting_too_deep',
+      detail: `nested more than ${RECORD_LIMITS.maxDepth} levels deep (at ${path.length > MAX_QUOTED ? path.slice(0, MAX_QUOTED) + '…' : path})`,
+    };
+    return false;
   }
-  return false;
+  let inexact = false;
+  if (Array.isArray(v)) {
+    for (let i = 0; i < v.length; i++) {
+      const c: unknown = v[i];
+      if (typeof c === 'object') {
+        if (c !== null && inspect(c, depth + 1, path)) inexact = true;
+      } else if (typeof c === 'number') {
+        if (!Number.isSafeInteger(c)) inexact = true;
+        else if (c === 0) walk.zero = true;
+      }
+      if (walk.problem !== undefined) return inexact;
+    }
+    return inexact;
+  }
+  for (const k in v) {
+    walk.keys++;
+    if (k.length > RECORD_LIMITS.maxKeyChars) {
+      walk.problem ??= keyTooLong(`${path}.${JSON.stringify(k)}`);
+      return inexact;
+    }
+    const c: unknown = (v as Record<string, unknown>)[k];
+    if (typeof c === 'object') {
+      if (c !== null && inspect(c, depth + 1, path)) inexact = true;
+    } else if (typeof c === 'number') {
+      if (!Number.isSafeInteger(c)) inexact = true;
+      else if (c === 0) walk.zero = true;
+    }
+    if (walk.problem !== undefined) return inexact;
+  }
+  if (walk.keys > RECORD_LIMITS.maxKeys) {
+    walk.problem ??= {
+      code: 'too_many_keys',
+      detail: `more than ${RECORD_LIMITS.maxKeys} keys besides the six named fields`,
+    };
+  }
+  return inexact;
+}
+
+/**
+ * Whether PostgreSQL's numeric (jsonb's number type) can hold the JSON number `src`, checked on
+ * its digits as numeric_in reads them: the scale (digits after the point, the exponent applied)
+ * at most 16383, a non-zero value's integer digits at most 131072. A zero's exponent only moves
+ * its scale. Only numbers a double cannot hold exactly get here: every double is in range.
+ */
+export function numericInRange(src: string): boolean {
+  let i = src.charCodeAt(0) === 45 ? 1 : 0; // '-'
+  let intDigits = 0; // significant: after leading zeros
+  let fracDigits = 0;
+  let leadingFracZeros = 0;
+  let nonZero = false;
+  for (; i < src.length; i++) {
+    const c = src.charCodeAt(i);
+    if (c < 48 || c > 57) break;
+    if (c !== 48 || nonZero) {
+      nonZero = true;
+      intDigits++;
+    }
+  }
+  if (src.charCodeAt(i) === 46) {
+    for (i++; i < src.length; i++) {
+      const c = src.charCodeAt(i);
+      if (c < 48 || c > 57) break;
+      fracDigits++;
+      if (!nonZero) {
+        if (c === 48) leadingFracZeros++;
+        else nonZero = true;
+      }
+    }
+  }
+  let exp = 0;
+  if (i < src.length) {
+    // 'e' or 'E', an optional sign, digits (JSON.parse has checked the form)
+    i++;
+    const neg = src.charCodeAt(i) === 45;
+    if (neg || src.charCodeAt(i) === 43) i++;
+    const digits = src.slice(i).replace(/^0+/, '');
+    // numeric_in refuses an exponent beyond INT_MAX / 2 even on a zero.
+    if (digits.length > 10) return false;
+    exp = Number(digits === '' ? '0' : digits);
+    if (exp >= 1_073_741_823) return false;
+    if (neg) exp = -exp;
+  }
+  if (Math.max(0, fracDigits - exp) > PG_MAX_SCALE) return false;
+  if (!nonZero) return true;
+  // Decimal digits before the point: of the leading digit's position, with the exponent applied.
+  const position = intDigits > 0 ? intDigits + exp : exp - leadingFracZeros;
+  return position <= PG_MAX_INT_DIGITS;
 }
 
 // The rare slow path: parse again, keeping the source text of numbers that would not survive.
 function extraWithExactNumbers(text: string): Record<string, unknown> {
   const obj = json.parse(text, (_key, value, context) => {
     if (typeof value === 'number' && context.source !== undefined && String(value) !== context.source) {
+      if (!numericInRange(context.source)) {
+        walk.problem ??= {
+          code: 'number_out_of_range',
+          detail: `the number ${context.source.length > MAX_QUOTED ? context.source.slice(0, MAX_QUOTED) + '…' : context.source} is beyond what PostgreSQL's numeric can hold`,
+        };
+      }
       return json.rawJSON(context.source);
     }
     return value;

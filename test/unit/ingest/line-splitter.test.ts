@@ -84,6 +84,28 @@ describe('splitLines', () => {
     expect(stats).toMatchObject({ bytesRead: 21, linesSeen: 6, blankLines: 4 });
   });
 
+  it('when lines hold only spaces, tabs or CRs, then they are counted as blank, not yielded (also across chunks and after a BOM)', async () => {
+    const stats: SplitStats = { bytesRead: 0, linesSeen: 0, blankLines: 0 };
+    const src = Buffer.concat([
+      Buffer.from([0xef, 0xbb, 0xbf]),
+      Buffer.from('  \t\n{"a":1}\n   \n\t\t\r\n \r \r\n x \n\u00a0\n   '),
+    ]);
+    // Cut inside the whitespace lines, so that some of them are carried from chunk to chunk.
+    const batches = await collect(
+      [src.subarray(0, 5), src.subarray(5, 16), src.subarray(16)],
+      1024,
+      undefined,
+      stats,
+    );
+    const got = batches.flat().map((l) => ({ lineNo: l.lineNo, text: l.text }));
+    expect(got).toEqual([
+      { lineNo: 2, text: '{"a":1}' },
+      { lineNo: 6, text: ' x ' },
+      { lineNo: 7, text: '\u00a0' },
+    ]);
+    expect(stats).toMatchObject({ linesSeen: 8, blankLines: 5 });
+  });
+
   it('when the last line has no LF, then it is yielded too', async () => {
     const ls = await lines(Buffer.from('x\ny'));
     expect(ls.map((l) => l.text)).toEqual(['x', 'y']);
@@ -297,6 +319,7 @@ function reference(input: Buffer, maxLine: number, maxPrefix: number): TextLine[
     if (line.length > 0 && line[line.length - 1] === 13) line = line.subarray(0, line.length - 1);
     start = next;
     if (line.length === 0) continue;
+    if (line.length <= maxLine && /^[ \t\r]+$/.test(line.toString('latin1'))) continue;
     if (line.length > maxLine) {
       out.push({
         lineNo,
