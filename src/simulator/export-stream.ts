@@ -35,16 +35,48 @@ export async function streamExport(
   spec: FaultSpec,
   rf: RequestFaults,
 ): Promise<void> {
-  // Where a cut falls: uniformly among the lines the window holds (counted first, cheaply).
+  // Where a cut, a clean truncation or a stall falls: uniformly among the lines the window holds
+  // (counted first, cheaply).
   let cutAt = -1;
-  if (rf.cut) {
+  let endAt = -1;
+  let stallAt = -1;
+  if (rf.cut || rf.truncate || rf.stall) {
     let total = 0;
     for (let day = window.from; day <= window.to; day++) total += ds.countLines(day);
-    cutAt = Math.floor(rf.cutFraction * total);
-    if (total === 0) {
-      res.socket?.destroy();
-      return;
+    if (rf.cut) {
+      cutAt = Math.floor(rf.cutFraction * total);
+      if (total === 0) {
+        engine.count('cut');
+        res.socket?.destroy();
+        return;
+      }
+    } else if (rf.truncate) {
+      endAt = Math.max(1, Math.floor(rf.truncateFraction * total));
+    } else {
+      stallAt = Math.floor(rf.truncateFraction * total);
     }
+  }
+  if (rf.truncate === 'html' || rf.truncate === 'json-error' || rf.truncate === 'empty') {
+    // A proxy or the service itself answering 200 with something that is not the export.
+    engine.count('truncate');
+    const body =
+      rf.truncate === 'html'
+        ? '<!DOCTYPE html><html><head><title>Maintenance</title></head><body><h1>We will be back soon</h1></body></html>\n'
+        : rf.truncate === 'json-error'
+          ? '{"detail":"export temporarily unavailable"}\n'
+          : '';
+    res.writeHead(200, {
+      'content-type':
+        rf.truncate === 'html'
+          ? 'text/html; charset=utf-8'
+          : rf.truncate === 'json-error'
+            ? 'application/json'
+            : 'application/x-ndjson; charset=utf-8',
+      'content-length': Buffer.byteLength(body),
+      'cache-control': 'no-store',
+    });
+    res.end(body);
+    return;
   }
   res.writeHead(200, {
     'content-type': 'application/x-ndjson; charset=utf-8',
@@ -59,6 +91,7 @@ export async function streamExport(
   const pDelete = spec.deleteBeforeHistory ?? 0;
   const pMalformed = spec.malformed ?? 0;
   const pDuplicate = spec.duplicate ?? 0;
+  const pPoison = spec.poison ?? 0;
   const CHUNK = FLUSH_BYTES + 64 * 1024;
   // One writer for the whole response (the line generator holds it); each flush gives it a
   // fresh buffer, because the socket may still hold the one just written.
@@ -87,18 +120,30 @@ export async function streamExport(
 
   try {
     for (let day = window.from; day <= window.to && !closed; day++) {
+      let lineOfDay = 0;
       for (const start of ds.exportInto(day, w, cursor)) {
         if (pDelete > 0 && engine.deleteAfterExport(cursor.threadId, pDelete)) toDelete.add(cursor.threadId);
         if (k === cutAt) {
           // Half of the line's bytes, possibly inside a multi-byte character, as a real dropped
           // connection would leave it; then the socket goes without the chunked terminator.
           const half = start + Math.max(1, Math.floor((w.off - start) / 2));
+          engine.count('cut');
           res.write(w.buf.subarray(0, half), () => res.socket?.destroy());
           return;
+        }
+        const poison = engine.poisonLineAt(day, lineOfDay++, pPoison);
+        if (poison !== undefined) {
+          engine.count('poison-line');
+          const line = w.buf.toString('utf8', start, w.off);
+          w.off = start;
+          w.utf8(poison);
+          w.byte(NEWLINE);
+          w.utf8(line);
         }
         if (pMalformed > 0) {
           const h = engine.malformedAt(rf.contentKey, k, pMalformed);
           if (h !== undefined) {
+            engine.count('malformed');
             // The broken line goes before the good one: take the good one out and put it back after.
             const line = w.buf.toString('utf8', start, w.off);
             w.off = start;
@@ -109,12 +154,37 @@ export async function streamExport(
         }
         w.byte(NEWLINE);
         if (pDuplicate > 0 && engine.duplicateAt(rf.contentKey, k, pDuplicate)) {
+          engine.count('duplicate');
           const end = w.off;
           const lineStart = end - lineLength(w.buf, end);
           w.ensure(end - lineStart);
           w.off += w.buf.copy(w.buf, w.off, lineStart, end);
         }
         k++;
+        if (k === endAt) {
+          // Ends cleanly after a whole line, as if the service had stopped writing the day early;
+          // one variant leaves off the last newline.
+          engine.count('truncate');
+          if (rf.truncate === 'no-final-newline') w.off--;
+          await flush();
+          if (!closed) res.end();
+          return;
+        }
+        if (k === stallAt) {
+          // The body stops (the connection stays open) for longer than a client should wait,
+          // then the connection drops without the chunked terminator.
+          engine.count('stall');
+          await flush();
+          await new Promise<void>((resolve) => {
+            const timer = setTimeout(resolve, rf.stallMs);
+            res.once('close', () => {
+              clearTimeout(timer);
+              resolve();
+            });
+          });
+          res.socket?.destroy();
+          return;
+        }
         if (w.off >= FLUSH_BYTES) {
           await flush();
           if (closed) break;

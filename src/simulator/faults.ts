@@ -1,4 +1,5 @@
-import { hash4, stringHash, unit } from './prng.ts';
+import { dayToString } from './plan.ts';
+import { hash4, stringHash, unit, uuidFromHash } from './prng.ts';
 
 /**
  * Faults on demand. A spec is a compact comma-separated string, e.g.
@@ -27,7 +28,50 @@ export interface FaultSpec {
   ttlSec?: number;
   /** Probability per exported thread of being deleted right after the export response. */
   deleteBeforeHistory?: number;
+  /**
+   * Probability per export response of ending early but cleanly: at a line boundary (with or
+   * without the last newline), or a 200 whose body is an HTML page, a JSON error or nothing.
+   */
+  truncate?: number;
+  /** Probability per export response of its body stopping for `ms`, then the connection dropping. */
+  stall?: { p: number; ms: number };
+  /**
+   * Probability per line of a day's export of a poison line before it: valid-looking but not
+   * loadable (impossible date, nesting 10,000 deep, 1e200000, whitespace only). Decided by
+   * (seed, day, line), not by the request, so the ground truth can list them.
+   */
+  poison?: number;
+  /** Probability per user history entry, and per artifact, of carrying a value no warehouse can store. */
+  poisonHistory?: number;
 }
+
+/** How a truncated export ends (the `truncate` fault). */
+export type TruncateVariant = 'lines' | 'no-final-newline' | 'html' | 'json-error' | 'empty';
+export const TRUNCATE_VARIANTS: readonly TruncateVariant[] = [
+  'lines',
+  'no-final-newline',
+  'html',
+  'json-error',
+  'empty',
+];
+
+/** Kinds of poison export lines and history values. */
+export type PoisonKind = 'impossible-date' | 'deep-nesting' | 'huge-number' | 'blank';
+const POISON_LINE_KINDS: readonly PoisonKind[] = ['impossible-date', 'deep-nesting', 'huge-number', 'blank'];
+
+/** Names under which injected faults are counted (FaultEngine.counts). */
+export type FaultKind =
+  | '429'
+  | '5xx'
+  | 'expire'
+  | 'cut'
+  | 'truncate'
+  | 'stall'
+  | 'malformed'
+  | 'duplicate'
+  | 'poison-line'
+  | 'poison-entry'
+  | 'poison-artifact';
 
 export const FAULT_SPEC_HELP = [
   'Fault spec: comma-separated key=value, e.g. "latency=25ms,429=0.1:2s,5xx=0.05:3,cut=0.02".',
@@ -41,6 +85,13 @@ export const FAULT_SPEC_HELP = [
   '  expire=P             answer 401 "token expired" to a valid token, with probability P per request',
   '  ttl=DUR              lifetime of exchanged access tokens (default 3600s); expire=DUR means the same',
   '  delete-before-history=P  delete a thread right after an export served it, probability P per thread',
+  '  truncate=P           end an export response early but cleanly (at a line boundary, without the last newline,\n' +
+    '                       or a 200 carrying an HTML page, a JSON error or an empty body), probability P per request',
+  '  stall=P[:DUR]        stop an export body for DUR (default 120s), then drop the connection, probability P per request',
+  '  poison=P             put a poison line (impossible date, nesting 10,000 deep, 1e200000, whitespace only) before\n' +
+    '                       a line of a day, probability P per line; the same lines on every read of the day',
+  '  poison-history=P     give a user history entry, or an artifact, a value no warehouse can store (nesting 10,000\n' +
+    '                       deep, 1e200000), probability P per entry / artifact',
   '  none                 no faults',
   'The header x-sim-faults takes the same syntax and overrides the global spec for one request.',
 ].join('\n');
@@ -112,6 +163,18 @@ export function parseFaultSpec(text: string | undefined): FaultSpec {
       case 'delete-before-history':
         spec.deleteBeforeHistory = probability(key, value);
         break;
+      case 'truncate':
+        spec.truncate = probability(key, value);
+        break;
+      case 'stall':
+        spec.stall = { p: probability(key, a), ms: b === undefined ? 120_000 : parseDuration(b, 1000, key) };
+        break;
+      case 'poison':
+        spec.poison = probability(key, value);
+        break;
+      case 'poison-history':
+        spec.poisonHistory = probability(key, value);
+        break;
       default:
         throw new Error(`unknown fault "${key}"`);
     }
@@ -132,6 +195,13 @@ const TAG_CUT_AT = 0xfc08;
 const TAG_MALFORMED = 0xfba0;
 const TAG_DUP = 0xfd0b;
 const TAG_DELETE = 0xfde1;
+const TAG_TRUNCATE = 0xf7c0;
+const TAG_TRUNCATE_AT = 0xf7c1;
+const TAG_STALL = 0xf57a;
+const TAG_POISON = 0xf0e1;
+const TAG_POISON_ID = 0xf0e2;
+const TAG_POISON_ENTRY = 0xf0e3;
+const TAG_POISON_ARTIFACT = 0xf0e4;
 
 export interface RequestFaults {
   latencyMs: number;
@@ -142,6 +212,12 @@ export interface RequestFaults {
   /** The export response is cut; `cutFraction` places the cut among the expected lines. */
   cut: boolean;
   cutFraction: number;
+  /** The export response ends early but cleanly, after `truncateFraction` of its lines. */
+  truncate: TruncateVariant | undefined;
+  truncateFraction: number;
+  /** The export body stops for `stallMs` after `truncateFraction` of its lines, then drops. */
+  stall: boolean;
+  stallMs: number;
   /** Identifies the request's content for per-line decisions (same URL → same malformed lines). */
   contentKey: number;
   attempt: number;
@@ -151,10 +227,16 @@ export class FaultEngine {
   private readonly seed: number;
   private readonly attempts = new Map<string, number>();
   spec: FaultSpec;
+  /** How many faults of each kind were injected since start (a chaos run reports them). */
+  readonly counts = new Map<FaultKind, number>();
 
   constructor(seed: number, spec: FaultSpec) {
     this.seed = seed >>> 0;
     this.spec = spec;
+  }
+
+  count(kind: FaultKind, n = 1): void {
+    this.counts.set(kind, (this.counts.get(kind) ?? 0) + n);
   }
 
   /** Decides the request-level faults of one request; counts attempts per method + URL. */
@@ -174,6 +256,8 @@ export class FaultEngine {
     } else if (spec.throttle && roll(TAG_429, attempt) < spec.throttle.p) {
       status = 429;
     }
+    const truncated = (spec.truncate ?? 0) > 0 && roll(TAG_TRUNCATE, attempt) < (spec.truncate ?? 0);
+    const stall = !truncated && spec.stall !== undefined && roll(TAG_STALL, attempt) < spec.stall.p;
     return {
       latencyMs: spec.latencyMs ?? 0,
       status,
@@ -181,6 +265,12 @@ export class FaultEngine {
       expire: (spec.expire ?? 0) > 0 && roll(TAG_EXPIRE, attempt) < (spec.expire ?? 0),
       cut: (spec.cut ?? 0) > 0 && roll(TAG_CUT, attempt) < (spec.cut ?? 0),
       cutFraction: roll(TAG_CUT_AT, attempt),
+      truncate: truncated
+        ? TRUNCATE_VARIANTS[hash4(this.seed, k, attempt, TAG_TRUNCATE) % TRUNCATE_VARIANTS.length]
+        : undefined,
+      truncateFraction: roll(TAG_TRUNCATE_AT, attempt),
+      stall,
+      stallMs: spec.stall?.ms ?? 0,
       contentKey: stringHash(url),
       attempt,
     };
@@ -198,6 +288,58 @@ export class FaultEngine {
   deleteAfterExport(threadId: string, p: number): boolean {
     return unit(hash4(this.seed, stringHash(threadId.toLowerCase()), 0, TAG_DELETE)) < p;
   }
+
+  /** The poison line put before line `line` of `day`'s export (days since epoch), if any. */
+  poisonLineAt(day: number, line: number, p: number): string | undefined {
+    if (p <= 0) return undefined;
+    const h = hash4(this.seed, day, line, TAG_POISON);
+    if (unit(h) >= p) return undefined;
+    return poisonLine(day, POISON_LINE_KINDS[hash4(h, 7, 7, 7) % POISON_LINE_KINDS.length]!, (w) =>
+      uuidFromHash(this.seed, day, line * 4 + w, TAG_POISON_ID),
+    );
+  }
+
+  /** The unstorable value a user history entry carries, if any. */
+  poisonEntry(messageId: string, p: number): PoisonKind | undefined {
+    return this.poisonValue(stringHash(messageId.toLowerCase()), TAG_POISON_ENTRY, p);
+  }
+
+  /** The unstorable value an artifact carries, if any. */
+  poisonArtifact(artifactId: string, p: number): PoisonKind | undefined {
+    return this.poisonValue(stringHash(artifactId), TAG_POISON_ARTIFACT, p);
+  }
+
+  private poisonValue(key: number, tag: number, p: number): PoisonKind | undefined {
+    if (p <= 0) return undefined;
+    const h = hash4(this.seed, key, 0, tag);
+    if (unit(h) >= p) return undefined;
+    return (h & 1) === 0 ? 'deep-nesting' : 'huge-number';
+  }
+}
+
+/** Levels of nesting of the deep-nesting poison: far beyond what a JSON column should take. */
+export const POISON_DEPTH = 10_000;
+/** A number no double, and no PostgreSQL numeric, can hold (numeric stops at 131,072 digits). */
+export const POISON_NUMBER = '1e200000';
+
+/** JSON text of the poison value of a kind (a JSON document no JS value renders). */
+export function poisonValueText(kind: PoisonKind): string {
+  return kind === 'deep-nesting' ? `${'['.repeat(POISON_DEPTH)}${']'.repeat(POISON_DEPTH)}` : POISON_NUMBER;
+}
+
+/**
+ * A poison export line: each field a loader checks is well-formed except one thing, so only a
+ * loader that validates all of it quarantines the line. Ids are fresh: a loader that let the line
+ * through would add a row the ground truth does not have.
+ */
+function poisonLine(day: number, kind: PoisonKind, id: (which: number) => string): string {
+  if (kind === 'blank') return ' \t  \t ';
+  const date = dayToString(day);
+  const time = kind === 'impossible-date' ? `${date.slice(0, 4)}-02-30T12:00:00Z` : `${date}T12:00:00Z`;
+  const head = `{"Input":"poison ${kind}","Response":"poison","Message ID":"${id(0)}","Message Time":"${time}","Thread ID":"${id(1)}","User ID":"${id(2)}"`;
+  if (kind === 'deep-nesting') return `${head},"Trace":${poisonValueText(kind)}}`;
+  if (kind === 'huge-number') return `${head},"Score":${POISON_NUMBER}}`;
+  return `${head}}`;
 }
 
 /**

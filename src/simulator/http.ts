@@ -60,6 +60,14 @@ export function sendJson(
   });
 }
 
+/** A JSON body already rendered (a poison value JSON.stringify cannot write). */
+export function sendJsonText(res: ServerResponse, status: number, text: string): void {
+  whenReleased(res, () => {
+    res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+    res.end(text);
+  });
+}
+
 export function sendEmpty(res: ServerResponse, status: number): void {
   whenReleased(res, () => {
     res.writeHead(status);

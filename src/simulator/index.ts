@@ -5,7 +5,7 @@ import type { Writable } from 'node:stream';
 import { AUD_ANALYTICS, AUD_V2, deriveKeys, issueToken } from './auth.ts';
 import type { ArtifactRef, HistoryEntry } from './content.ts';
 import { Dataset, type ThreadEntry } from './dataset.ts';
-import { FaultEngine, type FaultSpec, parseFaultSpec } from './faults.ts';
+import { FaultEngine, type FaultKind, type FaultSpec, parseFaultSpec } from './faults.ts';
 import { buildOpenApiDocument, LEGACY_PREFIX, TOKEN_PATH } from './openapi.ts';
 import { DAY_MS, dayOf, dayToString, parseDay } from './plan.ts';
 import { createHandler } from './server.ts';
@@ -14,8 +14,8 @@ import { ByteWriter } from './text.ts';
 
 export type { Artifact, ArtifactRef, Citation, HistoryEntry } from './content.ts';
 export type { ThreadEntry } from './dataset.ts';
-export type { FaultSpec } from './faults.ts';
-export { FAULT_SPEC_HELP, parseFaultSpec } from './faults.ts';
+export type { FaultKind, FaultSpec, TruncateVariant } from './faults.ts';
+export { FAULT_SPEC_HELP, parseFaultSpec, TRUNCATE_VARIANTS } from './faults.ts';
 export { buildOpenApiDocument } from './openapi.ts';
 
 export const DEFAULT_SEED = 42;
@@ -41,6 +41,8 @@ export interface SimulatorOptions {
   accessTokenTtlSec?: number;
   /** How the latency fault waits (default: a timer); tests may observe it. */
   sleep?: (ms: number) => Promise<void>;
+  /** Serve /_sim/faults and /_sim/counts, so another process can switch faults (default off). */
+  admin?: boolean;
 }
 
 /** One record of the analytics export (spec §2), possibly with extra keys. */
@@ -70,6 +72,15 @@ export interface GroundTruth {
   isDeleted(threadId: string): boolean;
   /** Whether the v2 API answers 403 for this thread. */
   isRestricted(threadId: string): boolean;
+  /**
+   * The poison lines a day's export carries under the current `poison` fault (none without it):
+   * a correct loader quarantines each and loads none. Not part of exportDay/exportDayLines.
+   */
+  poisonLines(day: string): string[];
+  /** Message ids of the history entries that carry an unstorable value under `poison-history`. */
+  poisonEntries(threadId: string): string[];
+  /** Ids of the thread's artifacts that carry an unstorable value under `poison-history`. */
+  poisonArtifacts(threadId: string): string[];
 }
 
 export interface SimulatorCredentials {
@@ -94,6 +105,8 @@ export interface Simulator {
   dataset: Dataset;
   setFaults(spec: FaultSpec | string): void;
   faults(): FaultSpec;
+  /** Faults injected since start, by kind. */
+  faultCounts(): Partial<Record<FaultKind, number>>;
   openapi(): Record<string, unknown>;
   close(): Promise<void>;
 }
@@ -104,8 +117,13 @@ function toDay(day: string): number {
   return d;
 }
 
-export function createTruth(ds: Dataset): GroundTruth {
+/** `engine`: the fault engine whose poison faults the truth describes (none: no poison). */
+export function createTruth(ds: Dataset, engine?: FaultEngine): GroundTruth {
   const lines = (day: string) => [...ds.exportLines(toDay(day))];
+  const historyOf = (id: string) => {
+    const found = ds.lookup(id);
+    return found.status === 'ok' ? ds.history(found.thread) : undefined;
+  };
   return {
     exportDayLines: lines,
     exportDay: (day) => lines(day).map((l) => JSON.parse(l) as AnalyticsRecord),
@@ -114,10 +132,7 @@ export function createTruth(ds: Dataset): GroundTruth {
       for (let d = ds.startDay; d <= ds.lastDay(); d++) out.push(dayToString(d));
       return out;
     },
-    threadHistory: (id) => {
-      const found = ds.lookup(id);
-      return found.status === 'ok' ? ds.history(found.thread) : undefined;
-    },
+    threadHistory: historyOf,
     artifact: (id, artifactId) => {
       const found = ds.lookup(id);
       return found.status === 'ok' ? ds.artifact(found.thread, artifactId) : undefined;
@@ -127,6 +142,31 @@ export function createTruth(ds: Dataset): GroundTruth {
     isRestricted: (id) => {
       const found = ds.lookup(id);
       return found.status === 'ok' && found.thread.restricted;
+    },
+    poisonLines: (day) => {
+      const p = engine?.spec.poison ?? 0;
+      if (!engine || p <= 0) return [];
+      const d = toDay(day);
+      const out: string[] = [];
+      const n = ds.countLines(d);
+      for (let i = 0; i < n; i++) {
+        const line = engine.poisonLineAt(d, i, p);
+        if (line !== undefined) out.push(line);
+      }
+      return out;
+    },
+    poisonEntries: (id) => {
+      const p = engine?.spec.poisonHistory ?? 0;
+      if (!engine || p <= 0) return [];
+      return (historyOf(id) ?? [])
+        .filter((e) => e.role === 'user' && engine.poisonEntry(e.message_id, p) !== undefined)
+        .map((e) => e.message_id);
+    },
+    poisonArtifacts: (id) => {
+      const p = engine?.spec.poisonHistory ?? 0;
+      if (!engine || p <= 0) return [];
+      const ids = new Set((historyOf(id) ?? []).flatMap((e) => e.artifact_ids));
+      return [...ids].filter((a) => engine.poisonArtifact(a, p) !== undefined);
     },
   };
 }
@@ -156,6 +196,7 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
   const server = createServer(
     { keepAlive: true },
     createHandler({
+      admin: opts.admin ?? false,
       ds,
       keys,
       engine,
@@ -197,12 +238,13 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
       CRS_CLIENT_SECRET: credentials.clientSecret,
       CRS_API_KEY: credentials.apiKey,
     }),
-    truth: createTruth(ds),
+    truth: createTruth(ds, engine),
     dataset: ds,
     setFaults: (spec) => {
       engine.spec = typeof spec === 'string' ? parseFaultSpec(spec) : spec;
     },
     faults: () => engine.spec,
+    faultCounts: () => Object.fromEntries(engine.counts),
     openapi,
     close: async () => {
       runner.closeAll();

@@ -11,13 +11,16 @@ import {
   TOKEN_TYPE_JWT,
   verifyJwt,
 } from './auth.ts';
+import type { HistoryEntry } from './content.ts';
 import type { Dataset, ThreadRef } from './dataset.ts';
 import { streamExport } from './export-stream.ts';
 import {
   type FaultEngine,
   type FaultSpec,
   mergeFaults,
+  type PoisonKind,
   parseFaultSpec,
+  poisonValueText,
   type RequestFaults,
 } from './faults.ts';
 import {
@@ -31,6 +34,7 @@ import {
   requiredString,
   sendEmpty,
   sendJson,
+  sendJsonText,
 } from './http.ts';
 import {
   FAULT_HEADER,
@@ -45,6 +49,8 @@ import type { TaskRunner } from './tasks.ts';
 import { sentenceOf } from './text.ts';
 
 export interface ServerContext {
+  /** Serve GET/PUT /_sim/faults (switch faults from another process) and GET /_sim/counts. */
+  admin: boolean;
   ds: Dataset;
   keys: Keys;
   engine: FaultEngine;
@@ -84,6 +90,7 @@ async function handle(ctx: ServerContext, req: IncomingMessage, res: ServerRespo
   const path = url.pathname;
   if (method === 'GET' && path === '/openapi.json') return sendJson(res, 200, ctx.openapi());
   if (method === 'GET' && path === '/healthz') return sendJson(res, 200, { status: 'ok' });
+  if (ctx.admin && path.startsWith('/_sim/')) return admin(ctx, req, res, method, path);
 
   let spec: FaultSpec = ctx.engine.spec;
   const header = req.headers[FAULT_HEADER];
@@ -103,9 +110,13 @@ async function handle(ctx: ServerContext, req: IncomingMessage, res: ServerRespo
     else holdResponse(res, gate);
   }
   if (rf.status === 429) {
+    ctx.engine.count('429');
     throw fail(429, 'Too Many Requests', { 'retry-after': String(rf.retryAfterSec) });
   }
-  if (rf.status) throw fail(rf.status, 'Service temporarily unavailable');
+  if (rf.status) {
+    ctx.engine.count('5xx');
+    throw fail(rf.status, 'Service temporarily unavailable');
+  }
 
   if (path === TOKEN_PATH) return route(method, ['POST'], () => tokenExchange(ctx, req, res, spec));
   if (path === '/v2/analytics/messages')
@@ -135,7 +146,10 @@ function requireBearer(ctx: ServerContext, req: IncomingMessage, audience: strin
     const text = v.reason === 'expired' ? 'Token expired' : 'Invalid token';
     throw fail(401, text, wwwAuth('invalid_token', text));
   }
-  if (rf.expire) throw fail(401, 'Token expired', wwwAuth('invalid_token', 'Token expired'));
+  if (rf.expire) {
+    ctx.engine.count('expire');
+    throw fail(401, 'Token expired', wwwAuth('invalid_token', 'Token expired'));
+  }
 }
 
 function requireApiKey(ctx: ServerContext, req: IncomingMessage): void {
@@ -322,7 +336,8 @@ async function v2(
       if (method === 'GET') {
         const start = intQuery(url, 'start_index', 0, 0, Number.MAX_SAFE_INTEGER);
         const limit = intQuery(url, 'limit_num', HISTORY_DEFAULT_LIMIT, 1, HISTORY_MAX_LIMIT);
-        return sendJson(res, 200, { messages: ds.history(ref).slice(start, start + limit) });
+        const page = ds.history(ref).slice(start, start + limit);
+        return sendPoisoned(ctx, res, { messages: page }, page, requestSpec(ctx, req));
       }
       const form = await readForm(req, 1024 * 1024);
       const message = form.get('message');
@@ -412,7 +427,7 @@ async function v2(
       const ref = resolveThread(ctx, threadId);
       const found = ds.artifact(ref, artifactId);
       if (!found) throw fail(404, 'Artifact not found');
-      return sendJson(res, 200, { artifact: found.artifact });
+      return sendPoisonedArtifact(ctx, res, { artifact: found.artifact }, artifactId, requestSpec(ctx, req));
     });
   }
   if (parts.length === 2 && sub === 'events') {
@@ -479,7 +494,13 @@ async function legacy(
       const ref = resolveThread(ctx, threadId);
       const found = ctx.ds.artifact(ref, artifactId);
       if (!found) throw fail(404, 'Artifact not found');
-      return sendJson(res, 200, { artifact_id: found.artifact_id, artifact: found.artifact });
+      return sendPoisonedArtifact(
+        ctx,
+        res,
+        { artifact_id: found.artifact_id, artifact: found.artifact },
+        artifactId,
+        requestSpec(ctx, req),
+      );
     }
     const agentId = segment(dyn![1]!, 'agent_id');
     if (!isUuid(agentId)) {
@@ -488,4 +509,99 @@ async function legacy(
     const rng = new Rng(hash4(ctx.ds.seed, stringHash(agentId.toLowerCase()), 0, 0xa9e7));
     return sendJson(res, 200, `Agent ${agentId.toLowerCase()} latest output: ${sentenceOf(rng, 24)}`);
   });
+}
+
+// ---- poison values --------------------------------------------------------------------------------
+
+/** The request's fault spec (the global one with the x-sim-faults header's keys over it). */
+function requestSpec(ctx: ServerContext, req: IncomingMessage): FaultSpec {
+  const header = req.headers[FAULT_HEADER];
+  return typeof header === 'string' && header.trim() !== ''
+    ? mergeFaults(ctx.engine.spec, parseFaultSpec(header))
+    : ctx.engine.spec;
+}
+
+/** A placeholder string JSON.stringify writes as is; replaced by a poison value's raw JSON. */
+const POISON_MARK = '\u0001sim-poison:';
+
+function sendWithPoison(res: ServerResponse, body: unknown): void {
+  const text = JSON.stringify(body).replace(
+    /"\\u0001sim-poison:(deep-nesting|huge-number)"/g,
+    (_m, kind: PoisonKind) => poisonValueText(kind),
+  );
+  sendJsonText(res, 200, text);
+}
+
+/**
+ * A page of history in which user entries chosen by the `poison-history` fault carry a value no
+ * warehouse can store (a JSON document deeper than any parser should follow, or 1e200000).
+ */
+function sendPoisoned(
+  ctx: ServerContext,
+  res: ServerResponse,
+  body: { messages: HistoryEntry[] },
+  page: HistoryEntry[],
+  s: FaultSpec,
+): void {
+  const p = s.poisonHistory ?? 0;
+  if (p <= 0) return sendJson(res, 200, body);
+  let poisoned = 0;
+  body.messages = page.map((e) => {
+    const kind = e.role === 'user' ? ctx.engine.poisonEntry(e.message_id, p) : undefined;
+    if (!kind) return e;
+    poisoned++;
+    return { ...e, x_trace: `${POISON_MARK}${kind}` };
+  });
+  if (poisoned === 0) return sendJson(res, 200, body);
+  ctx.engine.count('poison-entry', poisoned);
+  sendWithPoison(res, body);
+}
+
+function sendPoisonedArtifact(
+  ctx: ServerContext,
+  res: ServerResponse,
+  body: { artifact: object; artifact_id?: string },
+  artifactId: string,
+  s: FaultSpec,
+): void {
+  const kind = ctx.engine.poisonArtifact(artifactId, s.poisonHistory ?? 0);
+  if (!kind) return sendJson(res, 200, body);
+  ctx.engine.count('poison-artifact');
+  sendWithPoison(res, { ...body, artifact: { ...body.artifact, x_trace: `${POISON_MARK}${kind}` } });
+}
+
+// ---- admin ----------------------------------------------------------------------------------------
+
+/**
+ * Switches faults from another process (a chaos run, an operator's curl): GET /_sim/faults
+ * shows the spec, PUT /_sim/faults (body: a fault spec, e.g. "5xx=0.3:2,stall=0.1:90s", or
+ * "none") replaces it, GET /_sim/counts gives the faults injected so far by kind. Served only
+ * when the simulator is started with `admin` (crs-sync sim --admin).
+ */
+async function admin(
+  ctx: ServerContext,
+  req: IncomingMessage,
+  res: ServerResponse,
+  method: string,
+  path: string,
+) {
+  if (path === '/_sim/faults') {
+    return route(method, ['GET', 'PUT'], async () => {
+      if (method === 'PUT') {
+        const text = (await readBody(req, 64 * 1024)).toString('utf8').trim();
+        try {
+          ctx.engine.spec = parseFaultSpec(text);
+        } catch (err) {
+          throw fail(400, (err as Error).message);
+        }
+      }
+      return sendJson(res, 200, { faults: ctx.engine.spec });
+    });
+  }
+  if (path === '/_sim/counts') {
+    return route(method, ['GET'], () =>
+      sendJson(res, 200, { counts: Object.fromEntries(ctx.engine.counts) }),
+    );
+  }
+  throw fail(404, 'Not Found');
 }

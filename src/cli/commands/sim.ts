@@ -20,6 +20,7 @@ interface SimOptions {
   faults?: string;
   envFile?: string;
   envOut?: string;
+  admin?: boolean;
 }
 
 function intOption(name: string, value: string, min: number, max: number): number {
@@ -50,6 +51,7 @@ export function registerSim(program: Command): void {
     .option('--days <N>', 'days of data before today (UTC)', String(DEFAULT_DAYS))
     .option('--records-per-day <N>', 'approximate export records per day', String(DEFAULT_RECORDS_PER_DAY))
     .option('--faults <SPEC>', 'faults to inject (see below)')
+    .option('--admin', 'serve GET/PUT /_sim/faults and GET /_sim/counts: switch faults from another process')
     .option('--env-file <PATH>', 'also write the variables to PATH in .env form')
     .option(
       '--env-out <PATH>',
@@ -75,17 +77,23 @@ export function registerSim(program: Command): void {
         throw new CrsError('USAGE', `--faults: ${(err as Error).message}`);
       }
       const envFile = opts.envOut ?? opts.envFile;
-      const sim = await startSimulator({ port, host: opts.host, seed, days, recordsPerDay, faults }).catch(
-        (err: NodeJS.ErrnoException) => {
-          if (err.code === 'EADDRINUSE' || err.code === 'EACCES' || err.code === 'EADDRNOTAVAIL') {
-            throw new CrsError(
-              'USAGE',
-              `cannot listen on ${opts.host}:${port} (${err.code}); choose another --port (0 = any free port)`,
-            );
-          }
-          throw err;
-        },
-      );
+      const sim = await startSimulator({
+        port,
+        host: opts.host,
+        seed,
+        days,
+        recordsPerDay,
+        faults,
+        admin: opts.admin ?? false,
+      }).catch((err: NodeJS.ErrnoException) => {
+        if (err.code === 'EADDRINUSE' || err.code === 'EACCES' || err.code === 'EADDRNOTAVAIL') {
+          throw new CrsError(
+            'USAGE',
+            `cannot listen on ${opts.host}:${port} (${err.code}); choose another --port (0 = any free port)`,
+          );
+        }
+        throw err;
+      });
       const env = envText(sim.env());
       if (envFile) await writeFile(envFile, `${env}\n`, { mode: 0o600 });
       process.stdout.write(
