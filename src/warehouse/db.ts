@@ -85,14 +85,17 @@ export function openWarehouse(opts: WarehouseOptions): Warehouse {
   // checked out (a loader partition, a lock holder) would crash the process with an unhandled
   // 'error'. So every client gets a listener for its whole life; the query in flight rejects on
   // its own, the holder fails retryably, and pg-pool discards the broken client on release.
-  const onClientError = (err: Error) => {
-    opts.log?.warn(
-      { code: (err as { code?: unknown }).code, kind: dbFailureKind(err), error: redactText(err.message) },
-      'a warehouse connection failed; its work fails and is retried',
-    );
-  };
   pool.on('connect', (client) => {
-    client.on('error', onClientError);
+    // pg reports a killed session twice (the server's FATAL, then the closed socket): once is news.
+    let reported = false;
+    client.on('error', (err: Error) => {
+      if (reported) return;
+      reported = true;
+      opts.log?.warn(
+        { code: (err as { code?: unknown }).code, kind: dbFailureKind(err), error: redactText(err.message) },
+        'a warehouse connection failed; its work fails and is retried',
+      );
+    });
   });
   // The idle clients' errors reach the pool too: the listener above has logged them.
   pool.on('error', () => {});
