@@ -544,7 +544,10 @@ function sendPoisoned(
   s: FaultSpec,
 ): void {
   const p = s.poisonHistory ?? 0;
-  if (p <= 0) return sendJson(res, 200, body);
+  if (p <= 0) {
+    sendJson(res, 200, body);
+    return;
+  }
   let poisoned = 0;
   body.messages = page.map((e) => {
     const kind = e.role === 'user' ? ctx.engine.poisonEntry(e.message_id, p) : undefined;
@@ -552,7 +555,10 @@ function sendPoisoned(
     poisoned++;
     return { ...e, x_trace: `${POISON_MARK}${kind}` };
   });
-  if (poisoned === 0) return sendJson(res, 200, body);
+  if (poisoned === 0) {
+    sendJson(res, 200, body);
+    return;
+  }
   ctx.engine.count('poison-entry', poisoned);
   sendWithPoison(res, body);
 }
@@ -565,7 +571,10 @@ function sendPoisonedArtifact(
   s: FaultSpec,
 ): void {
   const kind = ctx.engine.poisonArtifact(artifactId, s.poisonHistory ?? 0);
-  if (!kind) return sendJson(res, 200, body);
+  if (!kind) {
+    sendJson(res, 200, body);
+    return;
+  }
   ctx.engine.count('poison-artifact');
   sendWithPoison(res, { ...body, artifact: { ...body.artifact, x_trace: `${POISON_MARK}${kind}` } });
 }
