@@ -53,6 +53,9 @@ const envSchema = z.object({
   CRS_RATE_LIMIT_RPS: z.coerce.number().positive().max(10_000).default(10),
   CRS_ENRICH_CONCURRENCY: intSetting(8, 1, 256),
   CRS_HTTP_TIMEOUT_MS: intSetting(60_000, 100, 3_600_000),
+  // Largest JSON answer read (a history page, an artifact, the thread list, a token): a hostile or
+  // broken server must not fill the worker's memory. The export streams line by line instead.
+  CRS_MAX_RESPONSE_BYTES: intSetting(128 * 1024 * 1024, 64 * 1024, 512 * 1024 * 1024),
   CRS_MAX_LINE_BYTES: intSetting(16 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
   CRS_BATCH_SIZE: intSetting(1000, 1, 50_000),
   CRS_LOAD_CONNECTIONS: intSetting(4, 1, 64),
@@ -90,6 +93,8 @@ export interface Config {
     readonly apiKey: string | undefined;
     readonly timeoutMs: number;
     readonly rateLimitRps: number;
+    /** CRS_MAX_RESPONSE_BYTES (absent: the client's default, the same 128 MiB). */
+    readonly maxResponseBytes?: number;
   };
   readonly temporal: {
     readonly address: string;
@@ -142,6 +147,7 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
       apiKey: e.CRS_API_KEY,
       timeoutMs: e.CRS_HTTP_TIMEOUT_MS,
       rateLimitRps: e.CRS_RATE_LIMIT_RPS,
+      maxResponseBytes: e.CRS_MAX_RESPONSE_BYTES,
     },
     temporal: {
       address: e.TEMPORAL_ADDRESS,

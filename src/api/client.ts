@@ -9,6 +9,7 @@ import { statusOf } from './http-error.ts';
 import {
   DEFAULT_BASE_BACKOFF_MS,
   DEFAULT_MAX_BACKOFF_MS,
+  DEFAULT_MAX_RESPONSE_BYTES,
   DEFAULT_MAX_RETRIES,
   DEFAULT_MAX_RETRY_AFTER_MS,
   DEFAULT_PAGE_SIZE,
@@ -132,6 +133,7 @@ export function createServiceClient(options: ServiceClientOptions, log: Logger):
 
   const transport = createTransport({
     timeoutMs: o.timeoutMs,
+    maxResponseBytes: o.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES,
     maxRetries: o.maxRetries ?? DEFAULT_MAX_RETRIES,
     baseBackoffMs: o.baseBackoffMs ?? DEFAULT_BASE_BACKOFF_MS,
     maxBackoffMs: o.maxBackoffMs ?? DEFAULT_MAX_BACKOFF_MS,

@@ -23,3 +23,9 @@ export const DEFAULT_TOKEN_REFRESH_SKEW_MS = 60_000;
  * arrival times (connection set-up, event-loop delay). Costs ~5% of the configured rate.
  */
 export const DEFAULT_RATE_WINDOW_MARGIN_MS = 50;
+/**
+ * Largest JSON answer read whole (CRS_MAX_RESPONSE_BYTES): far above any page of 100 entries, any
+ * artifact or thread list seen, and below V8's largest string (~512 MiB), past which the text
+ * could not even be decoded (our choice).
+ */
+export const DEFAULT_MAX_RESPONSE_BYTES = 128 * 1024 * 1024;

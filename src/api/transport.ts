@@ -69,6 +69,8 @@ export interface OpenStream {
 
 export interface TransportOptions {
   timeoutMs: number;
+  /** Largest 2xx JSON body read; past it the read stops, the connection is dropped (not retried). */
+  maxResponseBytes: number;
   maxRetries: number;
   baseBackoffMs: number;
   maxBackoffMs: number;
@@ -214,7 +216,9 @@ export function createTransport(o: TransportOptions): Transport {
           };
         }
         // Every body is read or destroyed: that is what gives the connection back to the pool.
-        text = ok ? await response.body.text() : await readCapped(response.body, MAX_ERROR_BODY_BYTES);
+        text = ok
+          ? await readLimited(response, o.maxResponseBytes, spec.operation, attempts)
+          : await readCapped(response.body, MAX_ERROR_BODY_BYTES);
       } catch (err) {
         clearTimeout(timer);
         release();
@@ -283,6 +287,48 @@ export function headerValue(
 ): string | undefined {
   const v = headers[name];
   return Array.isArray(v) ? v[0] : v;
+}
+
+/**
+ * A JSON answer's text, refused once it passes `maxBytes` (declared or received): the body is
+ * destroyed, which drops its connection, so a server sending without end costs at most that much
+ * memory. Not retryable: the same request gets the same answer, and every attempt would download
+ * the limit again.
+ */
+function readLimited(
+  response: Dispatcher.ResponseData,
+  maxBytes: number,
+  operation: string,
+  attempts: number,
+): Promise<string> {
+  const body = response.body;
+  const tooLarge = (received: string) => {
+    body.destroy();
+    return new CrsError(
+      'HTTP_BAD_RESPONSE',
+      `${operation} failed: the answer is larger than ${maxBytes} bytes (CRS_MAX_RESPONSE_BYTES); ${received}`,
+      {
+        details: { operation, status: response.statusCode, attempts, maxResponseBytes: maxBytes },
+      },
+    );
+  };
+  const declared = Number(headerValue(response.headers, 'content-length'));
+  if (declared > maxBytes) return Promise.reject(tooLarge(`it declares ${declared}, nothing was read`));
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    body.on('data', (chunk: Buffer) => {
+      size += chunk.byteLength;
+      if (size > maxBytes) reject(tooLarge(`stopped reading after ${size}`));
+      else chunks.push(chunk);
+    });
+    body.on('end', () =>
+      resolve(
+        chunks.length === 1 ? chunks[0]!.toString('utf8') : Buffer.concat(chunks, size).toString('utf8'),
+      ),
+    );
+    body.on('error', reject);
+  });
 }
 
 async function readCapped(body: Readable, maxBytes: number): Promise<string> {
