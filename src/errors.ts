@@ -24,6 +24,7 @@ export type ErrorCode =
   | 'HTTP_TIMEOUT'
   | 'HTTP_BAD_RESPONSE'
   | 'STREAM_CUT'
+  | 'SOURCE_CHANGED'
   | 'CANCELLED'
   | 'TEMPORAL_UNAVAILABLE'
   | 'INTERNAL';

@@ -1,4 +1,4 @@
-import { hash } from 'node:crypto';
+import { createHash, type Hash, hash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import { CrsError, errorMessage, isCrsError } from '../errors.ts';
@@ -479,6 +479,18 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
       await flush(p, line.lineNo);
   };
 
+  // A digest of the lines taken so far, in order. A stream reopened after a cut must repeat them
+  // exactly, or it is another version of the source (a late record inserted early in a day's
+  // export shifts every later line) and skipping its first lines by count would lose or double
+  // records: then the attempt fails retryably, and the next one resumes from the committed
+  // checkpoint, where skipped lines are checked against the warehouse (verifySkipped).
+  const taken = createHash('sha1');
+  const digestLine = (h: Hash, line: SourceLine) => {
+    if (line.bytes) h.update(line.bytes);
+    else h.update(line.rawBytes ?? Buffer.alloc(0)).update(`\u0000${line.byteLength}`);
+    h.update('\n');
+  };
+
   let reopens = 0;
   try {
     await seen?.reset();
@@ -488,6 +500,18 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
       // After a cut, the stream starts again from its first line; lines up to `lastLine` are
       // already in a partition (buffered or committed) and are skipped.
       const skipUpTo = lastLine;
+      const prefix = skipUpTo > 0 ? createHash('sha1') : null;
+      let prefixChecked = prefix === null;
+      const checkPrefix = (atLine: number) => {
+        prefixChecked = true;
+        if (prefix!.digest('hex') !== taken.copy().digest('hex')) {
+          throw new CrsError(
+            'SOURCE_CHANGED',
+            `the source changed while it was read: reopened after a cut, its lines 1-${skipUpTo} differ from the first read (seen at line ${atLine}); the load resumes from its committed checkpoint`,
+            { retryable: true, details: { skipUpTo, atLine } },
+          );
+        }
+      };
       try {
         const stream = await req.open(attempt);
         const lineStats: SplitStats = { bytesRead: 0, linesSeen: 0, blankLines: 0 };
@@ -496,13 +520,20 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
             throw new CrsError('CANCELLED', 'load cancelled', { cause: req.signal.reason });
           if (failure) throw failure;
           for (const line of lines) {
-            if (line.lineNo <= skipUpTo) continue;
+            if (line.lineNo <= skipUpTo) {
+              digestLine(prefix!, line);
+              if (line.lineNo === skipUpTo) checkPrefix(line.lineNo);
+              continue;
+            }
+            if (!prefixChecked) checkPrefix(line.lineNo);
+            digestLine(taken, line);
             await take(line);
             lastLine = line.lineNo;
           }
           stats.bytesRead = Math.max(stats.bytesRead, lineStats.bytesRead);
           report();
         }
+        if (!prefixChecked) checkPrefix(lineStats.linesSeen);
         // Blank lines at the end still count as read.
         lastLine = Math.max(lastLine, lineStats.linesSeen);
         stats.bytesRead = Math.max(stats.bytesRead, lineStats.bytesRead);
@@ -513,6 +544,7 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
           !isCrsError(err) ||
           !err.retryable ||
           err.code === 'CANCELLED' ||
+          err.code === 'SOURCE_CHANGED' ||
           attempt >= maxReopens
         ) {
           throw err;
