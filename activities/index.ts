@@ -6,7 +6,7 @@ import { createEnrichOps } from '../src/enrich/index.ts';
 import { loadExportDay } from '../src/ingest/export-day.ts';
 import type { Logger } from '../src/log.ts';
 import type { Warehouse } from '../src/warehouse/db.ts';
-import { finishRun, planWindow, startRun } from '../src/warehouse/ledger.ts';
+import { finishRun, planWindow, startRun, touchRun } from '../src/warehouse/ledger.ts';
 import type { DayCounts, DayResult, EnrichCounts, RunTotals } from '../workflows/types.ts';
 import { awaitWorkflowResult } from './await-workflow.ts';
 import { toFailure } from './failures.ts';
@@ -48,6 +48,7 @@ export function createActivities(deps: ActivityDeps) {
   const db = warehouse.db;
   const ops: Partial<SyncOps> = { ...realOps(deps), ...(deps.ops ?? {}) };
   const dayLoads = createSemaphore(deps.maxDayLoads ?? DEFAULT_MAX_DAY_LOADS);
+  const alive = livenessWriter(warehouse, log);
 
   function need<K extends keyof SyncOps>(k: K): SyncOps[K] {
     const f = ops[k];
@@ -90,7 +91,7 @@ export function createActivities(deps: ActivityDeps) {
       to: string | null;
       workflowId: string;
     }): Promise<void> {
-      await guarded(() =>
+      const { abandoned } = await guarded(() =>
         startRun(db, {
           loadId: input.loadId,
           kind: input.kind,
@@ -99,6 +100,8 @@ export function createActivities(deps: ActivityDeps) {
           workflowId: input.workflowId,
         }),
       );
+      if (abandoned.length > 0)
+        log.warn({ loadId: input.loadId, abandoned }, 'runs with no sign of life marked abandoned');
     },
 
     async endRun(input: {
@@ -154,7 +157,10 @@ export function createActivities(deps: ActivityDeps) {
         const beat = progressBeat();
         beat.moved(last);
         const s = await whileBeating(
-          () => last,
+          () => {
+            alive(input.loadId, input.day);
+            return last;
+          },
           () =>
             need('loadDay')({
               day: input.day,
@@ -163,6 +169,7 @@ export function createActivities(deps: ActivityDeps) {
               onProgress: (p) => {
                 last = { linesCommitted: p.linesCommitted, rowsRead: p.rowsRead, bytesRead: p.bytesRead };
                 if (beat.moved(last)) ctx.heartbeat(last);
+                alive(input.loadId, input.day);
               },
             }),
           beat,
@@ -258,7 +265,10 @@ export function createActivities(deps: ActivityDeps) {
       const beat = progressBeat();
       return guarded(() =>
         whileBeating(
-          () => last,
+          () => {
+            alive(input.loadId);
+            return last;
+          },
           () =>
             need('enrichThreads')({
               threadIds: input.threadIds,
@@ -315,6 +325,27 @@ async function whileBeating<T>(
   } finally {
     clearInterval(timer);
   }
+}
+
+const ALIVE_EVERY_MS = 15_000;
+
+/**
+ * Records that a run (and its load of a day) is alive, at most every 15 s per run and day, in the
+ * background: the ledger's `progress_at`, against which a run that reads `running` but is dead
+ * (terminated, its worker gone) is told apart. A failed write only loses one sign of life.
+ */
+function livenessWriter(warehouse: Warehouse, log: Logger): (loadId: string, day?: string) => void {
+  const last = new Map<string, number>();
+  return (loadId, day) => {
+    const key = day === undefined ? loadId : `${loadId}:${day}`;
+    const now = Date.now();
+    if (now - (last.get(key) ?? 0) < ALIVE_EVERY_MS) return;
+    last.set(key, now);
+    if (last.size > 10_000) last.clear();
+    touchRun(warehouse.db, loadId, day).catch((err: unknown) =>
+      log.debug({ err, loadId, day }, 'could not record a sign of life'),
+    );
+  };
 }
 
 /** The project's loader and enrichment, bound to the worker's dependencies. */

@@ -1,5 +1,6 @@
 import { proxyActivities, proxyLocalActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.ts';
+import { ENRICH_HEARTBEAT_TIMEOUT_MS, LOAD_HEARTBEAT_TIMEOUT_MS, MAX_RETRY_INTERVAL_MS } from './liveness.ts';
 
 /**
  * Activity proxies with their timeouts and retry policies, chosen per kind of work. Failure
@@ -36,14 +37,14 @@ export const ledger = proxyActivities<Activities>({
  * Retry-After (the activity sets the next retry delay); other transient faults back off to 5
  * minutes, for up to ~12 attempts (about an hour of outage) before the day is marked failed.
  */
-export function loadProxy(heartbeatTimeout = '30s') {
+export function loadProxy(heartbeatTimeout: string | number = LOAD_HEARTBEAT_TIMEOUT_MS) {
   return proxyActivities<Activities>({
     startToCloseTimeout: '6 hours',
     heartbeatTimeout,
     retry: {
       initialInterval: '5s',
       backoffCoefficient: 2,
-      maximumInterval: '5 minutes',
+      maximumInterval: MAX_RETRY_INTERVAL_MS,
       maximumAttempts: 12,
       nonRetryableErrorTypes: NON_RETRYABLE,
     },
@@ -60,11 +61,11 @@ export const waiting = proxyActivities<Activities>({
 /** One batch of thread enrichment: many API calls, each with its own retries in the client. */
 export const enrichment = proxyActivities<Activities>({
   startToCloseTimeout: '30 minutes',
-  heartbeatTimeout: '2 minutes',
+  heartbeatTimeout: ENRICH_HEARTBEAT_TIMEOUT_MS,
   retry: {
     initialInterval: '5s',
     backoffCoefficient: 2,
-    maximumInterval: '5 minutes',
+    maximumInterval: MAX_RETRY_INTERVAL_MS,
     maximumAttempts: 8,
     nonRetryableErrorTypes: NON_RETRYABLE,
   },

@@ -3,6 +3,7 @@ import { addDays } from 'date-fns/addDays';
 import { formatISO } from 'date-fns/formatISO';
 import { parseISO } from 'date-fns/parseISO';
 import { type Kysely, sql } from 'kysely';
+import { STALE_AFTER_MS } from '../../workflows/liveness.ts';
 import type { Database, RunKind, RunStatus } from './types.ts';
 
 /**
@@ -35,8 +36,33 @@ export interface StartRunInput {
   workflowId?: string | null;
 }
 
-/** Records a run; starting the same load id again (a resumed import, a retried activity) keeps its row. */
-export async function startRun(db: Kysely<Database>, r: StartRunInput): Promise<void> {
+/**
+ * The last sign of life of a run or of a day's load: `progress_at` (its start, its activities'
+ * heartbeats) or its load's last batch commit (a checkpoint row's `updated_at`; an import's load
+ * key is its load id, an export day's the load id and the day). SQL over `sync_runs r` and
+ * `sync_days d`.
+ */
+export const RUN_ALIVE_AT = sql<Date>`greatest(r.progress_at,
+  (select max(c.updated_at) from load_checkpoints c where c.load_key = r.load_id))`;
+export const DAY_ALIVE_AT = sql<Date>`greatest(d.progress_at,
+  (select max(c.updated_at) from load_checkpoints c where c.load_key = d._load_id || ':' || to_char(d.day, 'YYYY-MM-DD')))`;
+
+/** Whether a `running` run or day last showed a sign of life before `staleAfterMs` ago. */
+export function isStale(aliveAt: Date | null, now: Date, staleAfterMs = STALE_AFTER_MS): boolean {
+  return aliveAt === null || now.getTime() - aliveAt.getTime() > staleAfterMs;
+}
+
+/**
+ * Records a run; starting the same load id again (a resumed import, a retried activity) keeps its
+ * row. Other runs still marked running that have shown no sign of life for `staleAfterMs` are
+ * marked abandoned (a terminated workflow, a killed import: nothing else would ever close them);
+ * their ids are returned.
+ */
+export async function startRun(
+  db: Kysely<Database>,
+  r: StartRunInput,
+  staleAfterMs = STALE_AFTER_MS,
+): Promise<{ abandoned: string[] }> {
   await db
     .insertInto('sync_runs')
     .values({
@@ -49,9 +75,60 @@ export async function startRun(db: Kysely<Database>, r: StartRunInput): Promise<
       status: 'running',
     })
     .onConflict((oc) =>
-      oc.column('load_id').doUpdateSet({ status: 'running', finished_at: null, error: null }),
+      oc
+        .column('load_id')
+        .doUpdateSet({ status: 'running', finished_at: null, error: null, progress_at: sql`now()` }),
     )
     .execute();
+  return { abandoned: await abandonStaleRuns(db, r.loadId, staleAfterMs) };
+}
+
+/** Marks runs abandoned that read `running` yet have shown no sign of life for `staleAfterMs`. */
+export async function abandonStaleRuns(
+  db: Kysely<Database>,
+  byLoadId: string,
+  staleAfterMs = STALE_AFTER_MS,
+): Promise<string[]> {
+  const res = await sql<{ load_id: string }>`
+    update sync_runs r
+    set status = 'abandoned', finished_at = now(),
+        error = 'no sign of life since ' || to_char(${RUN_ALIVE_AT} at time zone 'UTC', 'YYYY-MM-DD HH24:MI:SS')
+          || ' UTC (terminated, or its worker is gone); marked abandoned by run ' || ${byLoadId}::text
+    where r.status = 'running' and r.load_id <> ${byLoadId}
+      and ${RUN_ALIVE_AT} < now() - make_interval(secs => ${staleAfterMs / 1000})
+    returning r.load_id`.execute(db);
+  return res.rows.map((x) => x.load_id);
+}
+
+/**
+ * A sign of life of a run, and of its load of `day`: what its activities call as they heartbeat.
+ * A run marked abandoned that shows one is running after all (its workers were only away).
+ */
+export async function touchRun(db: Kysely<Database>, loadId: string, day?: string): Promise<void> {
+  await db
+    .updateTable('sync_runs')
+    .set((eb) => ({
+      progress_at: sql`now()`,
+      status: eb
+        .case()
+        .when('status', '=', 'abandoned')
+        .then(eb.val<RunStatus>('running'))
+        .else(eb.ref('status'))
+        .end(),
+      finished_at: eb.case().when('status', '=', 'abandoned').then(null).else(eb.ref('finished_at')).end(),
+      error: eb.case().when('status', '=', 'abandoned').then(null).else(eb.ref('error')).end(),
+    }))
+    .where('load_id', '=', loadId)
+    .execute();
+  if (day !== undefined) {
+    await db
+      .updateTable('sync_days')
+      .set({ progress_at: sql`now()` })
+      .where('day', '=', day)
+      .where('_load_id', '=', loadId)
+      .where('status', '=', 'running')
+      .execute();
+  }
 }
 
 export interface RunTotals {
@@ -110,11 +187,27 @@ export async function addToRun(db: Kysely<Database>, loadId: string, t: RunTotal
     .execute();
 }
 
-/** Marks a day as loading under a load id; counts one more attempt. */
-export async function markDayRunning(db: Kysely<Database>, day: string, loadId: string): Promise<void> {
-  await db
+/**
+ * Marks a day as loading under a load id; counts one more attempt. A day still `running` under
+ * another load id is taken over: only one load of a day runs at a time (its workflow id), so that
+ * load died without closing the day (terminated, its worker gone). Its id is kept in
+ * `taken_over_from` and returned.
+ */
+export async function markDayRunning(
+  db: Kysely<Database>,
+  day: string,
+  loadId: string,
+): Promise<{ takenOverFrom: string | null }> {
+  const r = await db
     .insertInto('sync_days')
-    .values({ day, status: 'running', _load_id: loadId, started_at: new Date(), attempts: 1 })
+    .values({
+      day,
+      status: 'running',
+      _load_id: loadId,
+      started_at: new Date(),
+      attempts: 1,
+      progress_at: sql`now()`,
+    })
     .onConflict((oc) =>
       oc.column('day').doUpdateSet((eb) => ({
         status: 'running',
@@ -123,9 +216,14 @@ export async function markDayRunning(db: Kysely<Database>, day: string, loadId: 
         finished_at: null,
         last_error: null,
         attempts: eb('sync_days.attempts', '+', 1),
+        progress_at: sql`now()`,
+        taken_over_from: sql`case when sync_days.status = 'running' and sync_days._load_id is distinct from ${loadId}::text
+          then sync_days._load_id end`,
       })),
     )
-    .execute();
+    .returning('taken_over_from')
+    .executeTakeFirstOrThrow();
+  return { takenOverFrom: r.taken_over_from };
 }
 
 export async function markDayFailed(db: Kysely<Database>, day: string, error: string): Promise<void> {
@@ -213,4 +311,24 @@ export async function finishRunFromDays(
   };
   await finishRun(db, loadId, status, totals, error);
   return totals;
+}
+
+/**
+ * Adds a load's soft-deletes of a day to what it recorded before and returns the sum, in the
+ * transaction of the deletes: a finalize retried after they committed finds nothing left to
+ * delete, and the day still reports what the load deleted.
+ */
+export async function addDayDeletes(
+  client: { query: (text: string, values: unknown[]) => Promise<{ rows: { n: number | string }[] }> },
+  loadKey: string,
+  day: string,
+  deleted: number,
+): Promise<number> {
+  const r = await client.query(
+    `insert into load_day_deletes (load_key, day, rows_deleted) values ($1, $2, $3)
+     on conflict (load_key, day) do update set rows_deleted = load_day_deletes.rows_deleted + excluded.rows_deleted
+     returning rows_deleted as n`,
+    [loadKey, day, deleted],
+  );
+  return Number(r.rows[0]?.n ?? deleted);
 }

@@ -1,5 +1,7 @@
 import { type Kysely, sql } from 'kysely';
-import { getWatermark, shiftDay, utcDay } from './ledger.ts';
+import { STALE_AFTER_MS } from '../../workflows/liveness.ts';
+import { type HeldDay, listHeldDeletes } from './held-deletes.ts';
+import { DAY_ALIVE_AT, getWatermark, isStale, RUN_ALIVE_AT, shiftDay, utcDay } from './ledger.ts';
 import type { Database } from './types.ts';
 
 /** What `crs-sync status` shows: the state of the ledger, the runs, the quarantine and enrichment. */
@@ -7,8 +9,13 @@ export interface WarehouseStatus {
   watermark: string | null;
   /** Whole days between the watermark and yesterday (UTC); null with no watermark. */
   lagDays: number | null;
+  /** Days by status; `abandoned`: marked running, with no sign of life for staleAfterMinutes. */
   days: Record<string, number>;
   failedDays: { day: string; attempts: number; lastError: string | null }[];
+  /** Days marked running whose load is gone (terminated, its worker lost): the next load takes them over. */
+  abandonedDays: { day: string; loadId: string | null; attempts: number; lastSignOfLife: string | null }[];
+  /** How long a running run or day may show no sign of life before it is shown as abandoned. */
+  staleAfterMinutes: number;
   recentRuns: {
     loadId: string;
     kind: string;
@@ -21,14 +28,24 @@ export interface WarehouseStatus {
     deleted: number;
     startedAt: string;
     finishedAt: string | null;
+    /** Its last heartbeat or batch commit (a run shown `abandoned` has had none for staleAfterMinutes). */
+    lastSignOfLife: string;
     error: string | null;
   }[];
   rejects: { source: string; errorCode: string; open: number; replayed: number }[];
   threads: Record<string, number>;
   messages: { live: number; deleted: number };
+  /** Days whose deletes the guard held for review (`crs-sync deletes`). */
+  heldDeletes: HeldDay[];
+  /** Days whose last export was not known complete (nothing of them deleted), and why. */
+  incompleteExports: { day: string; reason: string | null; loadId: string | null }[];
 }
 
-export async function readStatus(db: Kysely<Database>, now = new Date()): Promise<WarehouseStatus> {
+export async function readStatus(
+  db: Kysely<Database>,
+  now = new Date(),
+  staleAfterMs = STALE_AFTER_MS,
+): Promise<WarehouseStatus> {
   const watermark = await getWatermark(db);
   const yesterday = shiftDay(utcDay(now), -1);
   const lagDays =
@@ -38,8 +55,19 @@ export async function readStatus(db: Kysely<Database>, now = new Date()): Promis
   const days = await db
     .selectFrom('sync_days')
     .select(['status', (eb) => eb.fn.countAll<number>().as('n')])
+    .where('status', '<>', 'running')
     .groupBy('status')
     .execute();
+  const running = await db
+    .selectFrom('sync_days as d')
+    .select(['d.day', 'd._load_id', 'd.attempts', DAY_ALIVE_AT.as('alive_at')])
+    .where('d.status', '=', 'running')
+    .orderBy('d.day')
+    .execute();
+  const abandonedDays = running.filter((d) => isStale(d.alive_at, now, staleAfterMs));
+  const dayCounts: Record<string, number> = Object.fromEntries(days.map((d) => [d.status, Number(d.n)]));
+  if (running.length > abandonedDays.length) dayCounts.running = running.length - abandonedDays.length;
+  if (abandonedDays.length > 0) dayCounts.abandoned = abandonedDays.length;
   const failed = await db
     .selectFrom('sync_days')
     .select(['day', 'attempts', 'last_error'])
@@ -47,7 +75,13 @@ export async function readStatus(db: Kysely<Database>, now = new Date()): Promis
     .orderBy('day')
     .limit(20)
     .execute();
-  const runs = await db.selectFrom('sync_runs').selectAll().orderBy('started_at', 'desc').limit(10).execute();
+  const runs = await db
+    .selectFrom('sync_runs as r')
+    .selectAll()
+    .select(RUN_ALIVE_AT.as('alive_at'))
+    .orderBy('r.started_at', 'desc')
+    .limit(10)
+    .execute();
   const rejects = await db
     .selectFrom('rejected_records')
     .select([
@@ -72,15 +106,30 @@ export async function readStatus(db: Kysely<Database>, now = new Date()): Promis
       sql<number>`count(*) filter (where _deleted_at is not null)`.as('deleted'),
     ])
     .executeTakeFirstOrThrow();
+  const heldDeletes = await listHeldDeletes(db);
+  const incomplete = await db
+    .selectFrom('sync_days')
+    .select(['day', 'export_incomplete_reason', '_load_id'])
+    .where('export_complete', '=', false)
+    .orderBy('day', 'desc')
+    .limit(20)
+    .execute();
   return {
     watermark,
     lagDays,
-    days: Object.fromEntries(days.map((d) => [d.status, Number(d.n)])),
+    days: dayCounts,
     failedDays: failed.map((f) => ({ day: f.day, attempts: f.attempts, lastError: f.last_error })),
+    abandonedDays: abandonedDays.slice(0, 20).map((d) => ({
+      day: d.day,
+      loadId: d._load_id,
+      attempts: d.attempts,
+      lastSignOfLife: d.alive_at ? new Date(d.alive_at).toISOString() : null,
+    })),
+    staleAfterMinutes: staleAfterMs / 60_000,
     recentRuns: runs.map((r) => ({
       loadId: r.load_id,
       kind: r.kind,
-      status: r.status,
+      status: r.status === 'running' && isStale(r.alive_at, now, staleAfterMs) ? 'abandoned' : r.status,
       window: r.window_start ? `${r.window_start}..${r.window_end}` : null,
       rowsRead: r.rows_read,
       inserted: r.rows_inserted,
@@ -89,6 +138,7 @@ export async function readStatus(db: Kysely<Database>, now = new Date()): Promis
       deleted: r.rows_deleted,
       startedAt: r.started_at.toISOString(),
       finishedAt: r.finished_at ? r.finished_at.toISOString() : null,
+      lastSignOfLife: new Date(r.alive_at).toISOString(),
       error: r.error,
     })),
     rejects: rejects.map((r) => ({
@@ -99,5 +149,11 @@ export async function readStatus(db: Kysely<Database>, now = new Date()): Promis
     })),
     threads: Object.fromEntries(threads.map((t) => [t.enrich_status, Number(t.n)])),
     messages: { live: Number(msgs.live), deleted: Number(msgs.deleted) },
+    heldDeletes,
+    incompleteExports: incomplete.map((d) => ({
+      day: d.day,
+      reason: d.export_incomplete_reason,
+      loadId: d._load_id,
+    })),
   };
 }

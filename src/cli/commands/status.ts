@@ -6,11 +6,12 @@ import { renderTable } from '../table.ts';
 export function registerStatus(program: Command): void {
   program
     .command('status')
-    .summary('watermark, lag, days by status, recent runs, rejects, enrichment')
+    .summary('watermark, lag, days by status, recent runs, rejects, held deletes, enrichment')
     .description(
       'Shows the state of the warehouse: the watermark (last day of the unbroken run of complete\n' +
         'days) and the lag to yesterday (UTC), days by status and the failed ones, the last runs,\n' +
-        'the quarantine by source and error code, and threads by enrichment status.',
+        'the quarantine by source and error code, the deletes held by the delete guard, the days whose\n' +
+        'export was not known complete, and threads by enrichment status.',
     )
     .option('--json', 'print the status as JSON')
     .action(async (opts: { json?: boolean }) => {
@@ -50,6 +51,44 @@ export function registerStatus(program: Command): void {
             renderTable(
               ['day', 'attempts', 'last error'],
               s.failedDays.map((f) => [f.day, f.attempts, (f.lastError ?? '').slice(0, 100)]),
+            ),
+          );
+        }
+        if (s.abandonedDays.length > 0) {
+          out.push(
+            '',
+            `Abandoned days (marked running, no sign of life for ${s.staleAfterMinutes} min; the next load of each takes it over):`,
+          );
+          out.push(
+            renderTable(
+              ['day', 'load id', 'attempts', 'last sign of life (UTC)'],
+              s.abandonedDays.map((d) => [
+                d.day,
+                d.loadId ?? '',
+                d.attempts,
+                (d.lastSignOfLife ?? '').slice(0, 19).replace('T', ' '),
+              ]),
+            ),
+          );
+        }
+        if (s.heldDeletes.length > 0) {
+          out.push(
+            '',
+            'Held deletes (past CRS_DELETE_GUARD; review: crs-sync deletes list, apply: crs-sync deletes apply):',
+          );
+          out.push(
+            renderTable(
+              ['day', 'held', 'still live', 'live rows', 'reason'],
+              s.heldDeletes.map((h) => [h.day, h.held, h.applicable, h.live, h.reason ?? '']),
+            ),
+          );
+        }
+        if (s.incompleteExports.length > 0) {
+          out.push('', 'Exports not known complete (loaded, nothing of the day deleted):');
+          out.push(
+            renderTable(
+              ['day', 'load id', 'why'],
+              s.incompleteExports.map((d) => [d.day, d.loadId ?? '', (d.reason ?? '').slice(0, 100)]),
             ),
           );
         }

@@ -1,0 +1,21 @@
+/**
+ * Timeouts that decide when a run or a day load that still reads `running` is taken for
+ * abandoned (its workflow terminated, its worker gone for good). Shared by the activity policies
+ * and the ledger, so the threshold follows the timeouts it is derived from. Pure constants: safe
+ * in workflow code.
+ */
+
+/** Heartbeat timeout of a day load (a run may set its own; see loadProxy). */
+export const LOAD_HEARTBEAT_TIMEOUT_MS = 30_000;
+/** Heartbeat timeout of an enrichment batch. */
+export const ENRICH_HEARTBEAT_TIMEOUT_MS = 120_000;
+/** The longest pause between two attempts of a day load or an enrichment batch. */
+export const MAX_RETRY_INTERVAL_MS = 300_000;
+
+/**
+ * A live run shows a sign of life (a heartbeat, a batch commit) every few seconds while one of
+ * its activities runs. The longest silence of a live one: an attempt on a lost worker noticed
+ * after the longest heartbeat timeout, then the longest retry interval before the next attempt
+ * beats again, 7 minutes. Twice that, 14 minutes, leaves room for a slow worker start.
+ */
+export const STALE_AFTER_MS = 2 * (ENRICH_HEARTBEAT_TIMEOUT_MS + MAX_RETRY_INTERVAL_MS);
