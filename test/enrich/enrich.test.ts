@@ -20,6 +20,20 @@ interface FakeThread {
   history: unknown[];
   /** Answer every history request with this status instead. */
   status?: number;
+  /** Answer every history request with a body that never ends. */
+  endless?: boolean;
+}
+
+/** A 200 JSON answer that never ends (until the client goes away). */
+function sendEndless(res: ServerResponse, start: string) {
+  res.writeHead(200, { 'content-type': 'application/json' });
+  res.write(start);
+  const chunk = Buffer.alloc(64 * 1024, 0x20);
+  const pump = () => {
+    while (!res.destroyed && res.write(chunk)) {}
+  };
+  res.on('drain', pump);
+  pump();
 }
 
 const citation = (i: number, extra: Record<string, unknown> = {}) => ({
@@ -82,6 +96,7 @@ function handle(req: { path: string; query: URLSearchParams }, res: ServerRespon
     const t = threads.get(m[1]!);
     if (!t) return sendJson(res, 404, { detail: 'Thread not found' });
     if (t.status) return sendJson(res, t.status, { detail: 'nope' });
+    if (t.endless) return sendEndless(res, '{"messages":[');
     const s = Number(req.query.get('start_index'));
     const n = Number(req.query.get('limit_num'));
     return sendJson(res, 200, { messages: t.history.slice(s, s + n) });
@@ -90,6 +105,7 @@ function handle(req: { path: string; query: URLSearchParams }, res: ServerRespon
   if (m) {
     const a = artifacts.get(m[2]!);
     if (a === undefined || a === 'legacy') return sendJson(res, 404, { detail: 'Artifact not found' });
+    if (a === 'endless') return sendEndless(res, '{"artifact":{"val":"');
     return sendJson(res, 200, { artifact: a });
   }
   m = /^\/legacy\/client\/v2\/thread\/([^/]+)\/artifact\/([^/]+)$/.exec(req.path);
@@ -108,7 +124,10 @@ function handle(req: { path: string; query: URLSearchParams }, res: ServerRespon
   sendJson(res, 404, { detail: 'Not Found' });
 }
 
-async function setup(pending: string[], over: { pageSize?: number; maxRetries?: number } = {}) {
+async function setup(
+  pending: string[],
+  over: { pageSize?: number; maxRetries?: number; maxResponseBytes?: number } = {},
+) {
   server = await startScriptedServer((req, res) => handle(req, res));
   const { log } = captureLog();
   const api = createServiceClient(
@@ -116,6 +135,7 @@ async function setup(pending: string[], over: { pageSize?: number; maxRetries?: 
       legacyBaseUrl: `${server.url}/legacy`,
       apiKey: SECRETS.apiKey,
       maxRetries: over.maxRetries ?? 1,
+      ...(over.maxResponseBytes ? { maxResponseBytes: over.maxResponseBytes } : {}),
     }),
     log,
   );
@@ -430,6 +450,30 @@ describe('enrichThreads', () => {
     await sql`insert into threads (thread_id, enrich_status) values (${T2}, 'pending')`.execute(db());
     await ops.enrichThreads({ threadIds: [T2], loadId: 'L2' });
     expect(await ops.listPendingThreads({ afterThreadId: null, limit: 10 })).toEqual([T1]);
+  });
+
+  it('when an artifact or a history page is an answer without end, then the artifact is quarantined, the thread failed, and the batch finishes', async () => {
+    artifacts.set('art-big', 'endless');
+    threads.set(T1, { name: 'n', history: [msg(0, { artifact_ids: ['art-big'] }), msg(1)] });
+    threads.set(T2, { name: 'm', history: [msg(2)], endless: true });
+    threads.set(T3, { name: 'o', history: [msg(3)] });
+    const { ops } = await setup([T1, T2, T3], { maxResponseBytes: 256 * 1024 });
+    const counts = await ops.enrichThreads({ threadIds: [T1, T2, T3], loadId: 'L1' });
+    expect(counts).toMatchObject({ done: 2, failed: 1, messages: 3, artifacts: 0 });
+    const status = await db()
+      .selectFrom('threads')
+      .select(['thread_id', 'enrich_status', 'last_error'])
+      .orderBy('thread_id')
+      .execute();
+    expect(status.map((t) => t.enrich_status)).toEqual(['done', 'failed', 'done']);
+    expect(status[1]!.last_error).toContain('CRS_MAX_RESPONSE_BYTES');
+    const rejected = await db()
+      .selectFrom('rejected_records')
+      .select(['source', 'source_name', 'error_code'])
+      .execute();
+    expect(rejected).toEqual([
+      { source: 'artifact', source_name: `thread/${T1}/artifact/art-big`, error_code: 'HTTP_BAD_RESPONSE' },
+    ]);
   });
 
   it('when the thread list shows more messages than stored, then a done thread is queued again', async () => {
