@@ -4,15 +4,54 @@
 const NUL_ESCAPE = /(?<!\\)(?:\\\\)*\\u0000/;
 const LONE_SURROGATE_ESCAPE = /(?<!\\)(?:\\\\)*\\ud[89a-f][0-9a-f]{2}/;
 
-export type NotStorable = { code: 'nul_character' | 'lone_surrogate'; what: string };
+export type NotStorable = {
+  code: 'nul_character' | 'lone_surrogate' | 'nesting_too_deep' | 'number_out_of_range';
+  what: string;
+};
 
 /**
- * Text PostgreSQL cannot store, anywhere in `v` (keys included): U+0000 (neither text nor jsonb
- * holds it) and a lone UTF-16 surrogate (not Unicode: jsonb and json_to_recordset refuse its
- * escape). A record holding either could never be written and would fail its page on every
- * attempt, so it is quarantined instead.
+ * Levels of nesting an entry or artifact may have (itself being level 1), as for an export
+ * line's record (ingest/record-parser.ts): JSON.stringify throws RangeError a few thousand levels
+ * down, which failed the thread's page on every attempt.
+ */
+export const MAX_DEPTH = 64;
+
+/**
+ * The first shape problem of `v` without ever going deeper than MAX_DEPTH: too deep, or a number
+ * JSON.parse turned into ±Infinity (1e400), which JSON.stringify would silently write as null.
+ */
+function shapeProblem(v: object, depth: number): NotStorable | undefined {
+  if (depth > MAX_DEPTH) {
+    return { code: 'nesting_too_deep', what: `nesting deeper than ${MAX_DEPTH} levels` };
+  }
+  for (const c of Array.isArray(v) ? v : Object.values(v)) {
+    if (typeof c === 'object') {
+      if (c === null) continue;
+      const bad = shapeProblem(c, depth + 1);
+      if (bad) return bad;
+    } else if (typeof c === 'number' && !Number.isFinite(c)) {
+      return {
+        code: 'number_out_of_range',
+        what: 'a number beyond the range of a double (it would be stored as null)',
+      };
+    }
+  }
+  return undefined;
+}
+
+/**
+ * What PostgreSQL cannot store, anywhere in `v` (keys included): nesting beyond MAX_DEPTH, a
+ * number that is not finite, U+0000 (neither text nor jsonb holds it) and a lone UTF-16 surrogate
+ * (not Unicode: jsonb and json_to_recordset refuse its escape). A record holding any could never
+ * be written as it is and would fail its page on every attempt, so it is quarantined instead.
  */
 export function notStorable(v: unknown): NotStorable | undefined {
+  if (typeof v === 'object' && v !== null) {
+    const bad = shapeProblem(v, 1);
+    if (bad) return bad;
+  } else if (typeof v === 'number' && !Number.isFinite(v)) {
+    return { code: 'number_out_of_range', what: 'a number beyond the range of a double' };
+  }
   const json = JSON.stringify(v) ?? '';
   // The plain searches are much cheaper than the patterns and almost always find nothing.
   if (json.includes('\\u0000') && NUL_ESCAPE.test(json)) {
@@ -35,4 +74,23 @@ export function notStorable(v: unknown): NotStorable | undefined {
 export function storableText(s: string): string {
   const t = s.toWellFormed();
   return t.includes('\u0000') ? t.replaceAll('\u0000', '\uFFFD') : t;
+}
+
+/**
+ * The quarantine's `raw` text of an entry or artifact: its JSON, with anything nested deeper than
+ * MAX_DEPTH replaced by a marker (JSON.stringify would throw on a very deep value, and the reject
+ * would fail its page like the value itself).
+ */
+export function rawText(v: unknown): string {
+  const depths = new WeakMap<object, number>();
+  return (
+    JSON.stringify(v, function (this: unknown, _key: string, value: unknown) {
+      if (typeof value !== 'object' || value === null) return value;
+      const holder = this as object;
+      const depth = (depths.get(holder) ?? 0) + 1;
+      if (depth > MAX_DEPTH) return `[nested deeper than ${MAX_DEPTH} levels: not kept]`;
+      depths.set(value, depth);
+      return value;
+    }) ?? String(v)
+  );
 }

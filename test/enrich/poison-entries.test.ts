@@ -1,0 +1,164 @@
+import type { ServerResponse } from 'node:http';
+import { sql } from 'kysely';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createServiceClient } from '../../src/api/index.ts';
+import { createEnrichOps } from '../../src/enrich/index.ts';
+import { MAX_DEPTH } from '../../src/enrich/storable.ts';
+import { captureLog, options, SECRETS } from '../api/helpers/client-setup.ts';
+import { type ScriptedServer, startScriptedServer } from '../api/helpers/scripted-server.ts';
+import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
+
+/**
+ * Entries and artifacts no JSON encoder of ours can write back (nested 10,000 levels) or whose
+ * numbers a double cannot hold (1e400 parses to Infinity, which JSON.stringify writes as null):
+ * each is quarantined, the rest of its page loads, and the thread ends done instead of failing
+ * its page on every attempt. The service's bodies are sent as raw text, since JSON.stringify
+ * could not even produce them.
+ */
+const uuid = (n: number, prefix = 'a') => `${prefix.repeat(8)}-0000-4000-8000-${String(n).padStart(12, '0')}`;
+const T1 = uuid(1, 'b');
+
+const entry = (n: number, more = '') =>
+  `{"message_id":"${uuid(n)}","role":"assistant","content":"text ${n}","created_at":"2026-01-01T10:00:00Z","citations":[]${more}}`;
+const deep = (levels: number) => '['.repeat(levels) + ']'.repeat(levels);
+const artifact = (more: string, val = 'v') =>
+  `{"output_type":"table","title":"t","citations":[],"val":${JSON.stringify(val)},"resolved_text_objects":true${more}}`;
+
+let tw: TestWarehouse;
+let server: ScriptedServer | undefined;
+let history: string[] = [];
+const artifacts = new Map<string, string>();
+
+beforeAll(async () => {
+  tw = await createTestWarehouse({ prefix: 'poison' });
+});
+afterAll(async () => {
+  await tw.dispose();
+});
+afterEach(async () => {
+  await server?.close();
+  server = undefined;
+  history = [];
+  artifacts.clear();
+  await sql`truncate threads, thread_messages, citations, artifacts, rejected_records`.execute(tw.w.db);
+});
+
+function sendText(res: ServerResponse, status: number, text: string) {
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}
+
+function handle(req: { path: string; query: URLSearchParams }, res: ServerResponse) {
+  if (req.path === '/v2/threads') {
+    return sendText(
+      res,
+      200,
+      JSON.stringify({ threads: [{ thread_id: T1, thread_name: 'n', message_count: history.length }] }),
+    );
+  }
+  if (req.path === `/v2/threads/${T1}/messages`) {
+    const s = Number(req.query.get('start_index'));
+    const n = Number(req.query.get('limit_num'));
+    return sendText(res, 200, `{"messages":[${history.slice(s, s + n).join(',')}]}`);
+  }
+  const m = /^\/v2\/threads\/[^/]+\/artifacts\/([^/]+)$/.exec(req.path);
+  const a = m ? artifacts.get(m[1]!) : undefined;
+  if (a !== undefined) return sendText(res, 200, `{"artifact":${a}}`);
+  sendText(res, 404, '{"detail":"Not Found"}');
+}
+
+async function enrich() {
+  server ??= await startScriptedServer((req, res) => handle(req, res));
+  const { log } = captureLog();
+  const api = createServiceClient(
+    options(server.url, { legacyBaseUrl: `${server.url}/legacy`, apiKey: SECRETS.apiKey, maxRetries: 1 }),
+    log,
+  );
+  await sql`insert into threads (thread_id, enrich_status, enrich_requested_at) values (${T1}, 'pending', now())
+    on conflict (thread_id) do update set enrich_status = 'pending', enrich_requested_at = now()`.execute(
+    tw.w.db,
+  );
+  const ops = createEnrichOps({
+    db: tw.w.db,
+    pool: tw.w.pool,
+    api,
+    log,
+    concurrency: 2,
+    pageSize: 2,
+    threadListTtlMs: 0,
+  });
+  return ops.enrichThreads({ threadIds: [T1], loadId: 'L1' });
+}
+
+const rejects = async () =>
+  (
+    await tw.w.db
+      .selectFrom('rejected_records')
+      .select(['source', 'line_no', 'error_code', 'raw'])
+      .orderBy('source')
+      .orderBy('line_no')
+      .orderBy('error_code')
+      .execute()
+  ).map((r) => [r.source, Number(r.line_no), r.error_code]);
+
+describe('enrichment of poison entries and artifacts', () => {
+  it('when entries and artifacts are nested 10,000 levels deep or hold 1e400, then they are quarantined, the rest loads and the thread is done', async () => {
+    history = [
+      entry(0),
+      entry(1, `,"extra":${deep(10_000)}`),
+      entry(2, ',"score":1e400'),
+      entry(3, ',"artifact_ids":["deep-art","num-art","ok-art"]'),
+      entry(4, `,"fine":${deep(MAX_DEPTH - 1)},"small":1e-400`),
+    ];
+    artifacts.set('deep-art', artifact(`,"meta":${deep(10_000)}`));
+    artifacts.set('num-art', artifact(',"size":-1e400'));
+    // Its `val` text is kept; the JSON parsed from it could not be stored, so val_json is null.
+    artifacts.set('ok-art', artifact('', `{"a":${deep(10_000)}}`));
+
+    const counts = await enrich();
+    expect(counts).toMatchObject({ done: 1, messages: 3, artifacts: 1 });
+    expect(await rejects()).toEqual([
+      ['artifact', 3, 'artifact_nesting_too_deep'],
+      ['artifact', 3, 'artifact_number_out_of_range'],
+      ['history', 1, 'history_nesting_too_deep'],
+      ['history', 2, 'history_number_out_of_range'],
+    ]);
+    const t = await tw.w.db.selectFrom('threads').selectAll().executeTakeFirstOrThrow();
+    expect(t).toMatchObject({ enrich_status: 'done', history_count: 5 });
+    const msgs = await tw.w.db
+      .selectFrom('thread_messages')
+      .select(['position'])
+      .orderBy('position')
+      .execute();
+    expect(msgs.map((m) => m.position)).toEqual([0, 3, 4]);
+    const art = await tw.w.db
+      .selectFrom('artifacts')
+      .select(['artifact_id', 'val_json'])
+      .executeTakeFirstOrThrow();
+    expect(art).toEqual({ artifact_id: 'ok-art', val_json: null });
+    // The quarantine keeps what it can of the deep entry: its JSON down to the limit.
+    const raw = await tw.w.db
+      .selectFrom('rejected_records')
+      .select(['raw'])
+      .where('error_code', '=', 'history_nesting_too_deep')
+      .executeTakeFirstOrThrow();
+    expect(raw.raw).toContain(uuid(1));
+    expect(raw.raw).toContain('nested deeper than');
+  });
+
+  it('when the quarantined deep entry is the last one stored and the thread is enriched again, then the new entries load and nothing is quarantined twice', async () => {
+    history = [entry(0), entry(1, `,"extra":${deep(10_000)}`)];
+    expect(await enrich()).toMatchObject({ done: 1, messages: 1 });
+    history.push(entry(2));
+    expect(await enrich()).toMatchObject({ done: 1, messages: 1 });
+    expect(await rejects()).toEqual([['history', 1, 'history_nesting_too_deep']]);
+    const msgs = await tw.w.db
+      .selectFrom('thread_messages')
+      .select(['position'])
+      .orderBy('position')
+      .execute();
+    expect(msgs.map((m) => m.position)).toEqual([0, 2]);
+    const t = await tw.w.db.selectFrom('threads').selectAll().executeTakeFirstOrThrow();
+    expect(t).toMatchObject({ enrich_status: 'done', history_count: 3 });
+  });
+});
