@@ -87,7 +87,7 @@ export async function loadExportDay(deps: ExportDayDeps, input: ExportDayInput):
         });
       },
       completeDays: { from: day, to: day },
-      incompleteReason: () => body?.incompleteReason ?? 'the export was not downloaded',
+      incompleteReason: () => (body ? body.incompleteReason : 'the export was not downloaded'),
       deleteGuardPct: config.deleteGuardPct,
       ledgerDay: day,
       batchSize: config.batchSize,

@@ -1,0 +1,291 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createServiceClient } from '../../src/api/index.ts';
+import { parseConfig } from '../../src/config.ts';
+import { loadExportDay } from '../../src/ingest/export-day.ts';
+import { SeenSpill } from '../../src/ingest/seen-spill.ts';
+import { createLogger } from '../../src/log.ts';
+import { type Simulator, startSimulator } from '../../src/simulator/index.ts';
+import { PINNED, runningClock } from '../helpers/clock.ts';
+import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
+
+/**
+ * The deletion safeguard against hostile exports, over real HTTP: the day is first loaded from the
+ * simulator, then "exported" again by a small server that answers what a broken service or a proxy
+ * in front of it might send with status 200. No such answer may delete a row.
+ */
+
+const log = createLogger({ level: 'silent', pretty: false });
+const root = path.resolve(import.meta.dirname, '..', '..');
+const SEED = 11;
+
+interface Answer {
+  type?: string;
+  body: string;
+  length?: number;
+}
+
+function idOf(line: string): string {
+  return (JSON.parse(line) as Record<string, string>)['Message ID']!.toLowerCase();
+}
+
+function cli(args: string[], env: Record<string, string>) {
+  const r = spawnSync(process.execPath, [path.join(root, 'bin/crs-sync.js'), ...args], {
+    env: { ...process.env, LOG_LEVEL: 'silent', ...env },
+    encoding: 'utf8',
+    cwd: mkdtempSync(path.join(tmpdir(), 'crs-cli-')),
+  });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+describe('deletion safeguard', () => {
+  let sim: Simulator;
+  let tw: TestWarehouse;
+  let hostile: Server;
+  let hostileUrl: string;
+  let answer: Answer = { body: '' };
+  let day: string;
+  let lines: string[];
+  let loads = 0;
+
+  beforeAll(async () => {
+    console.log(`delete-guard: simulator seed ${SEED}`);
+    sim = await startSimulator({ seed: SEED, days: 4, recordsPerDay: 400, now: runningClock(PINNED) });
+    tw = await createTestWarehouse();
+    const days = sim.truth.days();
+    day = days[days.length - 3]!;
+    lines = [...sim.truth.exportDayLines(day)];
+    hostile = createServer((req, res) => {
+      if (!req.url?.startsWith('/v2/analytics/messages')) {
+        res.writeHead(404).end();
+        return;
+      }
+      const headers: Record<string, string | number> = {};
+      if (answer.type !== undefined) headers['content-type'] = answer.type;
+      if (answer.length !== undefined) headers['content-length'] = answer.length;
+      res.writeHead(200, headers);
+      res.end(answer.body);
+    });
+    await new Promise<void>((resolve) => hostile.listen(0, '127.0.0.1', resolve));
+    hostileUrl = `http://127.0.0.1:${(hostile.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    await sim?.close();
+    await new Promise<void>((resolve) => (hostile ? hostile.close(() => resolve()) : resolve()));
+    await tw?.dispose();
+  });
+
+  const deps = (from: 'simulator' | 'hostile', env: Record<string, string> = {}) => {
+    const config = parseConfig({
+      ...sim.env(),
+      ...(from === 'hostile' ? { CRS_BASE_URL: hostileUrl } : {}),
+      CRS_BATCH_SIZE: '100',
+      CRS_RATE_LIMIT_RPS: '1000',
+      ...env,
+    });
+    const client = createServiceClient(
+      { ...config.api, concurrency: 4, baseBackoffMs: 5, maxBackoffMs: 50 },
+      log,
+    );
+    return { warehouse: tw.w, client, config, log };
+  };
+  const load = (from: 'simulator' | 'hostile', env: Record<string, string> = {}) =>
+    loadExportDay(deps(from, env), { day, loadId: `load-${++loads}` });
+
+  const liveIds = async () =>
+    new Set(
+      (
+        await tw.w.pool.query<{ id: string }>(
+          'select message_id::text as id from analytics_messages where message_date = $1 and _deleted_at is null',
+          [day],
+        )
+      ).rows.map((r) => r.id),
+    );
+  const ledger = async () =>
+    (
+      await tw.w.pool.query(
+        `select status, export_complete, export_incomplete_reason, deletes_held, deletes_held_reason, rows_deleted
+         from sync_days where day = $1`,
+        [day],
+      )
+    ).rows[0];
+  const allIds = () => new Set(lines.map(idOf));
+  const resetDay = async () => {
+    // Back to the simulator's whole day, every row live, nothing held.
+    answer = { type: 'application/x-ndjson', body: `${lines.join('\n')}\n` };
+    await load('hostile', { CRS_DELETE_GUARD: '100' });
+    expect(await liveIds()).toEqual(allIds());
+  };
+
+  it('when the day is loaded from the simulator, then every record of it is live and the export was known complete', async () => {
+    const s = await load('simulator');
+    expect(s.incompleteReason).toBeNull();
+    expect(await liveIds()).toEqual(allIds());
+    expect(await ledger()).toMatchObject({ status: 'complete', export_complete: true, deletes_held: 0 });
+  });
+
+  const hostileAnswers: [string, () => Answer, RegExp][] = [
+    [
+      'an HTML page',
+      () => ({ type: 'text/html; charset=utf-8', body: '<html><body><h1>Maintenance</h1></body></html>\n' }),
+      /content type "text\/html" is not JSONL/,
+    ],
+    [
+      'a JSON error document',
+      () => ({ type: 'application/json', body: '{"error":"internal","message":"try again later"}\n' }),
+      /content type "application\/json" is not JSONL/,
+    ],
+    ['an empty body', () => ({ type: 'application/x-ndjson', body: '' }), /empty body/],
+    [
+      'the first half of the lines, cut at a line boundary without the final newline',
+      () => ({ type: 'application/x-ndjson', body: lines.slice(0, Math.floor(lines.length / 2)).join('\n') }),
+      /no final newline/,
+    ],
+    ['no content type', () => ({ body: `${lines.slice(0, 10).join('\n')}\n` }), /no content type/],
+  ];
+  for (const [what, make, why] of hostileAnswers) {
+    it(`when a 200 answer is ${what}, then no row of the day is deleted and the day says why`, async () => {
+      answer = make();
+      const before = await liveIds();
+      // The guard is off: only the completeness check stands between this answer and the rows.
+      const s = await load('hostile', { CRS_DELETE_GUARD: '100' });
+      expect(s.deleted).toBe(0);
+      expect(s.incompleteReason).toMatch(why);
+      expect(await liveIds()).toEqual(before);
+      const l = await ledger();
+      expect(l).toMatchObject({ status: 'complete', export_complete: false, rows_deleted: 0 });
+      expect(l.export_incomplete_reason).toMatch(why);
+      const st = cli(['status', '--json'], { DATABASE_URL: tw.url, CRS_SCHEMA: tw.schema });
+      expect(st.code).toBe(0);
+      expect(JSON.parse(st.stdout).incompleteExports).toContainEqual(
+        expect.objectContaining({ day, reason: expect.stringMatching(why) }),
+      );
+    });
+  }
+
+  it('when a complete export would delete half of the day, then the deletes are held, shown, and applied only by the command', async () => {
+    await resetDay();
+    const kept = lines.filter((_, i) => i % 2 === 0);
+    const gone = new Set(lines.filter((_, i) => i % 2 === 1).map(idOf));
+    answer = { type: 'application/x-ndjson', body: `${kept.join('\n')}\n` };
+    const s = await load('hostile');
+    expect(s).toMatchObject({ deleted: 0, deletesHeld: gone.size, incompleteReason: null });
+    expect(await liveIds()).toEqual(allIds());
+    const l = await ledger();
+    expect(l).toMatchObject({ status: 'complete', export_complete: true, deletes_held: gone.size });
+    expect(l.deletes_held_reason).toMatch(/more than CRS_DELETE_GUARD=10%/);
+    const held = await tw.w.pool.query<{ id: string }>(
+      'select message_id::text as id from held_deletes where day = $1',
+      [day],
+    );
+    expect(new Set(held.rows.map((r) => r.id))).toEqual(gone);
+    const [health] = (await tw.w.pool.query('select * from sync_health')).rows;
+    expect(health).toMatchObject({ held_deletes: gone.size, held_delete_days: 1 });
+
+    const env = { DATABASE_URL: tw.url, CRS_SCHEMA: tw.schema };
+    const st = cli(['status'], env);
+    expect(st.code).toBe(0);
+    expect(st.stdout).toContain('Held deletes');
+    expect(st.stdout).toContain(day);
+    const stJson = JSON.parse(cli(['status', '--json'], env).stdout);
+    expect(stJson.heldDeletes).toEqual([
+      expect.objectContaining({ day, held: gone.size, applicable: gone.size, live: lines.length }),
+    ]);
+    const list = JSON.parse(cli(['deletes', 'list', '--day', day, '--ids', '--json'], env).stdout);
+    expect(new Set(list.ids)).toEqual(gone);
+    expect(cli(['deletes', 'apply'], env).code).toBe(2);
+
+    const applied = cli(['deletes', 'apply', '--day', day, '--json'], env);
+    expect(applied.code).toBe(0);
+    expect(JSON.parse(applied.stdout).applied).toEqual([
+      { day, held: gone.size, deleted: gone.size, skipped: 0 },
+    ]);
+    expect(await liveIds()).toEqual(new Set(kept.map(idOf)));
+    expect(await ledger()).toMatchObject({
+      deletes_held: 0,
+      deletes_held_reason: null,
+      rows_deleted: gone.size,
+    });
+    expect((await tw.w.pool.query('select count(*)::int n from held_deletes')).rows[0].n).toBe(0);
+
+    // The same export again: nothing left to delete or hold, nothing written.
+    const again = await load('hostile');
+    expect(again).toMatchObject({
+      deleted: 0,
+      deletesHeld: 0,
+      inserted: 0,
+      updated: 0,
+      unchanged: kept.length,
+    });
+    expect(await liveIds()).toEqual(new Set(kept.map(idOf)));
+    expect(await ledger()).toMatchObject({ deletes_held: 0, export_complete: true });
+  });
+
+  it('when a later complete export within the guard follows held deletes, then it replaces the held set', async () => {
+    await resetDay();
+    const half = Math.floor(lines.length / 2);
+    answer = { type: 'application/x-ndjson', body: `${lines.slice(0, half).join('\n')}\n` };
+    expect((await load('hostile')).deletesHeld).toBe(lines.length - half);
+    const dropped = lines.slice(-3).map(idOf);
+    answer = { type: 'application/x-ndjson', body: `${lines.slice(0, -3).join('\n')}\n` };
+    const s = await load('hostile');
+    expect(s).toMatchObject({ deleted: 3, deletesHeld: 0 });
+    expect((await tw.w.pool.query('select count(*)::int n from held_deletes')).rows[0].n).toBe(0);
+    const live = await liveIds();
+    expect(live.size).toBe(lines.length - 3);
+    for (const id of dropped) expect(live.has(id)).toBe(false);
+  });
+
+  it('when a line of the day is quarantined, then its row is not deleted while absent rows are', async () => {
+    await resetDay();
+    const bad = lines[5]!;
+    // Still names its message id, but its time is not a time: the record is rejected.
+    const broken = bad.replace(/"Message Time"\s*:\s*"[^"]*"/, '"Message Time":"not a time"');
+    expect(broken).not.toBe(bad);
+    const absent = idOf(lines[7]!);
+    const served = lines.map((l, i) => (i === 5 ? broken : l)).filter((_, i) => i !== 7);
+    answer = { type: 'application/x-ndjson', body: `${served.join('\n')}\n` };
+    const s = await load('hostile');
+    expect(s).toMatchObject({ rejected: 1, deleted: 1, deletesHeld: 0 });
+    const live = await liveIds();
+    expect(live.has(idOf(bad))).toBe(true);
+    expect(live.has(absent)).toBe(false);
+    expect(live.size).toBe(lines.length - 1);
+  });
+
+  it('when the seen ids spill over many chunks, then the table holds exactly the ids reported', async () => {
+    const spill = new SeenSpill(tw.w.pool, 'spill-test', 1000);
+    await spill.reset();
+    const ids = [...allIds()];
+    const expected = new Set<string>();
+    // Upper-case ids too: the parser accepts them and stores them lower-case.
+    for (let round = 0; round < 30; round++) {
+      for (const id of ids) {
+        const v = `${id.slice(0, 24)}${(round * 7919 + ids.indexOf(id)).toString(16).padStart(12, '0')}`;
+        spill.add(round % 2 === 0 ? v : v.toUpperCase());
+        expected.add(v);
+        if (spill.backlogged) await spill.room();
+      }
+    }
+    await spill.finish();
+    const r = await tw.w.pool.query<{ id: string }>(
+      "select distinct message_id::text as id from load_seen where load_key = 'spill-test'",
+    );
+    expect(r.rows.length).toBe(expected.size);
+    expect(new Set(r.rows.map((x) => x.id))).toEqual(expected);
+    await spill.reset();
+    expect(
+      (await tw.w.pool.query("select count(*)::int n from load_seen where load_key = 'spill-test'")).rows[0]
+        .n,
+    ).toBe(0);
+  });
+
+  it('when a load is done, then its spilled ids are gone from load_seen', async () => {
+    expect((await tw.w.pool.query('select count(*)::int n from load_seen')).rows[0].n).toBe(0);
+  });
+});
