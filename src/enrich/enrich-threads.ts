@@ -135,7 +135,8 @@ async function enrichThread(
         if (check) {
           check = false;
           if (!sameTail(state, entries[0])) {
-            log.info(
+            // A warning: what follows deletes the stored rows the service no longer has.
+            log.warn(
               { stored, received: entries.length === 0 ? 'none' : 'another entry' },
               'thread history changed upstream; reading it again from the start',
             );
@@ -144,6 +145,15 @@ async function enrichThread(
           }
           entries = entries.slice(1);
           fromIndex += 1;
+        } else if (rewrite && page.startIndex === 0 && page.last && entries.length === 0) {
+          // A thread the service still has, with no entry at all, is more likely a broken answer
+          // than a history emptied on purpose: its rows are kept, and the thread fails for a person
+          // to look at, rather than a bad day of the service emptying the warehouse.
+          throw new CrsError(
+            'HTTP_BAD_RESPONSE',
+            `listMessages failed: the history came back empty, though ${stored} entries of it are stored; they are kept`,
+            { details: { operation: 'listMessages', stored } },
+          );
         }
         const messages: Array<{ position: number; entry: ParsedEntry }> = [];
         const rejects: RejectRow[] = [];

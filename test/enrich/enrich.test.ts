@@ -382,7 +382,7 @@ describe('enrichThreads', () => {
     });
   });
 
-  it('when every entry was removed upstream, then the thread keeps no message, artifact or citation', async () => {
+  it('when a history comes back empty though entries are stored, then they are kept and the thread fails with the reason', async () => {
     artifacts.set('art-1', art('one'));
     threads.set(T1, {
       name: 'n',
@@ -390,15 +390,14 @@ describe('enrichThreads', () => {
     });
     const { ops } = await setup([T1]);
     await ops.enrichThreads({ threadIds: [T1], loadId: 'L1' });
+    const before = await stored();
     threads.get(T1)!.history = [];
     await sql`update threads set enrich_status = 'pending', enrich_requested_at = now()`.execute(db());
-    await ops.enrichThreads({ threadIds: [T1], loadId: 'L2' });
-    expect(await stored()).toEqual({
-      messages: [],
-      artifacts: [],
-      citations: [],
-      thread: { history_count: 0, enrich_status: 'done' },
-    });
+    const counts = await ops.enrichThreads({ threadIds: [T1], loadId: 'L2' });
+    expect(counts.failed).toBe(1);
+    expect(await stored()).toEqual({ ...before, thread: { history_count: 2, enrich_status: 'failed' } });
+    const t = await db().selectFrom('threads').select('last_error').executeTakeFirstOrThrow();
+    expect(t.last_error).toContain('the history came back empty, though 2 entries of it are stored');
   });
 
   it('when the last stored entry was quarantined and nothing changed, then one request confirms it and no row is rewritten', async () => {

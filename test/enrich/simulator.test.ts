@@ -225,14 +225,13 @@ describe('enrichment against the simulator', () => {
   it('when histories shrink or are rewritten upstream, then they are read again and the warehouse equals the service row by row', async () => {
     const long = readable.filter((id) => sim.truth.threadHistory(id)!.length >= 4);
     expect(long.length).toBeGreaterThanOrEqual(5);
-    const [middle, renamedLast, tail, emptied, mixed] = long as [string, string, string, string, string];
+    const [middle, renamedLast, tail, first, mixed] = long as [string, string, string, string, string];
     const n = (id: string) => sim.truth.threadHistory(id)!.length;
     sim.dataset.editHistory(middle, { remove: [1] });
     sim.dataset.editHistory(renamedLast, { rename: [n(renamedLast) - 1] });
     sim.dataset.editHistory(tail, { remove: [n(tail) - 2, n(tail) - 1] });
-    sim.dataset.editHistory(emptied, { remove: Array.from({ length: n(emptied) }, (_, i) => i) });
+    sim.dataset.editHistory(first, { remove: [0] });
     sim.dataset.editHistory(mixed, { rename: [0], remove: [n(mixed) - 1] });
-    expect(sim.truth.threadHistory(emptied)).toEqual([]);
     // A rewrite that keeps the length shows in no count: a load that touches the thread queues it.
     await sql`update threads set enrich_status = 'pending', enrich_requested_at = now()
               where thread_id = ${renamedLast}`.execute(tw.w.db);
