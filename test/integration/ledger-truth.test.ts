@@ -1,3 +1,5 @@
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config.ts';
 import { loadExportDay } from '../../src/ingest/export-day.ts';
@@ -221,5 +223,44 @@ describe('runs and days left running by a load that is gone', () => {
     const s = await readStatus(tw.w.db);
     expect(s.abandonedDays.map((a) => a.day)).not.toContain(day);
     expect(s.days.running).toBe(1);
+  });
+});
+
+describe('crs-sync status', () => {
+  it('when a run and a day were left running by loads that are gone, then status shows both abandoned, as text and as JSON', async () => {
+    const stale = `${Math.ceil((STALE_AFTER_MS * 2) / 1000)} seconds`;
+    await startRun(tw.w.db, { loadId: 'cli-dead-run', kind: 'backfill', workflowId: 'wf-cli' });
+    await tw.w.pool.query(
+      `update sync_runs set progress_at = now() - $1::interval where load_id = 'cli-dead-run'`,
+      [stale],
+    );
+    await tw.w.pool.query(
+      `insert into sync_days (day, status, _load_id, started_at, attempts, progress_at)
+       values ('2026-11-10', 'running', 'cli-dead-run', now() - $1::interval, 2, now() - $1::interval)`,
+      [stale],
+    );
+    const root = path.resolve(import.meta.dirname, '..', '..');
+    const cli = (args: string[]) =>
+      spawnSync(process.execPath, [path.join(root, 'bin/crs-sync.js'), ...args], {
+        env: { ...process.env, LOG_LEVEL: 'silent', DATABASE_URL: tw.url, CRS_SCHEMA: tw.schema },
+        encoding: 'utf8',
+      });
+
+    const json = cli(['status', '--json']);
+    expect(json.status).toBe(0);
+    const s = JSON.parse(json.stdout);
+    expect(s.recentRuns.find((r: { loadId: string }) => r.loadId === 'cli-dead-run').status).toBe(
+      'abandoned',
+    );
+    expect(s.abandonedDays).toContainEqual(
+      expect.objectContaining({ day: '2026-11-10', loadId: 'cli-dead-run' }),
+    );
+    expect(s.days.abandoned).toBeGreaterThanOrEqual(1);
+
+    const text = cli(['status']);
+    expect(text.status).toBe(0);
+    expect(text.stdout).toMatch(/Abandoned days/);
+    expect(text.stdout).toMatch(/2026-11-10\s+\S*\s*cli-dead-run/);
+    expect(text.stdout).toMatch(/cli-dead-run\s+\S*\s*backfill\s+\S*\s*abandoned/);
   });
 });
