@@ -59,6 +59,18 @@ export interface WarehouseOptions {
 }
 
 /**
+ * The server probes the connection too: a worker that vanished without closing its sockets (a
+ * network cut, a killed VM) then loses its sessions, and the advisory lock of its load, within
+ * about a minute instead of the operating system's two hours, so the retried load is not kept
+ * waiting on LOAD_BUSY.
+ */
+function serverKeepAlive(ms: number): string {
+  if (ms <= 0) return '';
+  const idle = Math.max(1, Math.ceil(ms / 1000));
+  return ` -c tcp_keepalives_idle=${idle} -c tcp_keepalives_interval=10 -c tcp_keepalives_count=3`;
+}
+
+/**
  * Every connection runs with search_path = the configured schema, so queries and migrations use
  * unqualified table names and any schema name works without rewriting SQL.
  */
@@ -70,7 +82,7 @@ export function openWarehouse(opts: WarehouseOptions): Warehouse {
   const pool = new pg.Pool({
     connectionString: opts.url,
     max: opts.max ?? 8,
-    options: `-c search_path=${opts.schema},public`,
+    options: `-c search_path=${opts.schema},public${serverKeepAlive(t.keepAliveMs)}`,
     application_name: opts.applicationName ?? 'crs-sync',
     connectionTimeoutMillis: 10_000,
     // pg sends only the non-zero ones; 0 leaves the server's own setting.

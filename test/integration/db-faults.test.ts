@@ -217,6 +217,29 @@ describe('database faults', () => {
     }
   });
 
+  it('when a warehouse is opened, then its sessions carry the configured timeouts and server-side keepalive', async () => {
+    const w = side('crs-dbf-settings', {
+      statementMs: 1234,
+      lockMs: 567,
+      idleTxMs: 8900,
+      keepAliveMs: 20_000,
+    });
+    const r = await w.pool.query<Record<string, string>>(
+      `select current_setting('statement_timeout') s, current_setting('lock_timeout') l,
+              current_setting('idle_in_transaction_session_timeout') i,
+              current_setting('tcp_keepalives_idle') k, current_setting('application_name') a`,
+    );
+    expect(r.rows[0]).toEqual({
+      s: '1234ms',
+      l: '567ms',
+      i: '8900ms',
+      k: expect.any(String),
+      a: 'crs-dbf-settings',
+    });
+    // Over TCP the server takes the keepalive idle time in seconds (a Unix socket reports 0).
+    expect(['20', '0']).toContain(r.rows[0]!.k);
+  });
+
   it('when the database refuses connections, then the failure is a retryable connection failure', async () => {
     const w = openWarehouse({ url: 'postgres://nobody@127.0.0.1:1/none', schema: 'crs', max: 1 });
     opened.push(w);
