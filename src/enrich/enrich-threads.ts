@@ -56,9 +56,10 @@ const emptyCounts = (): EnrichCounts => ({
 });
 
 /**
- * Enriches a batch of threads (DESIGN.md §1): for each, reads the history from the position
- * already stored, page by page, storing messages, citations and the artifacts the entries name,
- * each page with its checkpoint in one transaction. A 404 marks the thread 'deleted', a 403
+ * Enriches a batch of threads: for each, reads the history from one entry before the position
+ * already stored (the entry there tells whether the history changed upstream; if it did, from 0),
+ * page by page, storing messages, citations and the artifacts the entries name, each page with its
+ * checkpoint in one transaction. A 404 marks the thread 'deleted', a 403
  * 'forbidden'; entries and artifacts that break the contract are quarantined and the rest of the
  * thread still loads. A thread that fails with a retryable error stays 'pending' (up to
  * maxAttempts, then 'failed'); when any did, the batch throws a retryable error at the end, after

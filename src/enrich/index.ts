@@ -1,5 +1,5 @@
 /**
- * Thread enrichment (DESIGN.md §1): what the Temporal activities `listPendingThreads` and
+ * Thread enrichment: what the Temporal activities `listPendingThreads` and
  * `enrichThreads` run (activities/ops.ts SyncOps).
  *
  *   const ops = createEnrichOps({ db, pool, api, log, concurrency: config.enrichConcurrency });

@@ -2,7 +2,7 @@ import { type Kysely, sql } from 'kysely';
 import type { Database, EnrichStatus } from '../warehouse/types.ts';
 
 /**
- * Repository functions of the enrichment (DESIGN.md §5 tables threads, thread_messages, citations,
+ * Repository functions of the enrichment (tables threads, thread_messages, citations,
  * artifacts); the pages themselves are written by write-pages.ts.
  */
 
