@@ -19,7 +19,15 @@ declare module 'vitest' {
  * Day workflow ids (`crs-sync-day-YYYY-MM-DD`) are unique per namespace, and test files run in
  * parallel against real dates; each file that starts workflows takes a namespace of its own.
  */
-export const TEST_NAMESPACES = ['default', 'workflows', 'integration', 'kill', 'schedules', 'cli'];
+export const TEST_NAMESPACES = [
+  'default',
+  'workflows',
+  'integration',
+  'kill',
+  'schedules',
+  'cli',
+  'liveness',
+];
 
 export const SUGGEST_CONTINUE_AS_NEW_AFTER = 30;
 
