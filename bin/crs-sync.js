@@ -6,7 +6,7 @@
 // script, and aborts with "not found" before any JavaScript runs (nodejs/node#54232); `sim
 // --env-file PATH` names a file that does not exist yet. Node stops reading options at `--`, so
 // the shebang and every re-execution put one before the script.
-import { spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -25,10 +25,27 @@ if (major < 24) {
     );
     process.exit(2);
   }
-  const r = spawnSync(node24, ['--', fileURLToPath(import.meta.url), ...process.argv.slice(2)], {
+  const child = spawn(node24, ['--', fileURLToPath(import.meta.url), ...process.argv.slice(2)], {
     stdio: 'inherit',
   });
-  if (r.signal) process.kill(process.pid, r.signal);
-  process.exit(r.status ?? 1);
-}
-await import('../src/cli/main.ts');
+  // The command drains on a signal and exits when it is done; this process waits for that rather
+  // than die at once and leave it running orphaned. Ctrl-C in a terminal reaches both processes
+  // (one process group), so SIGINT is passed on only when it cannot have come from a terminal: a
+  // second one would make a command stop at once.
+  for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+    process.on(sig, () => {
+      if (sig !== 'SIGINT' || !process.stdin.isTTY) child.kill(sig);
+    });
+  }
+  child.on('error', (err) => {
+    process.stderr.write(`crs-sync: cannot start ${node24}: ${err.message}\n`);
+    process.exit(1);
+  });
+  child.on('exit', (code, signal) => {
+    if (signal) {
+      process.removeAllListeners(signal);
+      process.kill(process.pid, signal);
+    }
+    process.exit(code ?? 1);
+  });
+} else await import('../src/cli/main.ts');

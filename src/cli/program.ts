@@ -63,7 +63,10 @@ try {
     // --help and --version end here with exit code 0; usage errors were already printed.
     process.exitCode = err.exitCode === 0 ? 0 : EXIT_USAGE;
   } else if (isCrsError(err)) {
-    process.stderr.write(`crs-sync: ${redactText(err.message)}\n`);
+    // A configuration problem names a variable and a rule, never a value; masking would turn
+    // "CRS_CLIENT_SECRET: required …" into "CRS_CLIENT_SECRET: [redacted] …".
+    const text = err.code === 'CONFIG_INVALID' ? err.message : redactText(err.message);
+    process.stderr.write(`crs-sync: ${text}\n`);
     process.exitCode = err.code === 'CONFIG_INVALID' || err.code === 'USAGE' ? EXIT_USAGE : EXIT_FAILURE;
   } else {
     process.stderr.write(`crs-sync: unexpected error: ${describeUnexpected(err)}\n`);

@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { createActivities, DEFAULT_MAX_DAY_LOADS } from '../../../activities/index.ts';
 import { createServiceClient } from '../../api/index.ts';
 import { requireSettings } from '../../config.ts';
+import { CrsError, errorMessage } from '../../errors.ts';
 import { connectWorker } from '../../temporal/connection.ts';
 import { releaseForeignExitHooks } from '../../temporal/process-hooks.ts';
 import { createSyncWorker, installRuntime } from '../../temporal/worker.ts';
@@ -31,7 +32,18 @@ export function registerWorker(program: Command): void {
         log.warn({ err }, 'thread API credentials are missing: enrichment will fail; use --no-enrich');
       }
       // The SDK runtime (logs, metrics, signal handling) must exist before any connection.
-      installRuntime(log, settings.metricsAddress);
+      try {
+        installRuntime(log, settings.metricsAddress);
+      } catch (err) {
+        if (settings.metricsAddress && /metrics exporter/i.test(errorMessage(err))) {
+          throw new CrsError(
+            'USAGE',
+            `cannot serve metrics on TEMPORAL_METRICS_ADDRESS ${settings.metricsAddress} (${errorMessage(err)}); ` +
+              'set it to a free address, or to nothing to turn metrics off',
+          );
+        }
+        throw err;
+      }
       // Day loads hold their connections throughout; enrichment batches and bookkeeping need a few more.
       const opened = await openConfiguredWarehouse(ctx, {
         connections: dayLoads * config.loadConnections + config.enrichConcurrency,
