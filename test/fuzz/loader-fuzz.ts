@@ -1,0 +1,49 @@
+/**
+ * `npm run fuzz`: the loader's fuzz property (loader-fuzz-core.ts) over at least 100,000 mutated
+ * lines, in a schema of its own on DATABASE_URL (default the local test database), dropped after.
+ *
+ *   FUZZ_SEED=<n> FUZZ_LINES=<n> npm run fuzz
+ */
+import { randomBytes } from 'node:crypto';
+import { parseConfig } from '../../src/config.ts';
+import { createLogger } from '../../src/log.ts';
+import { openWarehouse } from '../../src/warehouse/db.ts';
+import { dropSchema, migrateToLatest } from '../../src/warehouse/migrator.ts';
+import { newTally, runFuzz, tallyTable } from './loader-fuzz-core.ts';
+
+const seed = Number(process.env.FUZZ_SEED ?? Date.now() % 2 ** 31);
+const lines = Number(process.env.FUZZ_LINES ?? 100_000);
+const url =
+  process.env.TEST_DATABASE_URL ?? process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+
+console.log(`loader fuzz: FUZZ_SEED=${seed} FUZZ_LINES=${lines}`);
+const w = openWarehouse({ url, schema: `fuzz_${randomBytes(5).toString('hex')}`, max: 10 });
+const tally = newTally();
+const started = Date.now();
+let failed = false;
+try {
+  await migrateToLatest(w);
+  const config = parseConfig({
+    CRS_BATCH_SIZE: '40',
+    CRS_LOAD_CONNECTIONS: '3',
+    CRS_MAX_LINE_BYTES: String(256 * 1024),
+  });
+  await runFuzz({
+    w,
+    config,
+    log: createLogger({ level: 'silent', pretty: false }),
+    seed,
+    lines,
+    linesPerRun: 500,
+    tally,
+  });
+} catch (err) {
+  failed = true;
+  console.error((err as Error).message);
+} finally {
+  await dropSchema(w).catch(() => {});
+  await w.close();
+}
+console.log(tallyTable(tally, seed));
+console.log(`${((Date.now() - started) / 1000).toFixed(0)} s`);
+process.exitCode = failed ? 1 : 0;
