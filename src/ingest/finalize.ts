@@ -113,43 +113,50 @@ export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<Fina
   const complete = f.completeDays ? dayRange(f.completeDays.from, f.completeDays.to) : [];
   let deleted = 0;
   const guardPct = f.deleteGuardPct ?? DEFAULT_DELETE_GUARD_PCT;
-  if (f.seen && complete.length > 0) {
-    // Fresh statistics, so the anti-join below is planned as the hash join it should be.
-    await pool.query('analyze load_seen');
-  }
-  for (const day of complete) {
-    const summary = days.get(day) ?? {
-      day,
-      rowsRead: 0,
-      inserted: 0,
-      updated: 0,
-      unchanged: 0,
-      rejected: 0,
-      deleted: 0,
-      deletesHeld: 0,
-      incompleteReason: null,
-    };
-    days.set(day, summary);
-    const client = await pool.connect();
-    try {
-      await client.query('begin');
-      const heldReason = await deleteStep(client, summary, f, guardPct);
-      summary.deleted = await addDayDeletes(client, f.loadKey, day, summary.deleted);
-      deleted += summary.deleted;
-      await upsertDay(client, summary, f, true);
-      await client.query(
-        `update sync_days set export_complete = $2, export_incomplete_reason = $3,
+  // One connection for the days: the candidates of the whole window are found at once, in a
+  // temporary table of its session (per day, each day would scan every seen id again).
+  const client = complete.length > 0 ? await pool.connect() : null;
+  try {
+    if (client && (f.incompleteReason ?? null) === null) await findGone(client, f, complete);
+    for (const day of complete) {
+      const c = client!;
+      const summary = days.get(day) ?? {
+        day,
+        rowsRead: 0,
+        inserted: 0,
+        updated: 0,
+        unchanged: 0,
+        rejected: 0,
+        deleted: 0,
+        deletesHeld: 0,
+        incompleteReason: null,
+      };
+      days.set(day, summary);
+      try {
+        await c.query('begin');
+        const heldReason = await deleteStep(c, summary, f, guardPct);
+        summary.deleted = await addDayDeletes(c, f.loadKey, day, summary.deleted);
+        deleted += summary.deleted;
+        await upsertDay(c, summary, f, true);
+        await c.query(
+          `update sync_days set export_complete = $2, export_incomplete_reason = $3,
            deletes_held = case when $2 then $4 else deletes_held end,
            deletes_held_reason = case when $2 then $5 else deletes_held_reason end
          where day = $1`,
-        [day, summary.incompleteReason === null, summary.incompleteReason, summary.deletesHeld, heldReason],
+          [day, summary.incompleteReason === null, summary.incompleteReason, summary.deletesHeld, heldReason],
+        );
+        await c.query('commit');
+      } catch (err) {
+        await c.query('rollback').catch(() => {});
+        throw err;
+      }
+    }
+  } finally {
+    if (client) {
+      await client.query('drop table if exists crs_gone').then(
+        () => client.release(),
+        (err: Error) => client.release(err),
       );
-      await client.query('commit');
-    } catch (err) {
-      await client.query('rollback').catch(() => {});
-      throw err;
-    } finally {
-      client.release();
     }
   }
 
@@ -197,6 +204,26 @@ export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<Fina
 }
 
 /**
+ * The live rows of the complete days that the load did not see (`load_seen`) and that are not
+ * the id of a line it quarantined: the candidates for deletion, into the session's `crs_gone`.
+ */
+async function findGone(client: pg.PoolClient, f: FinalizeInput, complete: string[]): Promise<void> {
+  // Fresh statistics, so the anti-join is planned as the hash join it should be.
+  if (f.seen) await client.query('analyze load_seen');
+  await client.query('drop table if exists crs_gone');
+  await client.query(
+    `create temp table crs_gone as
+     select m.message_id, m.message_date from analytics_messages m
+     where m.message_date between $1 and $2 and m._deleted_at is null
+       and not exists (select 1 from load_seen s where s.load_key = $3 and s.message_id = m.message_id)
+       and m.message_id not in (
+         select ${REJECTED_ID}::uuid from rejected_records r
+         where r._load_id = $4 and r.raw ~ '"Message ID"' and ${REJECTED_ID} is not null)`,
+    [complete[0], complete[complete.length - 1], f.seen ? f.loadKey : '', f.loadId],
+  );
+}
+
+/**
  * Soft-deletes the live rows of a complete day that the load did not see, in the caller's
  * transaction: only when the source is known whole, and only up to the guard; beyond it the ids
  * are held in `held_deletes` for `crs-sync deletes apply`. A known complete load replaces the day's
@@ -214,18 +241,8 @@ async function deleteStep(
     summary.incompleteReason = reason;
     return null;
   }
-  await client.query(
-    `create temp table crs_gone on commit drop as
-     select m.message_id from analytics_messages m
-     where m.message_date = $1 and m._deleted_at is null
-       and not exists (select 1 from load_seen s where s.load_key = $2 and s.message_id = m.message_id)
-       and m.message_id not in (
-         select ${REJECTED_ID}::uuid from rejected_records r
-         where r._load_id = $3 and r.raw ~ '"Message ID"' and ${REJECTED_ID} is not null)`,
-    [summary.day, f.seen ? f.loadKey : '', f.loadId],
-  );
   const n = await client.query<{ gone: number; live: number }>(
-    `select (select count(*) from crs_gone)::bigint as gone,
+    `select (select count(*) from crs_gone where message_date = $1)::bigint as gone,
             (select count(*) from analytics_messages where message_date = $1 and _deleted_at is null)::bigint as live`,
     [summary.day],
   );
@@ -234,7 +251,7 @@ async function deleteStep(
   await client.query('delete from held_deletes where day = $1', [summary.day]);
   if (gone > 0 && guardPct < 100 && gone * 100 > guardPct * live) {
     await client.query(
-      'insert into held_deletes (day, message_id, load_id) select $1, message_id, $2 from crs_gone',
+      'insert into held_deletes (day, message_id, load_id) select $1, message_id, $2 from crs_gone where message_date = $1',
       [summary.day, f.loadId],
     );
     summary.deletesHeld = gone;
@@ -243,7 +260,8 @@ async function deleteStep(
   }
   const del = await client.query(
     `update analytics_messages m set _deleted_at = now() from crs_gone g
-     where m.message_id = g.message_id and m._deleted_at is null`,
+     where g.message_date = $1 and m.message_id = g.message_id and m._deleted_at is null`,
+    [summary.day],
   );
   summary.deleted = del.rowCount ?? 0;
   return null;
