@@ -1,0 +1,46 @@
+import { parseArgs } from 'node:util';
+import { formatReport, runChaos } from './lib/chaos/run.ts';
+
+/**
+ * npm run chaos [-- --days 7 --records-per-day 2000 --workers 3 --faults-per-kind 20 --seed N --minutes 30]
+ * The seed comes from --seed, else CHAOS_SEED, else is drawn (and printed, to replay the run).
+ * Exits 1 on any difference with the ground truth, a failed day of the clean pass, or a worker
+ * death the injector did not cause.
+ */
+const { values } = parseArgs({
+  options: {
+    days: { type: 'string', default: '7' },
+    'records-per-day': { type: 'string', default: '2000' },
+    workers: { type: 'string', default: '3' },
+    'faults-per-kind': { type: 'string', default: '20' },
+    seed: { type: 'string' },
+    minutes: { type: 'string', default: '30' },
+  },
+});
+
+function int(name: string, v: string | undefined, min: number): number {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < min) {
+    process.stderr.write(`--${name} must be an integer ≥ ${min}, got "${v}"\n`);
+    process.exit(2);
+  }
+  return n;
+}
+
+const seed = int(
+  'seed',
+  values.seed ?? process.env.CHAOS_SEED ?? String(Math.floor(Math.random() * 2 ** 31)),
+  0,
+);
+const report = await runChaos({
+  seed,
+  days: int('days', values.days, 1),
+  recordsPerDay: int('records-per-day', values['records-per-day'], 1),
+  workers: int('workers', values.workers, 1),
+  faultsPerKind: int('faults-per-kind', values['faults-per-kind'], 0),
+  minutes: Number(values.minutes),
+  log: (line) => process.stderr.write(`${line}\n`),
+});
+process.stdout.write(`${formatReport(report)}\n`);
+const bad = report.differences > 0 || report.workerDeaths.other > 0 || report.cleanPassFailedDays.length > 0;
+process.exit(bad ? 1 : 0);

@@ -1,0 +1,392 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import path from 'node:path';
+import type { Client } from '@temporalio/client';
+import { TestWorkflowEnvironment } from '@temporalio/testing';
+import { Runtime } from '@temporalio/worker';
+import { type FaultKind, type Simulator, startSimulator } from '../../../src/simulator/index.ts';
+import { Rng } from '../../../src/simulator/prng.ts';
+import { ensureTemporalCli } from '../../../src/temporal/cli-binary.ts';
+import { backfillWorkflowId, startBackfill } from '../../../src/temporal/runs.ts';
+import { openWarehouse, type Warehouse } from '../../../src/warehouse/db.ts';
+import { migrateToLatest } from '../../../src/warehouse/migrator.ts';
+import { type Comparison, compareWithTruth, wronglyDeleted } from './compare.ts';
+import { type PgCluster, startPgCluster } from './pg-cluster.ts';
+
+/**
+ * The chaos run: a multi-day backfill through a real Temporal dev server, with several real
+ * `crs-sync worker` processes, against the simulator over HTTP and a PostgreSQL cluster of the
+ * run's own, while an injector on a seeded schedule kills workers, kills the loader's and the
+ * enricher's database sessions, restarts the warehouse and switches the simulator's faults.
+ * Backfill passes repeat until every kind of fault reached its quota (or time is up); then a
+ * clean pass, and the warehouse is compared with the simulator's ground truth row by row.
+ * `npm run chaos` (bench/chaos.ts) and the short run of `npm test` (test/chaos) both call this.
+ */
+export interface ChaosOptions {
+  seed: number;
+  /** Days of the backfill, ending yesterday (UTC). */
+  days: number;
+  recordsPerDay: number;
+  workers: number;
+  /** Quota of each kind of fault; the chaos phase ends when every kind reached it. */
+  faultsPerKind: number;
+  /** Bound of the chaos phase: no new pass starts after it (the clean pass still runs). */
+  minutes: number;
+  /** Progress lines (stderr in the CLI); silent without one. */
+  log?: (line: string) => void;
+}
+
+/** The harness's own faults; the simulator counts its own (FaultKind). */
+export type HarnessFault = 'worker-kill' | 'db-kill-loader' | 'db-kill-enricher' | 'db-restart';
+export type ChaosFault = HarnessFault | FaultKind;
+
+/** The simulator faults the injector switches on for a while, each with the spec that does it. */
+export const SIM_WINDOWS: Partial<Record<FaultKind, string>> = {
+  '5xx': '5xx=0.5:2',
+  '429': '429=0.3:1s',
+  cut: 'cut=0.5',
+  truncate: 'truncate=0.5',
+  stall: `stall=0.5:12s`,
+  expire: 'expire=0.15',
+};
+/** Always on, clean pass included: poison is data the service holds, not an outage. */
+const POISON = 'poison=0.004,poison-history=0.01';
+/** The client's idle timeout; stalls last longer. */
+const HTTP_TIMEOUT_MS = 5000;
+
+export const FAULT_KINDS: ChaosFault[] = [
+  'worker-kill',
+  'db-kill-loader',
+  'db-kill-enricher',
+  'db-restart',
+  ...(Object.keys(SIM_WINDOWS) as FaultKind[]),
+  'poison-line',
+  'poison-entry',
+  'poison-artifact',
+];
+
+// Which sessions are the loader's and which the enricher's: by the statement they run or ran last.
+const LOADER_SQL = /analytics_messages|load_seen|load_checkpoints|load_day_counts|crs_stage|copy /;
+const ENRICHER_SQL = /thread_messages|citations|artifacts|threads/;
+
+export interface ChaosReport {
+  seed: number;
+  options: Omit<ChaosOptions, 'log'>;
+  days: string[];
+  injected: Partial<Record<ChaosFault, number>>;
+  comparison: Comparison;
+  /** Soft-deleted rows the service still has, after the chaos phase (before the clean pass). */
+  deletedByFaults: string[];
+  workerDeaths: { injected: number; other: number; otherExits: string[] };
+  /** Days a backfill pass reported failed (over all passes), and the distinct reasons. */
+  daysFailed: number;
+  failures: string[];
+  /** Whether the clean pass loaded every day. */
+  cleanPassFailedDays: string[];
+  passes: number;
+  runtimeMs: number;
+  differences: number;
+}
+
+interface WorkerProc {
+  child: ChildProcess;
+  killed: boolean;
+  stderr: string[];
+}
+
+const root = path.resolve(import.meta.dirname, '..', '..', '..');
+
+function isoDay(ms: number): string {
+  return new Date(ms).toISOString().slice(0, 10);
+}
+
+export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
+  const log = opts.log ?? (() => {});
+  const began = Date.now();
+  const rng = new Rng(opts.seed);
+  log(`chaos: seed ${opts.seed} (CHAOS_SEED=${opts.seed} replays the schedule)`);
+  const frozen = new Date();
+  const today = Date.UTC(frozen.getUTCFullYear(), frozen.getUTCMonth(), frozen.getUTCDate());
+  const days = Array.from({ length: opts.days }, (_, i) => isoDay(today - (opts.days - i) * 86_400_000));
+  const from = days[0]!;
+  const to = days.at(-1)!;
+
+  let cluster: PgCluster | undefined;
+  let env: TestWorkflowEnvironment | undefined;
+  let sim: Simulator | undefined;
+  let w: Warehouse | undefined;
+  const workers: WorkerProc[] = [];
+  let stopping = false;
+  const deaths = { injected: 0, other: 0, otherExits: [] as string[] };
+  const harnessCounts = new Map<HarnessFault, number>();
+  const bump = (k: HarnessFault) => harnessCounts.set(k, (harnessCounts.get(k) ?? 0) + 1);
+  try {
+    cluster = await startPgCluster();
+    log(`chaos: warehouse ${cluster.url} (own cluster in ${cluster.dir})`);
+    const schema = 'chaos';
+    w = openWarehouse({ url: cluster.url, schema, max: 4, applicationName: 'crs-chaos' });
+    await migrateToLatest(w);
+    if (!runtimeInstalled) {
+      runtimeInstalled = true;
+      Runtime.install({ logger: { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error() {} } });
+    }
+    const cli = await ensureTemporalCli();
+    env = await TestWorkflowEnvironment.createLocal({
+      server: {
+        ...(cli ? { executable: { type: 'existing-path' as const, path: cli } } : {}),
+        ip: '127.0.0.1',
+        namespace: 'default',
+        log: { format: 'pretty', level: 'error' },
+      },
+    });
+    const client: Client = env.client;
+    sim = await startSimulator({
+      port: 0,
+      seed: opts.seed,
+      days: opts.days + 1,
+      recordsPerDay: opts.recordsPerDay,
+      // A stopped clock: no record arrives late and no thread is deleted while the run compares.
+      now: () => frozen,
+      faults: POISON,
+      admin: true,
+    });
+    const simEnv = sim.env();
+    const taskQueue = 'crs-chaos';
+
+    const startWorker = (): WorkerProc => {
+      const child = spawn(process.execPath, [path.join(root, 'bin', 'crs-sync.js'), 'worker'], {
+        cwd: root,
+        env: {
+          PATH: process.env.PATH,
+          HOME: process.env.HOME,
+          ...simEnv,
+          DATABASE_URL: cluster!.url,
+          CRS_SCHEMA: schema,
+          TEMPORAL_ADDRESS: env!.address,
+          TEMPORAL_NAMESPACE: 'default',
+          TEMPORAL_TASK_QUEUE: taskQueue,
+          TEMPORAL_SHUTDOWN_GRACE: '1s',
+          // Several workers on one machine: the SDK's metrics port would be taken by the first.
+          TEMPORAL_METRICS_ADDRESS: '',
+          CRS_BATCH_SIZE: '200',
+          CRS_LOAD_CONNECTIONS: '2',
+          CRS_ENRICH_CONCURRENCY: '4',
+          CRS_RATE_LIMIT_RPS: '1000',
+          CRS_HTTP_TIMEOUT_MS: String(HTTP_TIMEOUT_MS),
+          LOG_LEVEL: 'warn',
+        },
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
+      const proc: WorkerProc = { child, killed: false, stderr: [] };
+      child.stderr?.setEncoding('utf8');
+      child.stderr?.on('data', (d: string) => {
+        proc.stderr.push(d);
+        if (proc.stderr.length > 40) proc.stderr.shift();
+      });
+      child.on('exit', (code, signal) => {
+        const i = workers.indexOf(proc);
+        if (i >= 0) workers.splice(i, 1);
+        if (proc.killed || stopping) return;
+        // A death the injector did not cause: counted, its last words kept, and replaced.
+        deaths.other++;
+        deaths.otherExits.push(
+          `exit ${code ?? signal}: ${proc.stderr.join('').trim().split('\n').slice(-3).join(' | ').slice(0, 400)}`,
+        );
+        log(`chaos: a worker died on its own (${code ?? signal})`);
+        // Replaced after a pause: a worker that cannot start must not respawn in a tight loop.
+        setTimeout(() => {
+          if (!stopping) workers.push(startWorker());
+        }, 2000);
+      });
+      return proc;
+    };
+    for (let i = 0; i < opts.workers; i++) workers.push(startWorker());
+
+    const simCount = (k: FaultKind) => sim!.faultCounts()[k] ?? 0;
+    const count = (k: ChaosFault): number =>
+      (harnessCounts.get(k as HarnessFault) ?? 0) +
+      (k in SIM_WINDOWS || k.startsWith('poison') ? simCount(k as FaultKind) : 0);
+    const short = () => FAULT_KINDS.filter((k) => count(k) < opts.faultsPerKind);
+
+    /** One action of the injector: the kind is drawn among those below their quota. */
+    const inject = async (): Promise<void> => {
+      const open = short().filter((k) => !k.startsWith('poison'));
+      const kind = rng.pick(open.length > 0 ? open : (['worker-kill', 'db-restart'] as ChaosFault[]));
+      switch (kind) {
+        case 'worker-kill': {
+          const victim = workers.length > 0 ? workers[rng.int(workers.length)] : undefined;
+          if (!victim) return;
+          victim.killed = true;
+          const exited = once(victim.child, 'exit');
+          victim.child.kill('SIGKILL');
+          await exited;
+          deaths.injected++;
+          bump('worker-kill');
+          workers.push(startWorker());
+          return;
+        }
+        case 'db-kill-loader':
+        case 'db-kill-enricher': {
+          const n = await cluster!.terminate(kind === 'db-kill-loader' ? LOADER_SQL : ENRICHER_SQL);
+          if (n > 0) bump(kind);
+          return;
+        }
+        case 'db-restart': {
+          await cluster!.stop(rng.chance(0.5) ? 'immediate' : 'fast');
+          bump('db-restart');
+          await sleep(rng.range(300, 2500));
+          await cluster!.start();
+          return;
+        }
+        default: {
+          const spec = SIM_WINDOWS[kind as FaultKind];
+          if (!spec) return;
+          sim!.setFaults(`${POISON},${spec}`);
+          await sleep(rng.range(1500, 5000));
+          sim!.setFaults(POISON);
+        }
+      }
+    };
+
+    // ---- the chaos phase: backfill passes under the injector ----
+    const failures = new Set<string>();
+    let daysFailed = 0;
+    let passes = 0;
+    const deadline = began + opts.minutes * 60_000;
+    do {
+      passes++;
+      const handle = await startBackfill(client, taskQueue, {
+        from,
+        to,
+        enrich: true,
+        concurrency: Math.min(4, opts.days),
+        // A dead worker's load is retried within seconds.
+        heartbeatTimeout: '5s',
+      });
+      let finished = false;
+      const result = handle.result().finally(() => {
+        finished = true;
+      });
+      const injector = (async () => {
+        while (!finished) {
+          await sleep(rng.range(400, 2500));
+          if (!finished) await inject();
+        }
+      })();
+      try {
+        const r = await result;
+        daysFailed += r.failedDays.length;
+        if (r.failedDays.length > 0) failures.add(`pass ${passes}: days failed ${r.failedDays.join(', ')}`);
+      } catch (err) {
+        failures.add(
+          `pass ${passes}: ${(err as Error).message}: ${String((err as { cause?: Error }).cause?.message ?? '')}`,
+        );
+      }
+      await injector;
+      log(`chaos: pass ${passes} done; ${FAULT_KINDS.map((k) => `${k} ${count(k)}`).join(', ')}`);
+    } while (short().length > 0 && Date.now() < deadline);
+    sim.setFaults(POISON);
+    const deletedByFaults = await retryDb(() => wronglyDeleted(w!, sim!, days));
+
+    // ---- the clean pass: no faults but the poison the service holds ----
+    const clean = await startBackfill(client, taskQueue, {
+      from,
+      to,
+      enrich: true,
+      concurrency: Math.min(4, opts.days),
+    });
+    let cleanPassFailedDays: string[] = [];
+    try {
+      cleanPassFailedDays = (await clean.result()).failedDays;
+    } catch (err) {
+      cleanPassFailedDays = days;
+      failures.add(`clean pass: ${(err as Error).message}`);
+    }
+    log(`chaos: clean pass done (${backfillWorkflowId(from, to)})`);
+    const comparison = await compareWithTruth(w, sim, days);
+    const injected = Object.fromEntries(FAULT_KINDS.map((k) => [k, count(k)])) as Record<ChaosFault, number>;
+    const { log: _log, ...rest } = opts;
+    const differences =
+      Object.values(comparison.differences).reduce((n, d) => n + d.length, 0) + deletedByFaults.length;
+    return {
+      seed: opts.seed,
+      options: rest,
+      days,
+      injected,
+      comparison,
+      deletedByFaults,
+      workerDeaths: deaths,
+      daysFailed,
+      failures: [...failures],
+      cleanPassFailedDays,
+      passes,
+      runtimeMs: Date.now() - began,
+      differences,
+    };
+  } finally {
+    stopping = true;
+    await Promise.all(
+      workers.map(async (p) => {
+        if (p.child.exitCode !== null || p.child.signalCode !== null) return;
+        const exited = once(p.child, 'exit');
+        p.child.kill('SIGKILL');
+        await exited;
+      }),
+    );
+    await w?.close().catch(() => {});
+    await sim?.close().catch(() => {});
+    await env?.teardown().catch(() => {});
+    await cluster?.destroy().catch(() => {});
+  }
+}
+
+let runtimeInstalled = false;
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+/** The harness's own reads, through a warehouse restart the injector may just have done. */
+async function retryDb<T>(fn: () => Promise<T>): Promise<T> {
+  for (let i = 0; ; i++) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (i >= 20) throw err;
+      await sleep(500);
+    }
+  }
+}
+
+/** The table a run prints: faults by kind, rows compared, differences, deaths, failed days, time. */
+export function formatReport(r: ChaosReport): string {
+  const lines: string[] = [];
+  const pad = (s: string, n: number) => s.padEnd(n);
+  lines.push(
+    `chaos run: seed ${r.seed}, ${r.days.length} days (${r.days[0]} … ${r.days.at(-1)}), ` +
+      `${r.options.recordsPerDay} records/day, ${r.options.workers} workers, ${r.passes} backfill passes + 1 clean pass`,
+  );
+  lines.push('');
+  lines.push(`${pad('fault', 18)} injected (quota ${r.options.faultsPerKind})`);
+  for (const [k, n] of Object.entries(r.injected)) lines.push(`${pad(k, 18)} ${n}`);
+  lines.push('');
+  lines.push(`${pad('table', 18)} ${pad('rows compared', 14)} differences`);
+  for (const [t, n] of Object.entries(r.comparison.compared)) {
+    lines.push(`${pad(t, 18)} ${pad(String(n), 14)} ${r.comparison.differences[t]?.length ?? 0}`);
+  }
+  lines.push(`${pad('deleted by faults', 18)} ${pad('', 14)} ${r.deletedByFaults.length}`);
+  lines.push('');
+  lines.push(`worker deaths: ${r.workerDeaths.injected} injected, ${r.workerDeaths.other} other`);
+  lines.push(
+    `days failed: ${r.daysFailed} in the chaos passes, ${r.cleanPassFailedDays.length} in the clean pass`,
+  );
+  lines.push(`run time: ${(r.runtimeMs / 1000).toFixed(0)} s`);
+  lines.push(`differences: ${r.differences}`);
+  const samples = [...r.deletedByFaults, ...Object.values(r.comparison.differences).flat()].slice(0, 20);
+  if (samples.length > 0) lines.push('', 'first differences:', ...samples.map((s) => `  ${s}`));
+  if (r.failures.length > 0)
+    lines.push('', 'failures:', ...r.failures.slice(0, 10).map((s) => `  ${s.slice(0, 300)}`));
+  if (r.workerDeaths.otherExits.length > 0)
+    lines.push('', 'other worker deaths:', ...r.workerDeaths.otherExits.slice(0, 10).map((s) => `  ${s}`));
+  return lines.join('\n');
+}
