@@ -1,6 +1,6 @@
 import { writeFile } from 'node:fs/promises';
 import type { Command } from 'commander';
-import { CrsError } from '../../errors.ts';
+import { CrsError, errorMessage } from '../../errors.ts';
 import {
   DEFAULT_DAYS,
   DEFAULT_RECORDS_PER_DAY,
@@ -94,15 +94,8 @@ export function registerSim(program: Command): void {
         }
         throw err;
       });
-      const env = envText(sim.env());
-      if (envFile) await writeFile(envFile, `${env}\n`, { mode: 0o600 });
-      process.stdout.write(
-        `# crs-sync service simulator (seed ${seed}, ${days} days, ~${recordsPerDay} records/day` +
-          `${opts.faults ? `, faults ${opts.faults}` : ''})\n` +
-          `# OpenAPI: ${sim.baseUrl}/openapi.json${envFile ? `; variables written to ${envFile}` : ''}\n` +
-          `${env}\n`,
-      );
-      await new Promise<void>((resolve) => {
+      // Listening before the variables are printed: whoever reads them may stop the simulator at once.
+      const stopped = new Promise<void>((resolve) => {
         const stop = () => {
           process.off('SIGINT', stop);
           process.off('SIGTERM', stop);
@@ -111,6 +104,22 @@ export function registerSim(program: Command): void {
         process.on('SIGINT', stop);
         process.on('SIGTERM', stop);
       });
+      const env = envText(sim.env());
+      if (envFile) {
+        try {
+          await writeFile(envFile, `${env}\n`, { mode: 0o600 });
+        } catch (err) {
+          await sim.close();
+          throw new CrsError('INPUT_UNREADABLE', `cannot write ${envFile}: ${errorMessage(err)}`);
+        }
+      }
+      process.stdout.write(
+        `# crs-sync service simulator (seed ${seed}, ${days} days, ~${recordsPerDay} records/day` +
+          `${opts.faults ? `, faults ${opts.faults}` : ''})\n` +
+          `# OpenAPI: ${sim.baseUrl}/openapi.json${envFile ? `; variables written to ${envFile}` : ''}\n` +
+          `${env}\n`,
+      );
+      await stopped;
       await sim.close();
       process.stderr.write('crs-sync sim: stopped\n');
     });
