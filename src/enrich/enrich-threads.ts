@@ -4,7 +4,6 @@ import type { HistoryEntry, ServiceClient } from '../api/index.ts';
 import { statusOf } from '../api/index.ts';
 import { CrsError, errorMessage, isCrsError } from '../errors.ts';
 import type { Logger } from '../log.ts';
-import { isRetryableDbError, toDbCrsError } from '../warehouse/db-errors.ts';
 import type { Database } from '../warehouse/types.ts';
 import { parseArtifact } from './artifact.ts';
 import { type ParsedEntry, parseHistoryEntry } from './history-entry.ts';
@@ -96,11 +95,7 @@ export async function enrichThreads(deps: EnrichDeps, input: EnrichThreadsInput)
   await Promise.all(Array.from({ length: Math.max(1, deps.concurrency) }, worker));
   await names;
   // Cancellation and warehouse failures stop the batch; Temporal decides what comes next.
-  if (firstError !== undefined) {
-    throw isRetryableDbError(firstError)
-      ? toDbCrsError(firstError, 'INTERNAL', 'enrichment batch stopped by the warehouse')
-      : firstError;
-  }
+  if (firstError !== undefined) throw firstError;
   if (retryLater.length > 0) {
     throw new CrsError(retryCode, `enrichment of ${retryLater.length} thread(s) failed for now; retrying`, {
       retryable: true,

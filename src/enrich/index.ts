@@ -12,6 +12,7 @@ import type pg from 'pg';
 import type { EnrichCounts } from '../../workflows/types.ts';
 import type { ServiceClient } from '../api/index.ts';
 import type { Logger } from '../log.ts';
+import { isRetryableDbError, toDbCrsError } from '../warehouse/db-errors.ts';
 import type { Database } from '../warehouse/types.ts';
 import { type EnrichThreadsInput, enrichThreads } from './enrich-threads.ts';
 import { createPageWriter } from './page-writer.ts';
@@ -41,7 +42,7 @@ export function createEnrichOps(o: {
   // One writer for every batch of this worker, so that pages of concurrent batches share statements.
   const pages = createPageWriter(o.pool);
   return {
-    listPendingThreads: (input) => listPendingThreads(o.db, input),
+    listPendingThreads: (input) => listPendingThreads(o.db, input).catch(warehouseFailure),
     enrichThreads: (input) =>
       enrichThreads(
         {
@@ -54,6 +55,15 @@ export function createEnrichOps(o: {
           ...(o.pageSize ? { pageSize: o.pageSize } : {}),
         },
         input,
-      ),
+      ).catch(warehouseFailure),
   };
+}
+
+/**
+ * A lost warehouse connection or a database timeout anywhere in a batch (reading the threads'
+ * state, writing a page) fails it retryably under DB_UNAVAILABLE / DB_TIMEOUT: Temporal runs it
+ * again, and each thread resumes from its stored position.
+ */
+function warehouseFailure(err: unknown): never {
+  throw isRetryableDbError(err) ? toDbCrsError(err, 'INTERNAL', 'enrichment stopped by the warehouse') : err;
 }
