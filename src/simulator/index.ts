@@ -99,7 +99,7 @@ export interface Simulator {
   port: number;
   seed: number;
   credentials: SimulatorCredentials;
-  /** The CRS_* variables a client needs (DESIGN.md §4). */
+  /** The CRS_* variables a client needs. */
   env(): Record<string, string>;
   truth: GroundTruth;
   dataset: Dataset;

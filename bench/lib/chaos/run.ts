@@ -209,7 +209,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     const short = () => FAULT_KINDS.filter((k) => count(k) < opts.faultsPerKind);
 
     /** One action of the injector: the kind is drawn among those below their quota. */
-    const inject = async (): Promise<void> => {
+    const inject = async (over: () => boolean): Promise<void> => {
       const open = short().filter((k) => !k.startsWith('poison'));
       const kind = rng.pick(open.length > 0 ? open : (['worker-kill', 'db-restart'] as ChaosFault[]));
       switch (kind) {
@@ -241,50 +241,60 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
         default: {
           const spec = SIM_WINDOWS[kind as FaultKind];
           if (!spec) return;
+          // On until it has struck (an export fault needs an export request to strike) or for at
+          // most 20 s; the chaos phase ending switches it off too.
+          const before = simCount(kind as FaultKind);
           sim!.setFaults(`${POISON},${spec}`);
-          await sleep(rng.range(1500, 5000));
+          const until = Date.now() + 20_000;
+          await sleep(rng.range(1000, 3000));
+          while (simCount(kind as FaultKind) === before && Date.now() < until && !over()) await sleep(250);
           sim!.setFaults(POISON);
         }
       }
     };
 
-    // ---- the chaos phase: backfill passes under the injector ----
+    // ---- the chaos phase: backfill passes, one after another, under the injector ----
     const failures = new Set<string>();
     let daysFailed = 0;
     let passes = 0;
+    let chaosDone = false;
     const deadline = began + opts.minutes * 60_000;
-    do {
-      passes++;
-      const handle = await startBackfill(client, taskQueue, {
-        from,
-        to,
-        enrich: true,
-        concurrency: Math.min(4, opts.days),
-        // A dead worker's load is retried within seconds.
-        heartbeatTimeout: '5s',
-      });
-      let finished = false;
-      const result = handle.result().finally(() => {
-        finished = true;
-      });
-      const injector = (async () => {
-        while (!finished) {
-          await sleep(rng.range(400, 2500));
-          if (!finished) await inject();
-        }
-      })();
-      try {
-        const r = await result;
-        daysFailed += r.failedDays.length;
-        if (r.failedDays.length > 0) failures.add(`pass ${passes}: days failed ${r.failedDays.join(', ')}`);
-      } catch (err) {
-        failures.add(
-          `pass ${passes}: ${(err as Error).message}: ${String((err as { cause?: Error }).cause?.message ?? '')}`,
-        );
+    const injector = (async () => {
+      while (!chaosDone) {
+        await sleep(rng.range(300, 2000));
+        if (chaosDone) break;
+        await inject(() => chaosDone).catch((err: unknown) => {
+          failures.add(`injector: ${(err as Error).message}`);
+        });
       }
+    })();
+    try {
+      do {
+        passes++;
+        const handle = await retryDb(() =>
+          startBackfill(client, taskQueue, {
+            from,
+            to,
+            enrich: true,
+            concurrency: Math.min(4, opts.days),
+            // A dead worker's load is retried within seconds.
+            heartbeatTimeout: '5s',
+          }),
+        );
+        try {
+          const r = await handle.result();
+          daysFailed += r.failedDays.length;
+          if (r.failedDays.length > 0) failures.add(`pass ${passes}: days failed ${r.failedDays.join(', ')}`);
+        } catch (err) {
+          const cause = (err as { cause?: Error }).cause?.message;
+          failures.add(`pass ${passes}: ${(err as Error).message}${cause ? `: ${cause}` : ''}`);
+        }
+        log(`chaos: pass ${passes} done; ${FAULT_KINDS.map((k) => `${k} ${count(k)}`).join(', ')}`);
+      } while (short().length > 0 && Date.now() < deadline);
+    } finally {
+      chaosDone = true;
       await injector;
-      log(`chaos: pass ${passes} done; ${FAULT_KINDS.map((k) => `${k} ${count(k)}`).join(', ')}`);
-    } while (short().length > 0 && Date.now() < deadline);
+    }
     sim.setFaults(POISON);
     const deletedByFaults = await retryDb(() => wronglyDeleted(w!, sim!, days));
 
