@@ -74,7 +74,11 @@ async function dayRow(day: string) {
     .selectAll()
     .where('day', '=', day)
     .executeTakeFirstOrThrow();
-  return { ...Object.fromEntries(COUNTERS.map((k) => [k, r[k]])), attempts: r.attempts };
+  const counters = Object.fromEntries(COUNTERS.map((k) => [k, r[k]])) as Pick<
+    typeof r,
+    (typeof COUNTERS)[number]
+  >;
+  return { ...counters, attempts: r.attempts };
 }
 
 describe('counters through a retried finalize', () => {
@@ -256,6 +260,11 @@ describe('crs-sync status', () => {
       expect.objectContaining({ day: '2026-11-10', loadId: 'cli-dead-run' }),
     );
     expect(s.days.abandoned).toBeGreaterThanOrEqual(1);
+
+    // The BI view counts them too.
+    const [health] = (await tw.w.pool.query('select abandoned_days, abandoned_runs from sync_health')).rows;
+    expect(Number(health.abandoned_days)).toBeGreaterThanOrEqual(1);
+    expect(Number(health.abandoned_runs)).toBeGreaterThanOrEqual(1);
 
     const text = cli(['status']);
     expect(text.status).toBe(0);
