@@ -55,8 +55,9 @@ export function registerSim(program: Command): void {
     .option('--env-file <PATH>', 'also write the variables to PATH in .env form')
     .option(
       '--env-out <PATH>',
-      'the same as --env-file; Node itself reads a script argument named --env-file and aborts with ' +
-        '"not found" when PATH does not exist yet (nodejs/node#54232), so use this for a new file',
+      'the same as --env-file. A Node program in front of crs-sync (npx, `node bin/crs-sync.js`) reads ' +
+        'an argument named --env-file itself and aborts with "not found" when PATH does not exist yet ' +
+        '(nodejs/node#54232); this name, or `npx -- crs-sync …`, avoids that',
     )
     .addHelpText(
       'after',
