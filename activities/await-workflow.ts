@@ -7,13 +7,18 @@ const HEARTBEAT_EVERY_MS = 10_000;
  * Follows another workflow execution (by id, across continue-as-new) until it closes, with the
  * worker's own client. Heartbeats while waiting so that cancelling the waiter is delivered and a
  * lost worker is noticed. Returns null when the execution failed, was cancelled or terminated:
- * the caller then does the work itself.
+ * the caller then does the work itself. `onBeat` runs with every heartbeat (the waiting run's
+ * sign of life in the ledger).
  */
-export async function awaitWorkflowResult<T>(workflowId: string): Promise<T | null> {
+export async function awaitWorkflowResult<T>(workflowId: string, onBeat?: () => void): Promise<T | null> {
   const ctx = Context.current();
   const handle = ctx.client.workflow.getHandle<() => Promise<T>>(workflowId);
-  const timer = setInterval(() => ctx.heartbeat({ waitingFor: workflowId }), HEARTBEAT_EVERY_MS);
-  ctx.heartbeat({ waitingFor: workflowId });
+  const beat = () => {
+    ctx.heartbeat({ waitingFor: workflowId });
+    onBeat?.();
+  };
+  const timer = setInterval(beat, HEARTBEAT_EVERY_MS);
+  beat();
   try {
     const result = await Promise.race([
       handle.result(),

@@ -243,12 +243,12 @@ export function createActivities(deps: ActivityDeps) {
      * Waits for a day load that another run started (the workflow id is taken) and returns its
      * result, or null when it ended without loading the day.
      */
-    async awaitDayWorkflow(input: { workflowId: string }): Promise<DayResult | null> {
-      return awaitWorkflowResult<DayResult>(input.workflowId);
+    async awaitDayWorkflow(input: { workflowId: string; loadId?: string }): Promise<DayResult | null> {
+      return awaitWorkflowResult<DayResult>(input.workflowId, () => input.loadId && alive(input.loadId));
     },
 
-    async awaitEnrichWorkflow(input: { workflowId: string }): Promise<EnrichCounts | null> {
-      return awaitWorkflowResult<EnrichCounts>(input.workflowId);
+    async awaitEnrichWorkflow(input: { workflowId: string; loadId?: string }): Promise<EnrichCounts | null> {
+      return awaitWorkflowResult<EnrichCounts>(input.workflowId, () => input.loadId && alive(input.loadId));
     },
 
     async listPendingThreads(input: { afterThreadId: string | null; limit: number }): Promise<string[]> {

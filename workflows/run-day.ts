@@ -43,7 +43,7 @@ export async function runDay(
       });
     } catch (err) {
       if (!(err instanceof WorkflowExecutionAlreadyStartedError) || attempt >= MAX_ATTACH) throw err;
-      const theirs = await waiting.awaitDayWorkflow({ workflowId });
+      const theirs = await waiting.awaitDayWorkflow({ workflowId, loadId });
       if (theirs) return { ...theirs, outcome: 'attached' };
     }
   }

@@ -29,7 +29,7 @@ export async function runEnrich(loadId: string, concurrency: number | undefined)
       return addEnrich(totals, mine);
     } catch (err) {
       if (!(err instanceof WorkflowExecutionAlreadyStartedError) || attempt >= 3) throw err;
-      const theirs = await waiting.awaitEnrichWorkflow({ workflowId: ENRICH_WORKFLOW_ID });
+      const theirs = await waiting.awaitEnrichWorkflow({ workflowId: ENRICH_WORKFLOW_ID, loadId });
       if (theirs) totals = addEnrich(totals, theirs);
     }
   }
