@@ -17,6 +17,16 @@ for (const event of ['uncaughtException', 'unhandledRejection'] as const) {
     process.exit(EXIT_FAILURE);
   });
 }
+// A signal no command listens for (a short command, or one still starting): one line and exit
+// status 1, the embedded PostgreSQL stopped on the way out (src/warehouse/embedded.ts). A command
+// that drains (worker, sim, import, demo, an attached sync) listens itself; this stands aside.
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, () => {
+    if (process.listenerCount(signal) > 1) return;
+    process.stderr.write(`crs-sync: interrupted by ${signal}\n`);
+    process.exit(EXIT_FAILURE);
+  });
+}
 // Whoever reads the output went away (`crs-sync … | head`): nothing is left to say to them.
 for (const stream of [process.stdout, process.stderr]) {
   stream.on('error', (err: NodeJS.ErrnoException) => {

