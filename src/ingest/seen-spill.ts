@@ -47,6 +47,14 @@ export class SeenSpill {
     await this.pool.query('delete from load_seen where load_key = $1', [this.loadKey]);
   }
 
+  /** Stops spilling and removes what this load spilled (its attempt failed). */
+  async discard(): Promise<void> {
+    this.queued.length = 0;
+    this.off = 0;
+    while (this.writing) await this.writing;
+    await this.reset();
+  }
+
   /** Records one id (a canonical or upper-case uuid text, as the parser validated it). */
   add(id: string): void {
     const b = this.buf;
