@@ -1,8 +1,9 @@
+import { writeFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { formatReport, runChaos } from './lib/chaos/run.ts';
 
 /**
- * npm run chaos [-- --days 7 --records-per-day 2000 --workers 3 --faults-per-kind 20 --seed N --minutes 30]
+ * npm run chaos [-- --days 7 --records-per-day 2000 --workers 3 --faults-per-kind 20 --seed N --minutes 30 --json PATH]
  * The seed comes from --seed, else CHAOS_SEED, else is drawn (and printed, to replay the run).
  * Exits 1 on any difference with the ground truth, a failed day of the clean pass, or a worker
  * death the injector did not cause.
@@ -15,6 +16,7 @@ const { values } = parseArgs({
     'faults-per-kind': { type: 'string', default: '20' },
     seed: { type: 'string' },
     minutes: { type: 'string', default: '30' },
+    json: { type: 'string' },
   },
 });
 
@@ -42,5 +44,7 @@ const report = await runChaos({
   log: (line) => process.stderr.write(`${line}\n`),
 });
 process.stdout.write(`${formatReport(report)}\n`);
+// Every difference, not only the first ones the table shows.
+if (values.json) await writeFile(values.json, `${JSON.stringify(report, null, 2)}\n`);
 const bad = report.differences > 0 || report.workerDeaths.other > 0 || report.cleanPassFailedDays.length > 0;
 process.exit(bad ? 1 : 0);

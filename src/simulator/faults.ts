@@ -24,6 +24,8 @@ export interface FaultSpec {
   duplicate?: number;
   /** Probability per authenticated request of answering 401 "token expired" to a valid token. */
   expire?: number;
+  /** The same, but only to a token presented before: a fresh token's first call always passes. */
+  tokenExpiry?: number;
   /** Lifetime of access tokens issued by token exchange (default 3600 s). */
   ttlSec?: number;
   /** Probability per exported thread of being deleted right after the export response. */
@@ -64,6 +66,7 @@ export type FaultKind =
   | '429'
   | '5xx'
   | 'expire'
+  | 'token-expiry'
   | 'cut'
   | 'truncate'
   | 'stall'
@@ -83,6 +86,7 @@ export const FAULT_SPEC_HELP = [
   '  malformed=P          insert a malformed export line before a line, with probability P per line',
   '  duplicate=P          send an export line twice, with probability P per line',
   '  expire=P             answer 401 "token expired" to a valid token, with probability P per request',
+  "  token-expiry=P       the same, but never on a token's first use (a token that ran out between two calls)",
   '  ttl=DUR              lifetime of exchanged access tokens (default 3600s); expire=DUR means the same',
   '  delete-before-history=P  delete a thread right after an export served it, probability P per thread',
   '  truncate=P           end an export response early but cleanly (at a line boundary, without the last newline,\n' +
@@ -157,6 +161,9 @@ export function parseFaultSpec(text: string | undefined): FaultSpec {
           spec.ttlSec = Math.max(1, Math.round(parseDuration(value, 1000, key) / 1000));
         else spec.expire = probability(key, value);
         break;
+      case 'token-expiry':
+        spec.tokenExpiry = probability(key, value);
+        break;
       case 'ttl':
         spec.ttlSec = Math.max(1, Math.round(parseDuration(value, 1000, key) / 1000));
         break;
@@ -209,6 +216,8 @@ export interface RequestFaults {
   status: 429 | 500 | 502 | 503 | undefined;
   retryAfterSec: number;
   expire: boolean;
+  /** Answer 401 "token expired" if the token was presented before (`token-expiry`). */
+  expireUsed: boolean;
   /** The export response is cut; `cutFraction` places the cut among the expected lines. */
   cut: boolean;
   cutFraction: number;
@@ -227,12 +236,26 @@ export class FaultEngine {
   private readonly seed: number;
   private readonly attempts = new Map<string, number>();
   spec: FaultSpec;
+  /** Tokens that have been presented before (`token-expiry` spares a token's first use). */
+  private readonly usedTokens = new Set<string>();
   /** How many faults of each kind were injected since start (a chaos run reports them). */
   readonly counts = new Map<FaultKind, number>();
 
   constructor(seed: number, spec: FaultSpec) {
     this.seed = seed >>> 0;
     this.spec = spec;
+  }
+
+  /**
+   * Whether the token was presented before (and notes that it now has been): the `token-expiry`
+   * fault spares a token's first use, since a real service does not declare a token it has just
+   * issued expired, and a client that exchanged a new token after a 401 must be able to go on.
+   */
+  usedBefore(token: string): boolean {
+    if (this.usedTokens.has(token)) return true;
+    if (this.usedTokens.size >= MAX_TRACKED_URLS) this.usedTokens.clear();
+    this.usedTokens.add(token);
+    return false;
   }
 
   count(kind: FaultKind, n = 1): void {
@@ -263,6 +286,7 @@ export class FaultEngine {
       status,
       retryAfterSec: spec.throttle?.retryAfterSec ?? 1,
       expire: (spec.expire ?? 0) > 0 && roll(TAG_EXPIRE, attempt) < (spec.expire ?? 0),
+      expireUsed: (spec.tokenExpiry ?? 0) > 0 && roll(TAG_EXPIRE, attempt) < (spec.tokenExpiry ?? 0),
       cut: (spec.cut ?? 0) > 0 && roll(TAG_CUT, attempt) < (spec.cut ?? 0),
       cutFraction: roll(TAG_CUT_AT, attempt),
       truncate: truncated

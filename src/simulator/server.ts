@@ -146,8 +146,9 @@ function requireBearer(ctx: ServerContext, req: IncomingMessage, audience: strin
     const text = v.reason === 'expired' ? 'Token expired' : 'Invalid token';
     throw fail(401, text, wwwAuth('invalid_token', text));
   }
-  if (rf.expire) {
-    ctx.engine.count('expire');
+  const used = ctx.engine.usedBefore(token);
+  if (rf.expire || (rf.expireUsed && used)) {
+    ctx.engine.count(rf.expire ? 'expire' : 'token-expiry');
     throw fail(401, 'Token expired', wwwAuth('invalid_token', 'Token expired'));
   }
 }

@@ -186,7 +186,7 @@ export async function compareWithTruth(w: Warehouse, sim: Simulator, days: strin
   const errors = new Map(threadRows.map((r) => [r.thread_id, r.last_error]));
   diff('threads').push(
     ...threadDiffs.map((d) => {
-      const e = errors.get(d.split(' ')[1] ?? '');
+      const e = errors.get((d.split(' ')[1] ?? '').replace(/:$/, ''));
       return e ? `${d} (last_error: ${e.slice(0, 200)})` : d;
     }),
   );
@@ -256,7 +256,7 @@ export async function compareWithTruth(w: Warehouse, sim: Simulator, days: strin
   );
   // An entry or artifact is known by its id, in its quarantined text or as the source's name.
   const names = (r: { raw: string; source_name: string | null }, id: string) =>
-    r.source_name === id || r.raw.includes(id);
+    (r.source_name ?? '').includes(id) || r.raw.includes(id);
   const seenLines = new Set(rejected.filter((r) => r.source === 'export').map((r) => r.raw));
   const quarantine = diff('rejected_records');
   let expectedRejects = 0;

@@ -47,7 +47,7 @@ export const SIM_WINDOWS: Partial<Record<FaultKind, string>> = {
   cut: 'cut=0.5',
   truncate: 'truncate=0.5',
   stall: `stall=0.5:12s`,
-  expire: 'expire=0.15',
+  'token-expiry': 'token-expiry=0.15',
 };
 /** Always on, clean pass included: poison is data the service holds, not an outage. */
 const POISON = 'poison=0.004,poison-history=0.01';
