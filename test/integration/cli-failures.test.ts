@@ -1,4 +1,4 @@
-import { execFile, spawn } from 'node:child_process';
+import { execFile, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -203,5 +203,39 @@ describe('sim --env-file PATH', () => {
     expect(existsSync(file)).toBe(true);
     expect(readFileSync(file, 'utf8')).toMatch(/^CRS_BASE_URL=http:\/\/127\.0\.0\.1:\d+$/m);
     expect(stderr).not.toContain('not found');
+  });
+});
+
+// The machine's own Node when it is older than 24 (bin/crs-sync.js then hands over to Node 24).
+const olderNode = ['/usr/bin/node', '/usr/local/bin/node'].find((p) => {
+  if (!existsSync(p)) return false;
+  const r = spawnSync(p, ['-p', 'process.versions.node'], { encoding: 'utf8' });
+  return r.status === 0 && Number(r.stdout.split('.')[0]) < 24;
+});
+
+describe.skipIf(!olderNode)('the CLI started by an older Node', () => {
+  it('when it is sent SIGTERM, then the command it handed over to stops cleanly and nothing is left running', async () => {
+    const child = spawn(olderNode as string, [bin, 'sim', '--port', '0'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => {
+      stderr += d.toString();
+    });
+    const closed = new Promise<number | null>((r) => child.on('close', (c) => r(c)));
+    await new Promise<void>((resolve, reject) => {
+      child.stdout.on('data', (d: Buffer) => {
+        out += d.toString();
+        if (out.includes('CRS_API_KEY=')) resolve();
+      });
+      void closed.then(() => reject(new Error(`sim ended early: ${stderr}`)));
+    });
+    child.kill('SIGTERM');
+    expect(await closed).toBe(0);
+    // Printed by the Node 24 process once its server is closed: it got the signal and finished.
+    expect(stderr).toContain('crs-sync sim: stopped');
+    const base = /^CRS_BASE_URL=(\S+)$/m.exec(out)?.[1];
+    await expect(fetch(`${base}/openapi.json`)).rejects.toThrow();
   });
 });
