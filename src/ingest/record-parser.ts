@@ -145,9 +145,9 @@ export function parseRecord(text: string, opts: { hash?: boolean } = {}): ParseR
     const v = obj[k];
     extra[k] = v;
     walk.keys++;
-    if (k.length > RECORD_LIMITS.maxKeyChars) walk.problem ??= keyTooLong(JSON.stringify(k));
+    if (k.length > RECORD_LIMITS.maxKeyChars) walk.problem ??= keyTooLong(quote(k));
     if (typeof v === 'object') {
-      if (v !== null) inexactNumber = inspect(v, 2, JSON.stringify(k)) || inexactNumber;
+      if (v !== null) inexactNumber = inspect(v, 2, k) || inexactNumber;
     } else if (typeof v === 'number') {
       if (!Number.isSafeInteger(v)) inexactNumber = true;
       else if (v === 0) walk.zero = true;
@@ -259,7 +259,7 @@ const NEGATIVE_EXPONENT = /[0-9][eE]-/;
 function keyTooLong(path: string): { code: RejectCode; detail: string } {
   return {
     code: 'key_too_long',
-    detail: `key ${path.length > MAX_QUOTED ? path.slice(0, MAX_QUOTED) + '…' : path} is longer than ${RECORD_LIMITS.maxKeyChars} characters`,
+    detail: `key ${path} is longer than ${RECORD_LIMITS.maxKeyChars} characters`,
   };
 }
 
@@ -268,11 +268,11 @@ function keyTooLong(path: string): { code: RejectCode; detail: string } {
  * (left in `walk.problem`) and never going deeper than the limit; returns whether it holds a
  * number JSON.parse could not hold exactly. Part of the one walk `extra` always had.
  */
-function inspect(v: object, depth: number, path: string): boolean {
+function inspect(v: object, depth: number, topKey: string): boolean {
   if (depth > RECORD_LIMITS.maxDepth) {
     walk.problem ??= {
       code: 'nesting_too_deep',
-      detail: `nested more than ${RECORD_LIMITS.maxDepth} levels deep (at ${path.length > MAX_QUOTED ? path.slice(0, MAX_QUOTED) + '…' : path})`,
+      detail: `nested more than ${RECORD_LIMITS.maxDepth} levels deep (in key ${quote(topKey)})`,
     };
     return false;
   }
@@ -281,7 +281,7 @@ function inspect(v: object, depth: number, path: string): boolean {
     for (let i = 0; i < v.length; i++) {
       const c: unknown = v[i];
       if (typeof c === 'object') {
-        if (c !== null && inspect(c, depth + 1, path)) inexact = true;
+        if (c !== null && inspect(c, depth + 1, topKey)) inexact = true;
       } else if (typeof c === 'number') {
         if (!Number.isSafeInteger(c)) inexact = true;
         else if (c === 0) walk.zero = true;
@@ -293,12 +293,12 @@ function inspect(v: object, depth: number, path: string): boolean {
   for (const k in v) {
     walk.keys++;
     if (k.length > RECORD_LIMITS.maxKeyChars) {
-      walk.problem ??= keyTooLong(`${path}.${JSON.stringify(k)}`);
+      walk.problem ??= keyTooLong(`${quote(topKey)}…${quote(k)}`);
       return inexact;
     }
     const c: unknown = (v as Record<string, unknown>)[k];
     if (typeof c === 'object') {
-      if (c !== null && inspect(c, depth + 1, path)) inexact = true;
+      if (c !== null && inspect(c, depth + 1, topKey)) inexact = true;
     } else if (typeof c === 'number') {
       if (!Number.isSafeInteger(c)) inexact = true;
       else if (c === 0) walk.zero = true;
