@@ -11,7 +11,8 @@ export function registerStatus(program: Command): void {
       'Shows the state of the warehouse: the watermark (last day of the unbroken run of complete\n' +
         'days) and the lag to yesterday (UTC), days by status and the failed ones, the last runs,\n' +
         'the quarantine by source and error code, the deletes held by the delete guard, the days whose\n' +
-        'export was not known complete, and threads by enrichment status.',
+        'export was not known complete, and threads by enrichment status. Runs and days still marked\n' +
+        'running with no sign of life for 14 minutes (terminated, worker gone) are shown as abandoned.',
     )
     .option('--json', 'print the status as JSON')
     .action(async (opts: { json?: boolean }) => {
