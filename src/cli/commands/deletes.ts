@@ -21,17 +21,18 @@ export function registerDeletes(program: Command): void {
     .command('deletes')
     .summary('review and apply the soft-deletes the delete guard held back')
     .description(
-      "A day's rows that its export no longer holds are marked deleted (_deleted_at) when the day is\n" +
-        'loaded, but only from an export known to be complete, and only up to CRS_DELETE_GUARD percent\n' +
-        "of the day's live rows (default 10). Past that, the ids are held in held_deletes and nothing is\n" +
-        'deleted until you apply them here (or a later complete load of the day, within the guard,\n' +
+      "A day's rows that its export no longer holds are marked deleted (_deleted_at) when the day is " +
+        'loaded, but only from an export known to be complete, and only up to CRS_DELETE_GUARD percent ' +
+        "of the day's live rows (default 10). Past that, the ids are held in held_deletes and nothing is " +
+        'deleted until you apply them here (or a later complete load of the day, within the guard, ' +
         'replaces the held set). `list` shows the held days; `apply` marks them deleted.',
     );
 
   deletes
     .command('list')
+    .summary('the days with held deletes, or the held ids of one day')
     .description(
-      'list the days with held deletes: how many ids, how many are still live (what apply would\n' +
+      'list the days with held deletes: how many ids, how many are still live (what apply would ' +
         'delete now), the live rows of the day and why they were held',
     )
     .option('--day <day>', 'only this day (YYYY-MM-DD); with --ids, also its message ids')
@@ -80,9 +81,10 @@ export function registerDeletes(program: Command): void {
 
   deletes
     .command('apply')
+    .summary('mark the held rows of some days (or all) deleted')
     .description(
-      'mark the held rows deleted, day by day. Each id is checked again: a row no longer live, no\n' +
-        'longer of that day, or written by a load since it was held is left alone. The held set of\n' +
+      'mark the held rows deleted, day by day. Each id is checked again: a row no longer live, no ' +
+        'longer of that day, or written by a load since it was held is left alone. The held set of ' +
         "each applied day is emptied and its deletes are added to the day's rows_deleted.",
     )
     .option('--day <day...>', 'apply the held deletes of these days (YYYY-MM-DD)')
