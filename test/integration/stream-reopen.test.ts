@@ -131,4 +131,27 @@ describe('a cut export stream reopened', () => {
     expect(day.rows_inserted).toBe(truthRows(full).size);
     expect(day.rows_deleted).toBe(0);
   });
+
+  it('when records leave the export between the two requests, then the retry leaves the day equal to the new export, the gone rows marked deleted', async () => {
+    await tw.w.pool.query('delete from analytics_messages');
+    // Threads deleted meanwhile: their records, some before the cut, are gone from the second answer.
+    const leaving = new Set([1, 5, 90, 700, 1400]);
+    const newer = full.filter((_, i) => !leaving.has(i));
+    server = await serve(full, newer, 0.5);
+    const d = deps(server.url);
+    const err = await loadExportDay(d, { day: DAY, loadId: 'gone-1' }).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(isCrsError(err) && err.code).toBe('SOURCE_CHANGED');
+    const s = await loadExportDay(d, { day: DAY, loadId: 'gone-1' });
+    expect(await liveRows()).toEqual(truthRows(newer));
+    // Only the records the first answer had and the committed batches stored can be deleted.
+    const deleted = await tw.w.pool.query<{ n: string }>(
+      'select count(*) as n from analytics_messages where message_date = $1 and _deleted_at is not null',
+      [DAY],
+    );
+    expect(s.deleted).toBe(Number(deleted.rows[0]!.n));
+    expect(s.deleted).toBeGreaterThan(0);
+  });
 });
