@@ -1,0 +1,72 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openConfiguredWarehouse } from '../../src/cli/context.ts';
+import { parseConfig } from '../../src/config.ts';
+import { CrsError } from '../../src/errors.ts';
+import { createLogger } from '../../src/log.ts';
+import { DEFAULT_DB_TIMEOUTS } from '../../src/warehouse/db.ts';
+import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
+
+describe('database settings', () => {
+  let tw: TestWarehouse;
+  beforeAll(async () => {
+    tw = await createTestWarehouse({ prefix: 'dbset' });
+  });
+  afterAll(async () => {
+    await tw?.dispose();
+  });
+
+  it('when no database setting is given, then the configuration defaults equal the warehouse defaults', () => {
+    const c = parseConfig({});
+    expect(c.db).toEqual({
+      statementTimeoutMs: DEFAULT_DB_TIMEOUTS.statementMs,
+      lockTimeoutMs: DEFAULT_DB_TIMEOUTS.lockMs,
+      idleTxTimeoutMs: DEFAULT_DB_TIMEOUTS.idleTxMs,
+      migrationTimeoutMs: DEFAULT_DB_TIMEOUTS.migrationMs,
+      keepAliveMs: DEFAULT_DB_TIMEOUTS.keepAliveMs,
+    });
+    expect(c.stallTimeoutMs).toBe(300_000);
+  });
+
+  it('when a database timeout is negative or not a number, then the configuration is invalid and names it', () => {
+    const err = (() => {
+      try {
+        parseConfig({
+          CRS_DB_STATEMENT_TIMEOUT_MS: '-1',
+          CRS_DB_LOCK_TIMEOUT_MS: 'soon',
+          CRS_STALL_TIMEOUT_MS: '1.5',
+        });
+      } catch (e) {
+        return e;
+      }
+    })();
+    expect(err).toBeInstanceOf(CrsError);
+    const problems = (err as CrsError).details?.problems as string[];
+    expect(problems.some((p) => p.startsWith('CRS_DB_STATEMENT_TIMEOUT_MS'))).toBe(true);
+    expect(problems.some((p) => p.startsWith('CRS_DB_LOCK_TIMEOUT_MS'))).toBe(true);
+    expect(problems.some((p) => p.startsWith('CRS_STALL_TIMEOUT_MS'))).toBe(true);
+  });
+
+  it("when a command opens the configured warehouse, then every session runs with the configuration's timeouts", async () => {
+    const config = parseConfig({
+      DATABASE_URL: tw.url,
+      CRS_SCHEMA: tw.schema,
+      CRS_DB_STATEMENT_TIMEOUT_MS: '4321',
+      CRS_DB_LOCK_TIMEOUT_MS: '0',
+      CRS_DB_IDLE_TX_TIMEOUT_MS: '65000',
+    });
+    const opened = await openConfiguredWarehouse(
+      { config, log: createLogger({ level: 'silent', pretty: false }) },
+      { migrate: false, connections: 1 },
+    );
+    try {
+      const r = await opened.warehouse.pool.query<Record<string, string>>(
+        `select current_setting('statement_timeout') s, current_setting('lock_timeout') l,
+                current_setting('idle_in_transaction_session_timeout') i`,
+      );
+      // 0 leaves the server's own setting, which is none here.
+      expect(r.rows[0]).toEqual({ s: '4321ms', l: '0', i: '65s' });
+    } finally {
+      await opened.close();
+    }
+  });
+});
