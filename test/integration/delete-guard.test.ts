@@ -7,11 +7,14 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServiceClient } from '../../src/api/index.ts';
 import { parseConfig } from '../../src/config.ts';
+import { CrsError } from '../../src/errors.ts';
 import { loadExportDay } from '../../src/ingest/export-day.ts';
+import { runLoad } from '../../src/ingest/load.ts';
 import { SeenSpill } from '../../src/ingest/seen-spill.ts';
 import { createLogger } from '../../src/log.ts';
 import { type Simulator, startSimulator } from '../../src/simulator/index.ts';
 import { PINNED, runningClock } from '../helpers/clock.ts';
+import { makeRecords, toJsonl } from '../helpers/export-lines.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 
 /**
@@ -286,6 +289,68 @@ describe('deletion safeguard', () => {
   });
 
   it('when a load is done, then its spilled ids are gone from load_seen', async () => {
+    expect((await tw.w.pool.query('select count(*)::int n from load_seen')).rows[0].n).toBe(0);
+  });
+});
+
+describe('seen ids over a failed and a resumed attempt', () => {
+  let tw: TestWarehouse;
+  beforeAll(async () => {
+    tw = await createTestWarehouse();
+  });
+  afterAll(async () => {
+    await tw?.dispose();
+  });
+
+  it('when an attempt fails part way and the next resumes from its checkpoint, then exactly the rows missing from the source are deleted', async () => {
+    const day = '2026-10-12';
+    const recs = makeRecords(400, { day, seed: 'resume-del' });
+    const load = (loadId: string, records: unknown[], failAfterBytes?: number) =>
+      runLoad({
+        warehouse: tw.w,
+        log,
+        loadId,
+        loadKey: loadId,
+        source: 'file',
+        sourceName: loadId,
+        open: async () => {
+          const bytes = Buffer.from(toJsonl(records));
+          return (async function* () {
+            if (failAfterBytes === undefined) {
+              yield bytes;
+              return;
+            }
+            yield bytes.subarray(0, failAfterBytes);
+            throw new CrsError('INPUT_UNREADABLE', 'the source failed part way');
+          })();
+        },
+        completeDays: { from: day, to: day },
+        batchSize: 10,
+        parts: 2,
+        maxLineBytes: 1 << 20,
+        maxReopens: 0,
+        deleteGuardPct: 100,
+      });
+    await load('first', recs);
+    // Every 20th record leaves the source; the first attempt dies after ~60% of it, its batches
+    // up to there committed, so the second attempt skips them but must still count their ids.
+    const kept = recs.filter((_, i) => i % 20 !== 7);
+    const gone = recs.filter((_, i) => i % 20 === 7).map((r) => r['Message ID']);
+    const size = Buffer.byteLength(toJsonl(kept));
+    await expect(load('second', kept, Math.floor(size * 0.6))).rejects.toThrow(/failed part way/);
+    const committed = await tw.w.pool.query<{ n: number }>(
+      "select min(lines_committed)::int as n from load_checkpoints where load_key = 'second'",
+    );
+    expect(committed.rows[0]!.n).toBeGreaterThan(0);
+    expect((await tw.w.pool.query('select count(*)::int n from load_seen')).rows[0].n).toBe(0);
+
+    const s = await load('second', kept);
+    expect(s.resumed).toBe(true);
+    expect(s.deleted).toBe(gone.length);
+    const dead = await tw.w.pool.query<{ id: string }>(
+      'select message_id::text as id from analytics_messages where _deleted_at is not null order by 1',
+    );
+    expect(dead.rows.map((r) => r.id)).toEqual([...gone].sort());
     expect((await tw.w.pool.query('select count(*)::int n from load_seen')).rows[0].n).toBe(0);
   });
 });
