@@ -143,7 +143,10 @@ export function createActivities(deps: ActivityDeps) {
       return guarded(async () => {
         // Waiting for a slot heartbeats too, so a long wait is not taken for a dead worker.
         const release = await whileBeating(
-          () => resumedFrom,
+          () => {
+            alive(input.loadId);
+            return resumedFrom;
+          },
           () => dayLoads.acquire(ctx.cancellationSignal),
         );
         try {
