@@ -187,7 +187,11 @@ async function enrichThread(
           artifacts,
           rejects,
           nextIndex: page.nextIndex,
-          covers: { fromIndex, toEnd: page.last },
+          // Outside a re-read, only positions up to the highest stored can hold stale rows (those
+          // of a re-read that stopped part-way): an appended page has nothing to look for.
+          ...(rewrite || fromIndex <= (state.max_position ?? -1)
+            ? { covers: { fromIndex, toEnd: page.last } }
+            : {}),
           ...(rewrite ? { rewrite } : {}),
           ...(page.last
             ? {

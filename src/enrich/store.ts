@@ -23,6 +23,11 @@ export interface ThreadState {
    */
   tail_message_id: string | null;
   tail_rejected_raw: string | null;
+  /**
+   * The highest position a stored message of the thread holds (null: none). A page that starts
+   * above it, outside a re-read, cannot find anything stale, and skips looking.
+   */
+  max_position: number | null;
 }
 
 export async function listPendingThreads(
@@ -53,7 +58,8 @@ export async function readThreadStates(
              select r.raw from rejected_records r
              where r.source = 'history' and r.source_name = 'thread/' || t.thread_id::text
                and r.line_no = t.history_count - 1
-             order by r.id desc limit 1) end as tail_rejected_raw
+             order by r.id desc limit 1) end as tail_rejected_raw,
+           (select max(x.position) from thread_messages x where x.thread_id = t.thread_id) as max_position
     from threads t
     left join lateral (
       select x.message_id from thread_messages x

@@ -22,6 +22,8 @@ interface FakeThread {
   status?: number;
   /** Answer every history request with a body that never ends. */
   endless?: boolean;
+  /** Answer the next history request for this start_index with 500 (then forget it). */
+  failStart?: number;
 }
 
 /** A 200 JSON answer that never ends (until the client goes away). */
@@ -98,6 +100,10 @@ function handle(req: { path: string; query: URLSearchParams }, res: ServerRespon
     if (t.status) return sendJson(res, t.status, { detail: 'nope' });
     if (t.endless) return sendEndless(res, '{"messages":[');
     const s = Number(req.query.get('start_index'));
+    if (t.failStart === s) {
+      t.failStart = undefined;
+      return sendJson(res, 500, { detail: 'down' });
+    }
     const n = Number(req.query.get('limit_num'));
     return sendJson(res, 200, { messages: t.history.slice(s, s + n) });
   }
@@ -378,6 +384,32 @@ describe('enrichThreads', () => {
         { owner_kind: 'artifact', owner_id: 'art-9', ordinal: 0 },
         { owner_kind: 'message', owner_id: uuid(1), ordinal: 0 },
       ],
+      thread: { history_count: 5, enrich_status: 'done' },
+    });
+  });
+
+  it('when a re-read stops part-way, then the next run goes on from its checkpoint and the warehouse still ends equal to the service', async () => {
+    artifacts.set('art-0', art('zero'));
+    threads.set(T1, {
+      name: 'n',
+      history: [msg(0, { artifact_ids: ['art-0'] }), msg(1), msg(2), msg(3), msg(4), msg(5)],
+    });
+    const { ops } = await setup([T1], { maxRetries: 0 });
+    await ops.enrichThreads({ threadIds: [T1], loadId: 'L1' });
+    const t = threads.get(T1)!;
+    t.history.shift();
+    // The re-read stores [1, 2] at 0..1, then fails on its second page.
+    t.failStart = 2;
+    await sql`update threads set enrich_status = 'pending', enrich_requested_at = now()`.execute(db());
+    await expect(ops.enrichThreads({ threadIds: [T1], loadId: 'L2' })).rejects.toMatchObject({
+      retryable: true,
+    });
+    expect((await stored()).thread).toEqual({ history_count: 2, enrich_status: 'pending' });
+    await ops.enrichThreads({ threadIds: [T1], loadId: 'L3' });
+    expect(await stored()).toEqual({
+      messages: [1, 2, 3, 4, 5].map((n, position) => ({ message_id: uuid(n), position })),
+      artifacts: [],
+      citations: [],
       thread: { history_count: 5, enrich_status: 'done' },
     });
   });
