@@ -104,9 +104,10 @@ export function isRetryableDbError(err: unknown): boolean {
 function explain(err: unknown, kind: DbFailureKind): string {
   const code = codeOf(err);
   if (kind === 'timeout') {
+    // Migrations run under CRS_DB_MIGRATION_TIMEOUT_MS instead of both.
     return code === '55P03'
-      ? 'a lock was not granted within CRS_DB_LOCK_TIMEOUT_MS (another session holds it)'
-      : 'a statement ran longer than CRS_DB_STATEMENT_TIMEOUT_MS, or was cancelled';
+      ? 'a lock was not granted within CRS_DB_LOCK_TIMEOUT_MS (migrations: CRS_DB_MIGRATION_TIMEOUT_MS); another session holds it'
+      : 'a statement ran longer than CRS_DB_STATEMENT_TIMEOUT_MS (migrations: CRS_DB_MIGRATION_TIMEOUT_MS), or was cancelled';
   }
   if (kind === 'conflict') return 'a transaction conflicted with a concurrent one';
   return 'the warehouse connection was lost or refused';

@@ -4,6 +4,7 @@ import { sql } from 'kysely';
 import { FileMigrationProvider, type MigrationResultSet, Migrator } from 'kysely/migration';
 import { CrsError } from '../errors.ts';
 import { DEFAULT_DB_TIMEOUTS, openWarehouse, type Warehouse } from './db.ts';
+import { isRetryableDbError, toDbCrsError } from './db-errors.ts';
 
 export const migrationFolder = path.resolve(import.meta.dirname, '..', '..', 'migrations');
 
@@ -42,6 +43,10 @@ export async function migrateToLatest(base: Warehouse): Promise<MigrateResult> {
     const res: MigrationResultSet = await migrator.migrateToLatest();
     if (res.error) {
       const failed = res.results?.find((r) => r.status === 'Error')?.migrationName;
+      // A lost connection or a timeout is no fault of the migration (it rolled back): run it again.
+      if (isRetryableDbError(res.error)) {
+        throw toDbCrsError(res.error, 'MIGRATION_FAILED', `migration ${failed ?? '(unknown)'} interrupted`);
+      }
       throw new CrsError(
         'MIGRATION_FAILED',
         `migration ${failed ?? '(unknown)'} failed: ${(res.error as Error).message ?? String(res.error)}`,
@@ -52,6 +57,9 @@ export async function migrateToLatest(base: Warehouse): Promise<MigrateResult> {
       applied: (res.results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName),
       alreadyApplied: before.filter((m) => m.executedAt !== undefined).length,
     };
+  } catch (err) {
+    // Waiting for another migrator's lock past the timeout, or a connection lost: retryable.
+    throw isRetryableDbError(err) ? toDbCrsError(err, 'MIGRATION_FAILED', 'migrations interrupted') : err;
   } finally {
     await lockClient
       .query('select pg_advisory_unlock(hashtext($1))', [`crs-sync:migrate:${w.schema}`])

@@ -3,7 +3,8 @@ import { openConfiguredWarehouse } from '../../src/cli/context.ts';
 import { parseConfig } from '../../src/config.ts';
 import { CrsError } from '../../src/errors.ts';
 import { createLogger } from '../../src/log.ts';
-import { DEFAULT_DB_TIMEOUTS } from '../../src/warehouse/db.ts';
+import { DEFAULT_DB_TIMEOUTS, openWarehouse } from '../../src/warehouse/db.ts';
+import { migrateToLatest } from '../../src/warehouse/migrator.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 
 describe('database settings', () => {
@@ -44,6 +45,31 @@ describe('database settings', () => {
     expect(problems.some((p) => p.startsWith('CRS_DB_STATEMENT_TIMEOUT_MS'))).toBe(true);
     expect(problems.some((p) => p.startsWith('CRS_DB_LOCK_TIMEOUT_MS'))).toBe(true);
     expect(problems.some((p) => p.startsWith('CRS_STALL_TIMEOUT_MS'))).toBe(true);
+  });
+
+  it("when another migrator holds the schema's migration lock past the migration timeout, then migrating fails retryably with DB_TIMEOUT", async () => {
+    const fresh = await createTestWarehouse({ prefix: 'dbsetmig', migrate: false });
+    const holder = await tw.w.pool.connect();
+    try {
+      await holder.query('select pg_advisory_lock(hashtext($1))', [`crs-sync:migrate:${fresh.schema}`]);
+      const w = openWarehouse({
+        url: fresh.url,
+        schema: fresh.schema,
+        max: 2,
+        timeouts: { migrationMs: 200 },
+      });
+      try {
+        const err = await migrateToLatest(w).catch((e: unknown) => e);
+        expect(err).toMatchObject({ code: 'DB_TIMEOUT', retryable: true });
+        expect((err as Error).message).toContain('CRS_DB_MIGRATION_TIMEOUT_MS');
+      } finally {
+        await w.close();
+      }
+    } finally {
+      await holder.query('select pg_advisory_unlock(hashtext($1))', [`crs-sync:migrate:${fresh.schema}`]);
+      holder.release();
+      await fresh.dispose();
+    }
   });
 
   it("when a command opens the configured warehouse, then every session runs with the configuration's timeouts", async () => {
