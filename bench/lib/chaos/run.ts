@@ -54,11 +54,15 @@ const POISON = 'poison=0.004,poison-history=0.01';
 /** The client's idle timeout; stalls last longer. */
 const HTTP_TIMEOUT_MS = 5000;
 
-export const FAULT_KINDS: ChaosFault[] = [
+const HARNESS_FAULTS: readonly HarnessFault[] = [
   'worker-kill',
   'db-kill-loader',
   'db-kill-enricher',
   'db-restart',
+];
+
+export const FAULT_KINDS: ChaosFault[] = [
+  ...HARNESS_FAULTS,
   ...(Object.keys(SIM_WINDOWS) as FaultKind[]),
   'poison-line',
   'poison-entry',
@@ -208,13 +212,16 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       (k in SIM_WINDOWS || k.startsWith('poison') ? simCount(k as FaultKind) : 0);
     const short = () => FAULT_KINDS.filter((k) => count(k) < opts.faultsPerKind);
 
-    /** One action of the injector: the kind is drawn among those below their quota. */
-    const inject = async (over: () => boolean): Promise<void> => {
-      const open = short().filter((k) => !k.startsWith('poison'));
-      const kind = rng.pick(open.length > 0 ? open : (['worker-kill', 'db-restart'] as ChaosFault[]));
+    /**
+     * One action of an injector lane: the kind is drawn (seeded) among the lane's kinds below
+     * their quota, or among all of them once every quota is met.
+     */
+    const inject = async (lane: readonly ChaosFault[], rand: Rng, over: () => boolean): Promise<void> => {
+      const open = short().filter((k) => lane.includes(k));
+      const kind = rand.pick(open.length > 0 ? open : lane);
       switch (kind) {
         case 'worker-kill': {
-          const victim = workers.length > 0 ? workers[rng.int(workers.length)] : undefined;
+          const victim = workers.length > 0 ? workers[rand.int(workers.length)] : undefined;
           if (!victim) return;
           victim.killed = true;
           const exited = once(victim.child, 'exit');
@@ -232,9 +239,9 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
           return;
         }
         case 'db-restart': {
-          await cluster!.stop(rng.chance(0.5) ? 'immediate' : 'fast');
+          await cluster!.stop(rand.chance(0.5) ? 'immediate' : 'fast');
           bump('db-restart');
-          await sleep(rng.range(300, 2500));
+          await sleep(rand.range(300, 2500));
           await cluster!.start();
           return;
         }
@@ -245,8 +252,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
           // most 20 s; the chaos phase ending switches it off too.
           const before = simCount(kind as FaultKind);
           sim!.setFaults(`${POISON},${spec}`);
-          const until = Date.now() + 20_000;
-          await sleep(rng.range(1000, 3000));
+          const until = Date.now() + 15_000;
+          await sleep(rand.range(1000, 3000));
           while (simCount(kind as FaultKind) === before && Date.now() < until && !over()) await sleep(250);
           sim!.setFaults(POISON);
         }
@@ -259,15 +266,21 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     let passes = 0;
     let chaosDone = false;
     const deadline = began + opts.minutes * 60_000;
-    const injector = (async () => {
+    // Two lanes, each on a seeded schedule of its own: the harness's own faults, and the
+    // simulator's (a window there may wait several seconds for an export request to strike).
+    const lane = async (kinds: readonly ChaosFault[], rand: Rng) => {
       while (!chaosDone) {
-        await sleep(rng.range(300, 2000));
+        await sleep(rand.range(300, 2000));
         if (chaosDone) break;
-        await inject(() => chaosDone).catch((err: unknown) => {
+        await inject(kinds, rand, () => chaosDone).catch((err: unknown) => {
           failures.add(`injector: ${(err as Error).message}`);
         });
       }
-    })();
+    };
+    const injector = Promise.all([
+      lane(HARNESS_FAULTS, new Rng(rng.word())),
+      lane(Object.keys(SIM_WINDOWS) as FaultKind[], new Rng(rng.word())),
+    ]);
     try {
       do {
         passes++;
