@@ -78,6 +78,7 @@ export async function importFile(
   });
 
   let opened = false;
+  const tail = { last: -1 };
   try {
     const summary = await runLoad({
       warehouse: w,
@@ -92,11 +93,19 @@ export async function importFile(
           // still lets `--load-id` resume it from a second copy of the input).
           if (opened) throw new CrsError('INPUT_UNREADABLE', 'stdin cannot be re-read');
           opened = true;
-          return process.stdin;
+          return lastByteOf(process.stdin, tail);
         }
-        return readChunks(sourceName);
+        return lastByteOf(readChunks(sourceName), tail);
       },
       completeDays: opts.completeDays ?? null,
+      // A file cut at a line boundary looks like a whole one with fewer records: without its final
+      // newline, the declared days lose nothing.
+      incompleteReason: () =>
+        tail.last === 10
+          ? null
+          : tail.last < 0
+            ? 'empty input'
+            : 'the input does not end with a newline (it may be cut)',
       deleteGuardPct: config.deleteGuardPct,
       batchSize: config.batchSize,
       parts: config.loadConnections,
@@ -125,6 +134,17 @@ export async function importFile(
 }
 
 const CHUNK_BYTES = 1 << 20;
+
+async function* lastByteOf(
+  source: AsyncIterable<Uint8Array>,
+  tail: { last: number },
+): AsyncGenerator<Uint8Array> {
+  tail.last = -1;
+  for await (const chunk of source) {
+    if (chunk.length > 0) tail.last = chunk[chunk.length - 1]!;
+    yield chunk;
+  }
+}
 
 /**
  * The file in 1 MiB chunks, all read into one buffer. Safe because the splitter never keeps a

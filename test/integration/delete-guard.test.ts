@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -9,6 +9,7 @@ import { createServiceClient } from '../../src/api/index.ts';
 import { parseConfig } from '../../src/config.ts';
 import { CrsError } from '../../src/errors.ts';
 import { loadExportDay } from '../../src/ingest/export-day.ts';
+import { importFile } from '../../src/ingest/import-file.ts';
 import { runLoad } from '../../src/ingest/load.ts';
 import { SeenSpill } from '../../src/ingest/seen-spill.ts';
 import { createLogger } from '../../src/log.ts';
@@ -352,5 +353,45 @@ describe('seen ids over a failed and a resumed attempt', () => {
     );
     expect(dead.rows.map((r) => r.id)).toEqual([...gone].sort());
     expect((await tw.w.pool.query('select count(*)::int n from load_seen')).rows[0].n).toBe(0);
+  });
+});
+
+describe('a file import with declared complete days', () => {
+  let tw: TestWarehouse;
+  beforeAll(async () => {
+    tw = await createTestWarehouse();
+  });
+  afterAll(async () => {
+    await tw?.dispose();
+  });
+
+  it('when the file does not end with a newline, then no row of its days is deleted and the day says why', async () => {
+    const day = '2026-10-14';
+    const recs = makeRecords(50, { day, seed: 'import-cut' });
+    const dir = mkdtempSync(path.join(tmpdir(), 'crs-guard-'));
+    const config = parseConfig({ CRS_BATCH_SIZE: '10', CRS_DELETE_GUARD: '100' });
+    const window = { completeDays: { from: day, to: day } };
+    const whole = path.join(dir, 'whole.jsonl');
+    writeFileSync(whole, toJsonl(recs));
+    await importFile(tw.w, config, log, { file: whole, ...window });
+    const cut = path.join(dir, 'cut.jsonl');
+    writeFileSync(cut, toJsonl(recs.slice(0, 20)).trimEnd());
+    const s = await importFile(tw.w, config, log, { file: cut, ...window });
+    expect(s.deleted).toBe(0);
+    const live = await tw.w.pool.query(
+      'select count(*)::int n from analytics_messages where _deleted_at is null',
+    );
+    expect(live.rows[0].n).toBe(50);
+    const l = await tw.w.pool.query(
+      'select export_complete, export_incomplete_reason from sync_days where day = $1',
+      [day],
+    );
+    expect(l.rows[0]).toEqual({
+      export_complete: false,
+      export_incomplete_reason: 'the input does not end with a newline (it may be cut)',
+    });
+    // The same lines with their final newline: a whole file, whose missing rows are deleted.
+    writeFileSync(cut, toJsonl(recs.slice(0, 20)));
+    expect((await importFile(tw.w, config, log, { file: cut, ...window })).deleted).toBe(30);
   });
 });
