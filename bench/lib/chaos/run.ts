@@ -122,6 +122,11 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   const workers: WorkerProc[] = [];
   let stopping = false;
   const deaths = { injected: 0, other: 0, otherExits: [] as string[] };
+  // Should the harness itself die (a test timeout), its workers must not outlive it.
+  const killAll = () => {
+    for (const p of workers) p.child.kill('SIGKILL');
+  };
+  process.once('exit', killAll);
   const harnessCounts = new Map<HarnessFault, number>();
   const bump = (k: HarnessFault) => harnessCounts.set(k, (harnessCounts.get(k) ?? 0) + 1);
   try {
@@ -348,6 +353,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     };
   } finally {
     stopping = true;
+    process.off('exit', killAll);
     await Promise.all(
       workers.map(async (p) => {
         if (p.child.exitCode !== null || p.child.signalCode !== null) return;
