@@ -23,6 +23,8 @@ beforeAll(async () => {
     now: runningClock(PINNED),
   });
   tw = await createTestWarehouse({ prefix: 'enrsim' });
+  // The seed decides the data and, with each request's URL, which fault it meets: enough to replay a failure.
+  console.info(`enrichment against the simulator: seed ${sim.seed}, faults ${JSON.stringify(sim.faults())}`);
 });
 afterAll(async () => {
   await sim?.close();
