@@ -93,8 +93,11 @@ const json = JSON as unknown as {
  * - `recordHash` is left '' with `{ hash: false }`, for a caller that computes it later.
  * - `extra` keeps other keys verbatim. A number JSON.parse cannot hold exactly (an integer beyond
  *   2^53, a decimal beyond double precision) is kept as its source text via JSON.rawJSON, so
- *   JSON.stringify(extra) writes the original digits. `extra` has a null prototype so that a key
- *   named "__proto__" stays data.
+ *   JSON.stringify(extra) writes the original digits (a zero too, when the line has a negative
+ *   exponent: 1e-400). `extra` has a null prototype so that a key named "__proto__" stays data.
+ * - `extra` within RECORD_LIMITS (nesting, key length, key count) and its numbers within
+ *   PostgreSQL's numeric, checked in the walk `extra` needs anyway: `nesting_too_deep`,
+ *   `key_too_long`, `too_many_keys`, `number_out_of_range`.
  */
 export function parseRecord(text: string, opts: { hash?: boolean } = {}): ParseResult {
   let value: unknown;
