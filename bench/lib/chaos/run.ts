@@ -32,6 +32,8 @@ export interface ChaosOptions {
   faultsPerKind: number;
   /** Bound of the chaos phase: no new pass starts after it (the clean pass still runs). */
   minutes: number;
+  /** Least pause between two of the harness's own faults (the most is three times it); default 2 s. */
+  paceMs?: number;
   /** Progress lines (stderr in the CLI); silent without one. */
   log?: (line: string) => void;
 }
@@ -223,7 +225,9 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
      */
     const inject = async (lane: readonly ChaosFault[], rand: Rng, over: () => boolean): Promise<void> => {
       const open = short().filter((k) => lane.includes(k));
-      const kind = rand.pick(open.length > 0 ? open : lane);
+      // A lane whose kinds all reached their quota rests: the passes may then finish.
+      if (open.length === 0) return;
+      const kind = rand.pick(open);
       switch (kind) {
         case 'worker-kill': {
           const victim = workers.length > 0 ? workers[rand.int(workers.length)] : undefined;
@@ -273,9 +277,11 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     const deadline = began + opts.minutes * 60_000;
     // Two lanes, each on a seeded schedule of its own: the harness's own faults, and the
     // simulator's (a window there may wait several seconds for an export request to strike).
-    const lane = async (kinds: readonly ChaosFault[], rand: Rng) => {
+    // The pace leaves an attempt room to make progress between two faults: a fault every second
+    // or two kept a day from ever finishing on a loaded 2-core machine.
+    const lane = async (kinds: readonly ChaosFault[], rand: Rng, minMs: number, maxMs: number) => {
       while (!chaosDone) {
-        await sleep(rand.range(300, 2000));
+        await sleep(rand.range(minMs, maxMs));
         if (chaosDone) break;
         await inject(kinds, rand, () => chaosDone).catch((err: unknown) => {
           failures.add(`injector: ${(err as Error).message}`);
@@ -283,8 +289,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       }
     };
     const injector = Promise.all([
-      lane(HARNESS_FAULTS, new Rng(rng.word())),
-      lane(Object.keys(SIM_WINDOWS) as FaultKind[], new Rng(rng.word())),
+      lane(HARNESS_FAULTS, new Rng(rng.word()), opts.paceMs ?? 2000, 3 * (opts.paceMs ?? 2000)),
+      lane(Object.keys(SIM_WINDOWS) as FaultKind[], new Rng(rng.word()), 1000, 3000),
     ]);
     try {
       do {
