@@ -50,8 +50,9 @@ const SECRET_IN_TEXT = [
 /** Masks credentials inside free text (error messages from libraries, URLs). */
 export function redactText(text: string): string {
   let out = text;
+  // With one group, the replacer's third argument is the match offset, not a group.
   for (const re of SECRET_IN_TEXT)
-    out = out.replace(re, (_m, a: string, b?: string) => `${a}[redacted]${b ?? ''}`);
+    out = out.replace(re, (_m, a: string, b: unknown) => `${a}[redacted]${typeof b === 'string' ? b : ''}`);
   return out;
 }
 

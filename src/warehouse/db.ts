@@ -119,6 +119,9 @@ export function openWarehouse(opts: WarehouseOptions): Warehouse {
     options: { ...opts },
     close: async () => {
       await db.destroy();
+      // kysely ends the pool only if it used it; the loader's raw queries leave idle sockets that
+      // would keep the process alive until pg's idle timeout.
+      if (!pool.ended) await pool.end();
     },
   };
 }

@@ -87,4 +87,9 @@ describe('logging', () => {
     expect(redactText('Authorization: Bearer eyJhbGciOi.x.y failed')).not.toContain('eyJhbGciOi');
     expect(redactText('postgres://crs:hunter2@db:5432/x')).not.toContain('hunter2');
   });
+
+  it('when a one-group pattern masks a value, then nothing but the mask replaces it (no match offset appended)', () => {
+    expect(redactText('token=abc123 and more')).toBe('token=[redacted] and more');
+    expect(redactText('Authorization: Bearer eyJx.y.z')).toBe('Authorization: Bearer [redacted]');
+  });
 });
