@@ -1,3 +1,5 @@
+import { RECORD_LIMITS } from '../ingest/record-parser.ts';
+
 // JSON.stringify writes U+0000 as \u0000 and a lone surrogate as its escape \udXXX (lower-case
 // hex; a surrogate pair is written as itself). An odd number of backslashes before `u` is such an
 // escape; an even number is literal backslashes followed by the text.
@@ -10,11 +12,11 @@ export type NotStorable = {
 };
 
 /**
- * Levels of nesting an entry or artifact may have (itself being level 1), as for an export
- * line's record (ingest/record-parser.ts): JSON.stringify throws RangeError a few thousand levels
- * down, which failed the thread's page on every attempt.
+ * Levels of nesting an entry or artifact may have (itself being level 1), the export record's
+ * limit: JSON.stringify throws RangeError a few thousand levels down, which failed the thread's
+ * page on every attempt.
  */
-export const MAX_DEPTH = 64;
+export const MAX_DEPTH: number = RECORD_LIMITS.maxDepth;
 
 /**
  * The first shape problem of `v` without ever going deeper than MAX_DEPTH: too deep, or a number
