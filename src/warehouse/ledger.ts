@@ -251,6 +251,9 @@ export async function getWatermark(db: Kysely<Database>): Promise<string | null>
   return r.rows[0]?.watermark ?? null;
 }
 
+/** How far back a scheduled sync looks for days whose export was not known complete. */
+export const INCOMPLETE_REPULL_DAYS = 31;
+
 export interface WindowPlan {
   from: string;
   to: string;
@@ -272,6 +275,20 @@ export async function planWindow(
     const wm = await getWatermark(db);
     from = wm ? shiftDay(wm, -opts.lookbackDays + 1) : to;
     if (wm && shiftDay(wm, 1) < from) from = shiftDay(wm, 1);
+    // A day whose last export was not known complete (an error page with status 200, a body
+    // without its final newline) loaded what arrived and deleted nothing; it is pulled again by
+    // every scheduled sync until a complete export of it arrives, up to a month back. The
+    // watermark itself does not stop there: a day that is really empty reads the same.
+    const since = shiftDay(to, -(INCOMPLETE_REPULL_DAYS - 1));
+    const r = await db
+      .selectFrom('sync_days')
+      .select((eb) => eb.fn.min('day').as('day'))
+      .where('export_complete', '=', false)
+      .where('day', '>=', since)
+      .where('day', '<=', to)
+      .executeTakeFirst();
+    const incomplete = r?.day ?? null;
+    if (incomplete !== null && incomplete < from) from = incomplete;
   }
   if (from > to) return { from, to, days: [] };
   return { from, to, days: dayRange(from, to) };

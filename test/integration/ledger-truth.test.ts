@@ -5,7 +5,7 @@ import { parseConfig } from '../../src/config.ts';
 import { loadExportDay } from '../../src/ingest/export-day.ts';
 import { createLogger } from '../../src/log.ts';
 import { generateExportLines } from '../../src/simulator/index.ts';
-import { startRun, touchRun } from '../../src/warehouse/ledger.ts';
+import { planWindow, startRun, touchRun } from '../../src/warehouse/ledger.ts';
 import { readStatus } from '../../src/warehouse/status.ts';
 import { STALE_AFTER_MS } from '../../workflows/liveness.ts';
 import { client, SECRETS } from '../api/helpers/client-setup.ts';
@@ -271,5 +271,36 @@ describe('crs-sync status', () => {
     expect(text.stdout).toMatch(/Abandoned days/);
     expect(text.stdout).toMatch(/2026-11-10\s+\S*\s*cli-dead-run/);
     expect(text.stdout).toMatch(/cli-dead-run\s+\S*\s*backfill\s+\S*\s*abandoned/);
+  });
+});
+
+describe('planning a scheduled sync', () => {
+  it('when a recent day loaded from an export not known complete, then the next scheduled window reaches back to it, and a month-old one is left to the operator', async () => {
+    const db = tw.w.db;
+    await db.deleteFrom('sync_days').execute();
+    const day = (d: number) => `2026-03-${String(d).padStart(2, '0')}`;
+    const rows = [];
+    for (let d = 1; d <= 20; d++)
+      rows.push({ day: day(d), status: 'complete' as const, export_complete: true });
+    await db.insertInto('sync_days').values(rows).execute();
+    const now = new Date('2026-03-21T06:00:00Z');
+    const clean = await planWindow(db, { lookbackDays: 2, now });
+    expect(clean).toMatchObject({ from: day(19), to: day(20) });
+
+    // An HTML page with status 200 on the 12th: the day loaded nothing and deleted nothing.
+    await db
+      .updateTable('sync_days')
+      .set({ export_complete: false, export_incomplete_reason: 'content type text/html is not an export' })
+      .where('day', '=', day(12))
+      .execute();
+    const plan = await planWindow(db, { lookbackDays: 2, now });
+    expect(plan.from).toBe(day(12));
+    expect(plan.days).toHaveLength(9);
+
+    // Beyond the re-pull reach, the day stays where status shows it.
+    const monthLater = new Date('2026-04-13T06:00:00Z');
+    const late = await planWindow(db, { lookbackDays: 2, now: monthLater });
+    expect(late.from > day(12)).toBe(true);
+    await db.deleteFrom('sync_days').execute();
   });
 });
