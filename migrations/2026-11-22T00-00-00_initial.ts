@@ -1,7 +1,7 @@
 import { type Kysely, sql } from 'kysely';
 
 /**
- * The warehouse of DESIGN.md §5. Tables are created unqualified: the connection's search_path is
+ * The warehouse (docs/data-dictionary.md). Tables are created unqualified: the connection's search_path is
  * the configured schema (CRS_SCHEMA), so one migration serves any schema name.
  * Frozen in time: never import application code here.
  */

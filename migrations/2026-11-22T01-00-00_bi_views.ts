@@ -1,7 +1,7 @@
 import { type Kysely, sql } from 'kysely';
 
 /**
- * BI views over the warehouse (DESIGN.md §5), documented column by column in
+ * BI views over the warehouse, documented column by column in
  * docs/data-dictionary.md. Plain views, not materialized: never stale, no refresh step in the
  * loader or the workflows. Measured on 1M messages / 3M citations (local PostgreSQL, 2 cores):
  * daily_usage 2.4 s (a month of it 0.5 s), user_activity 1.3 s, thread_summary 6.8 s whole

@@ -2,7 +2,7 @@ import { closeSync, existsSync, mkdirSync, openSync, renameSync, statSync, write
 import path from 'node:path';
 
 /**
- * A deterministic, realistic analytics export (service-api.md §2 record) for the ingest
+ * A deterministic, realistic analytics export (the record of docs/service-contract.md §2) for the ingest
  * benchmark: a few hundred users, thousands of threads, 30 days of times with assorted UTC
  * offsets, ~1.6 KB lines with markdown-ish responses holding some non-ASCII text and characters
  * JSON must escape. Generated once per (lines, seed) and cached, since a million lines is 1.6 GB.

@@ -1,5 +1,5 @@
 /**
- * Client of the Conversational Research Service (spec: /work/shared/spec/service-api.md).
+ * Client of the Conversational Research Service (its contract as we read it: docs/service-contract.md).
  *
  *   const api = createServiceClient({ ...config.api, concurrency: config.enrichConcurrency }, log);
  *

@@ -81,7 +81,7 @@ const json = JSON as unknown as {
 };
 
 /**
- * Parses one line of the analytics export (service-api.md §2, "Message analytics record").
+ * Parses one line of the analytics export (spec §2, "Analytics record"; docs/service-contract.md).
  *
  * - One JSON.parse. For a duplicated key the last occurrence wins (JSON.parse semantics); the
  *   duplicate is not detected.

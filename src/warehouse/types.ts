@@ -1,6 +1,6 @@
 import type { ColumnType, Generated, Insertable, Selectable } from 'kysely';
 
-/** kysely types of the warehouse (DESIGN.md §5); the schema is the connection's search_path. */
+/** kysely types of the warehouse (docs/data-dictionary.md); the schema is the connection's search_path. */
 
 type Timestamp = ColumnType<Date, Date | string, Date | string>;
 type GeneratedTimestamp = ColumnType<Date, Date | string | undefined, Date | string>;
