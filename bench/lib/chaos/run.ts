@@ -52,7 +52,7 @@ export const SIM_WINDOWS: Partial<Record<FaultKind, string>> = {
   'token-expiry': 'token-expiry=0.15',
 };
 /** Always on, clean pass included: poison is data the service holds, not an outage. */
-const POISON = 'poison=0.004,poison-history=0.01';
+const POISON = 'poison=0.004,poison-history=0.02';
 /** The client's idle timeout; stalls last longer. */
 const HTTP_TIMEOUT_MS = 5000;
 
@@ -217,7 +217,9 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     const count = (k: ChaosFault): number =>
       (harnessCounts.get(k as HarnessFault) ?? 0) +
       (k in SIM_WINDOWS || k.startsWith('poison') ? simCount(k as FaultKind) : 0);
-    const short = () => FAULT_KINDS.filter((k) => count(k) < opts.faultsPerKind);
+    // Poison is data the service holds, not an event: how much of it there is depends on the
+    // data set, so waiting for more would never end; the table shows how much was met.
+    const short = () => FAULT_KINDS.filter((k) => !k.startsWith('poison') && count(k) < opts.faultsPerKind);
 
     /**
      * One action of an injector lane: the kind is drawn (seeded) among the lane's kinds below
