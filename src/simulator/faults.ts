@@ -86,7 +86,7 @@ export const FAULT_SPEC_HELP = [
   '  malformed=P          insert a malformed export line before a line, with probability P per line',
   '  duplicate=P          send an export line twice, with probability P per line',
   '  expire=P             answer 401 "token expired" to a valid token, with probability P per request',
-  "  token-expiry=P       the same, but never on a token's first use (a token that ran out between two calls)",
+  "  token-expiry=P       the same, to exchanged access tokens only, and never on a token's first use",
   '  ttl=DUR              lifetime of exchanged access tokens (default 3600s); expire=DUR means the same',
   '  delete-before-history=P  delete a thread right after an export served it, probability P per thread',
   '  truncate=P           end an export response early but cleanly (at a line boundary, without the last newline,\n' +

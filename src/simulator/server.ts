@@ -146,7 +146,9 @@ function requireBearer(ctx: ServerContext, req: IncomingMessage, audience: strin
     const text = v.reason === 'expired' ? 'Token expired' : 'Invalid token';
     throw fail(401, text, wwwAuth('invalid_token', text));
   }
-  const used = ctx.engine.usedBefore(token);
+  // token-expiry strikes exchanged access tokens only: the connector can exchange a new one. The
+  // service-account token lives a year, and its expiry is an operator's matter (failing is right).
+  const used = audience === AUD_V2 && ctx.engine.usedBefore(token);
   if (rf.expire || (rf.expireUsed && used)) {
     ctx.engine.count(rf.expire ? 'expire' : 'token-expiry');
     throw fail(401, 'Token expired', wwwAuth('invalid_token', 'Token expired'));

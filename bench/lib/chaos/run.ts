@@ -313,6 +313,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
           if (r.failedDays.length > 0) failures.add(`pass ${passes}: days failed ${r.failedDays.join(', ')}`);
         } catch (err) {
           const cause = (err as { cause?: Error }).cause?.message;
+          // A backfill with failed days fails itself, naming how many.
+          daysFailed += Number(/(\d+) of \d+ day\(s\) failed/.exec(cause ?? '')?.[1] ?? 1);
           failures.add(`pass ${passes}: ${(err as Error).message}${cause ? `: ${cause}` : ''}`);
         }
         log(`chaos: pass ${passes} done; ${FAULT_KINDS.map((k) => `${k} ${count(k)}`).join(', ')}`);
@@ -335,8 +337,10 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     try {
       cleanPassFailedDays = (await clean.result()).failedDays;
     } catch (err) {
-      cleanPassFailedDays = days;
-      failures.add(`clean pass: ${(err as Error).message}`);
+      const cause = (err as { cause?: Error }).cause?.message ?? '';
+      cleanPassFailedDays = days.filter((d) => cause.includes(d));
+      if (cleanPassFailedDays.length === 0) cleanPassFailedDays = days;
+      failures.add(`clean pass: ${(err as Error).message}: ${cause}`);
     }
     log(`chaos: clean pass done (${backfillWorkflowId(from, to)})`);
     const comparison = await compareWithTruth(w, sim, days);
