@@ -24,6 +24,7 @@ export type ErrorCode =
   | 'HTTP_TIMEOUT'
   | 'HTTP_BAD_RESPONSE'
   | 'STREAM_CUT'
+  | 'EXPORT_NOT_JSONL'
   | 'SOURCE_CHANGED'
   | 'CANCELLED'
   | 'TEMPORAL_UNAVAILABLE'

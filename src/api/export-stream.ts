@@ -148,6 +148,18 @@ export function exportBody(
 const EXPORT_TYPES =
   /^(?:application\/(?:x-)?(?:ndjson|jsonl|json-?lines)|text\/(?:plain|(?:x-)?(?:ndjson|jsonl)))$/;
 
+/**
+ * Whether a content type says the body is a document other than an export: an HTML page or a JSON
+ * error document that a proxy, gateway or maintenance mode answered with status 200. Such a body
+ * is not read at all (its lines would only fill the quarantine); no content type at all is read,
+ * but is not known complete.
+ */
+export function notAnExport(contentType: string | undefined): string | null {
+  const type = contentType?.split(';')[0]?.trim().toLowerCase();
+  if (!type || EXPORT_TYPES.test(type)) return null;
+  return type.slice(0, 100);
+}
+
 /** See ExportBody.incompleteReason. Exported for the unit tests. */
 export function incompleteReason(f: {
   complete: boolean;

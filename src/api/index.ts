@@ -54,6 +54,7 @@ export {
   type ThreadEntry,
 } from './client.ts';
 export type { ExportBody } from './export-stream.ts';
+export { notAnExport } from './export-stream.ts';
 export { classifyStatus, statusOf, type UpstreamError } from './http-error.ts';
 export {
   DEFAULT_MAX_RETRIES,

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
-import type { ExportBody, ServiceClient } from '../api/index.ts';
+import { type ExportBody, notAnExport, type ServiceClient } from '../api/index.ts';
 import type { Config } from '../config.ts';
-import { errorMessage, isCrsError } from '../errors.ts';
+import { CrsError, errorMessage, isCrsError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { Warehouse } from '../warehouse/db.ts';
 import { markDayFailed, markDayRunning } from '../warehouse/ledger.ts';
@@ -82,6 +82,17 @@ export async function loadExportDay(deps: ExportDayDeps, input: ExportDayInput):
           endDate: day,
           ...(input.signal ? { signal: input.signal } : {}),
         });
+        const other = notAnExport(body.contentType);
+        if (other !== null) {
+          await body.cancel();
+          body = null;
+          // Retryable: the reopen loop asks again after a pause, then the activity's retries do.
+          throw new CrsError(
+            'EXPORT_NOT_JSONL',
+            `the export of ${day} answered 200 with content type ${JSON.stringify(other)}, not JSONL (an error or maintenance page?); nothing of it was loaded`,
+            { retryable: true, details: { contentType: other } },
+          );
+        }
         return hashing(body, (digest) => {
           checksum = digest;
         });

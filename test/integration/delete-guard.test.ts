@@ -159,17 +159,37 @@ describe('deletion safeguard', () => {
     expect(seen.size).toBeGreaterThan(1);
   });
 
-  const hostileAnswers: [string, () => Answer, RegExp][] = [
+  const notExports: [string, () => Answer, RegExp][] = [
     [
       'an HTML page',
       () => ({ type: 'text/html; charset=utf-8', body: '<html><body><h1>Maintenance</h1></body></html>\n' }),
-      /content type "text\/html" is not JSONL/,
+      /content type "text\/html"/,
     ],
     [
       'a JSON error document',
       () => ({ type: 'application/json', body: '{"error":"internal","message":"try again later"}\n' }),
-      /content type "application\/json" is not JSONL/,
+      /content type "application\/json"/,
     ],
+  ];
+  for (const [what, make, why] of notExports) {
+    it(`when a 200 answer is ${what}, then the load fails retryably, reading nothing of it: no row deleted, nothing quarantined`, async () => {
+      answer = make();
+      const before = await liveIds();
+      const rejectsBefore = (await tw.w.pool.query('select count(*)::int n from rejected_records')).rows[0].n;
+      // The guard is off: only the content-type check stands between this answer and the rows.
+      const err = await load('hostile', { CRS_DELETE_GUARD: '100' }).catch((e: unknown) => e);
+      expect(err).toMatchObject({ code: 'EXPORT_NOT_JSONL', retryable: true });
+      expect(String((err as Error).message)).toMatch(why);
+      expect(await liveIds()).toEqual(before);
+      expect((await tw.w.pool.query('select count(*)::int n from rejected_records')).rows[0].n).toBe(
+        rejectsBefore,
+      );
+      const l = await ledger();
+      expect(l).toMatchObject({ status: 'failed' });
+    });
+  }
+
+  const hostileAnswers: [string, () => Answer, RegExp][] = [
     ['an empty body', () => ({ type: 'application/x-ndjson', body: '' }), /empty body/],
     [
       'the first half of the lines, cut at a line boundary without the final newline',
