@@ -258,6 +258,11 @@ export class FaultEngine {
     return false;
   }
 
+  /** Forgets how often each URL was asked: 5xx bursts may strike URLs already asked again. */
+  restartBursts(): void {
+    this.attempts.clear();
+  }
+
   count(kind: FaultKind, n = 1): void {
     this.counts.set(kind, (this.counts.get(kind) ?? 0) + n);
   }

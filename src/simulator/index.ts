@@ -107,6 +107,8 @@ export interface Simulator {
   faults(): FaultSpec;
   /** Faults injected since start, by kind. */
   faultCounts(): Partial<Record<FaultKind, number>>;
+  /** Forgets how often each URL was asked, so that `5xx` bursts strike URLs asked before again. */
+  restartFaultBursts(): void;
   openapi(): Record<string, unknown>;
   close(): Promise<void>;
 }
@@ -245,6 +247,7 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
     },
     faults: () => engine.spec,
     faultCounts: () => Object.fromEntries(engine.counts),
+    restartFaultBursts: () => engine.restartBursts(),
     openapi,
     close: async () => {
       runner.closeAll();

@@ -4,6 +4,7 @@ import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Runtime } from '@temporalio/worker';
+import { sql } from 'kysely';
 import { type FaultKind, type Simulator, startSimulator } from '../../../src/simulator/index.ts';
 import { Rng } from '../../../src/simulator/prng.ts';
 import { ensureTemporalCli } from '../../../src/temporal/cli-binary.ts';
@@ -262,6 +263,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
           // On until it has struck (an export fault needs an export request to strike) or for at
           // most 20 s; the chaos phase ending switches it off too.
           const before = simCount(kind as FaultKind);
+          // A burst strikes a URL's first requests: a new window starts their count afresh.
+          if (kind === '5xx') sim!.restartFaultBursts();
           sim!.setFaults(`${POISON},${spec}`);
           const until = Date.now() + 15_000;
           await sleep(rand.range(1000, 3000));
@@ -297,6 +300,13 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     try {
       do {
         passes++;
+        // Every thread queued again, as a re-load after upstream changes would: each pass then
+        // enriches under faults too, not only the first.
+        if (passes > 1) {
+          await retryDb(() =>
+            sql`update threads set enrich_status = 'pending', enrich_requested_at = now()`.execute(w!.db),
+          );
+        }
         const handle = await retryDb(() =>
           startBackfill(client, taskQueue, {
             from,
