@@ -201,8 +201,11 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
         if (proc.killed || stopping) return;
         // A death the injector did not cause: counted, its last words kept, and replaced.
         deaths.other++;
+        // Its fatal lines (level 50 or more, or the CLI's own last words) say why it died.
+        const lines = proc.stderr.join('').trim().split('\n');
+        const fatal = lines.filter((l) => /"level":(50|60)|^crs-sync:|Error/.test(l));
         deaths.otherExits.push(
-          `exit ${code ?? signal}: ${proc.stderr.join('').trim().split('\n').slice(-3).join(' | ').slice(0, 400)}`,
+          `exit ${code ?? signal}: ${(fatal.length > 0 ? fatal : lines).slice(-2).join(' | ').slice(0, 1500)}`,
         );
         log(`chaos: a worker died on its own (${code ?? signal})`);
         // Replaced after a pause: a worker that cannot start must not respawn in a tight loop.
