@@ -66,7 +66,13 @@ export function exportBody(
     if (finished) return;
     finished = true;
     // Destroying the body closes its connection: an unread rest must not go back to the pool.
-    if (cancelBody) open.body.destroy();
+    // undici then emits 'error' (RequestAbortedError) on a body that was not read to its end; a
+    // body refused unread has no reader listening, and an 'error' event with no listener would
+    // end the process.
+    if (cancelBody) {
+      open.body.on('error', () => {});
+      open.body.destroy();
+    }
     open.release();
   };
 
