@@ -8,8 +8,29 @@ import { formatReport, runChaos } from './lib/chaos/run.ts';
  * Exits 1 on any difference with the ground truth, a failed day of the clean pass, or a worker
  * death the injector did not cause.
  */
+const USAGE = `npm run chaos [-- options]
+
+A backfill through a real Temporal dev server and N worker processes, into a PostgreSQL cluster of
+its own, while a seeded injector kills workers, terminates database sessions, restarts the
+warehouse and switches the simulator's faults; then a clean pass, and a row-by-row comparison
+with the simulator's ground truth. Prints a table; exits 1 on any difference, a failed day of the
+clean pass, or a worker death the injector did not cause.
+
+  --days N              days of the backfill (default 7)
+  --records-per-day N   export records per day (default 2000)
+  --workers N           worker processes (default 3)
+  --faults-per-kind N   faults of each kind to inject before the clean pass (default 20)
+  --minutes M           stop injecting after M minutes even if a quota is not met (default 30)
+  --seed N              replay a run's injector schedule (default: CHAOS_SEED, else drawn and printed)
+  --json PATH           also write the whole report, every difference included
+  --help                this text
+
+Needs PostgreSQL server binaries (pg_ctl; CHAOS_PG_BIN points to their folder) and the Temporal
+CLI (TEMPORAL_CLI_PATH, PATH or .tools/).`;
+
 const { values } = parseArgs({
   options: {
+    help: { type: 'boolean', default: false },
     days: { type: 'string', default: '7' },
     'records-per-day': { type: 'string', default: '2000' },
     workers: { type: 'string', default: '3' },
@@ -19,6 +40,11 @@ const { values } = parseArgs({
     json: { type: 'string' },
   },
 });
+
+if (values.help) {
+  process.stdout.write(`${USAGE}\n`);
+  process.exit(0);
+}
 
 function int(name: string, v: string | undefined, min: number): number {
   const n = Number(v);
