@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { CrsError } from '../errors.ts';
 import type { Warehouse } from '../warehouse/db.ts';
 import { addDayDeletes, dayRange } from '../warehouse/ledger.ts';
 
@@ -38,6 +39,8 @@ export interface FinalizeInput {
   loadKey: string;
   /** Whether `load_seen` holds the ids the source held under the load key (when completeDays is set). */
   seen: boolean;
+  /** How many ids the load spilled there (duplicates included), to prove none was lost. */
+  seenCount?: number;
   /** Why the source is not known whole: then nothing is deleted. */
   incompleteReason?: string | null;
   /** Percent of a day's live rows above which its deletes are held (default DEFAULT_DELETE_GUARD_PCT). */
@@ -208,6 +211,22 @@ export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<Fina
  * the id of a line it quarantined: the candidates for deletion, into the session's `crs_gone`.
  */
 async function findGone(client: pg.PoolClient, f: FinalizeInput, complete: string[]): Promise<void> {
+  if (f.seen && f.seenCount !== undefined) {
+    // load_seen is unlogged: a warehouse that crashed and recovered since the ids were spilled
+    // has emptied it, and an anti-join against too few ids would take present rows for deleted.
+    const r = await client.query<{ n: number }>(
+      'select count(*)::bigint as n from load_seen where load_key = $1',
+      [f.loadKey],
+    );
+    const n = r.rows[0]?.n ?? 0;
+    if (n !== f.seenCount) {
+      throw new CrsError(
+        'DB_UNAVAILABLE',
+        `the ids this load saw were lost from load_seen (${n} of ${f.seenCount}; the warehouse restarted?): nothing was deleted, and the load runs again`,
+        { retryable: true },
+      );
+    }
+  }
   // Fresh statistics, so the anti-join is planned as the hash join it should be.
   if (f.seen) await client.query('analyze load_seen');
   await client.query('drop table if exists crs_gone');

@@ -589,6 +589,7 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
     loadId: req.loadId,
     loadKey: req.loadKey,
     seen: seen !== null,
+    ...(seen ? { seenCount: seen.count } : {}),
     incompleteReason: req.incompleteReason?.() ?? null,
     deleteGuardPct: req.deleteGuardPct,
     completeDays: req.completeDays ?? null,

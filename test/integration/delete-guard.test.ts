@@ -9,6 +9,7 @@ import { createServiceClient } from '../../src/api/index.ts';
 import { parseConfig } from '../../src/config.ts';
 import { CrsError } from '../../src/errors.ts';
 import { loadExportDay } from '../../src/ingest/export-day.ts';
+import { finalizeLoad } from '../../src/ingest/finalize.ts';
 import { importFile } from '../../src/ingest/import-file.ts';
 import { runLoad } from '../../src/ingest/load.ts';
 import { SeenSpill } from '../../src/ingest/seen-spill.ts';
@@ -399,6 +400,46 @@ describe('seen ids over a failed and a resumed attempt', () => {
     );
     expect(dead.rows.map((r) => r.id)).toEqual([...gone].sort());
     expect((await tw.w.pool.query('select count(*)::int n from load_seen')).rows[0].n).toBe(0);
+  });
+
+  it('when the spilled ids are lost before the delete step (an unlogged table after a crash), then nothing is deleted and the load fails retryably', async () => {
+    const day = '2026-10-13';
+    const recs = makeRecords(50, { day, seed: 'lost-seen' });
+    const imported = await runLoad({
+      warehouse: tw.w,
+      log,
+      loadId: 'lost-1',
+      loadKey: 'lost-1',
+      source: 'file',
+      sourceName: 'lost-1',
+      open: async () =>
+        (async function* () {
+          yield Buffer.from(toJsonl(recs));
+        })(),
+      completeDays: { from: day, to: day },
+      batchSize: 10,
+      parts: 2,
+      maxLineBytes: 1 << 20,
+      deleteGuardPct: 100,
+    });
+    expect(imported.inserted).toBe(50);
+    // The delete step of a load that spilled 50 ids, none of which is left in load_seen.
+    const err = await finalizeLoad(tw.w, {
+      loadId: 'lost-2',
+      loadKey: 'lost-2',
+      seen: true,
+      seenCount: 50,
+      completeDays: { from: day, to: day },
+      ledgerDay: null,
+      bytes: 0,
+      deleteGuardPct: 100,
+    }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'DB_UNAVAILABLE', retryable: true });
+    const live = await tw.w.pool.query<{ n: number }>(
+      'select count(*)::int n from analytics_messages where message_date = $1 and _deleted_at is null',
+      [day],
+    );
+    expect(live.rows[0]!.n).toBe(50);
   });
 });
 
