@@ -73,6 +73,7 @@ export async function enrichThreads(deps: EnrichDeps, input: EnrichThreadsInput)
   const states = await readThreadStates(deps.db, input.threadIds);
   const retryLater: string[] = [];
   let retryCode: CrsError['code'] = 'HTTP_SERVER';
+  let unauthorized = 0;
   const queue = input.threadIds.filter((id) => states.has(id));
   let firstError: unknown;
 
@@ -87,7 +88,10 @@ export async function enrichThreads(deps: EnrichDeps, input: EnrichThreadsInput)
       });
       if (typeof outcome === 'object') {
         retryLater.push(id);
-        retryCode = outcome.retry;
+        // HTTP_UNAUTHORIZED is never retried as an activity's failure type: such threads name
+        // the cause in the message, and the batch is retried under the code of another, if any.
+        if (outcome.retry === 'HTTP_UNAUTHORIZED') unauthorized++;
+        else retryCode = outcome.retry;
       } else counts[outcome]++;
       input.onProgress?.(counts);
     }
@@ -97,10 +101,15 @@ export async function enrichThreads(deps: EnrichDeps, input: EnrichThreadsInput)
   // Cancellation and warehouse failures stop the batch; Temporal decides what comes next.
   if (firstError !== undefined) throw firstError;
   if (retryLater.length > 0) {
-    throw new CrsError(retryCode, `enrichment of ${retryLater.length} thread(s) failed for now; retrying`, {
-      retryable: true,
-      details: { retryLater: retryLater.length, ...counts },
-    });
+    const why = unauthorized > 0 ? ` (${unauthorized} answered 401 even after a token refresh)` : '';
+    throw new CrsError(
+      retryCode,
+      `enrichment of ${retryLater.length} thread(s) failed for now${why}; retrying`,
+      {
+        retryable: true,
+        details: { retryLater: retryLater.length, ...counts },
+      },
+    );
   }
   return counts;
 }
@@ -236,7 +245,10 @@ async function enrichThread(
     }
     // Cancellation and anything that is not an API error (the warehouse) end the batch.
     if (!isCrsError(err) || err.code === 'CANCELLED' || !err.code.startsWith('HTTP_')) throw err;
-    const permanent = !err.retryable;
+    // A 401 after the client's one refresh says the credentials or the token service failed,
+    // not that the thread is bad: it uses up an attempt like a retryable error, so the thread is
+    // tried again (a revoked credential shows as the same error on every thread meanwhile).
+    const permanent = !err.retryable && err.code !== 'HTTP_UNAUTHORIZED';
     const now = await failThread(deps.db, threadId, {
       error: err.message,
       maxAttempts: deps.maxAttempts ?? DEFAULT_MAX_THREAD_ATTEMPTS,

@@ -733,6 +733,27 @@ describe('enrichThreads', () => {
     expect(t.enrich_status).toBe('failed');
   });
 
+  it('when a thread answers 401 even after a token refresh, then it stays pending (an attempt used) and the batch is retryable, until it is marked failed', async () => {
+    threads.set(T1, { name: 'n', history: [], status: 401 });
+    threads.set(T2, { name: 'ok', history: [msg(0)] });
+    const { ops } = await setup([T1, T2], { maxRetries: 0 });
+    for (let attempt = 1; attempt <= 2; attempt++) {
+      const err = await ops.enrichThreads({ threadIds: [T1, T2], loadId: 'L1' }).catch((e: unknown) => e);
+      // Retryable, and under a code Temporal retries (HTTP_UNAUTHORIZED is on its non-retryable list).
+      expect(err).toMatchObject({ retryable: true, code: 'HTTP_SERVER' });
+      expect(String((err as Error).message)).toContain('401');
+      const t = await db()
+        .selectFrom('threads')
+        .selectAll()
+        .where('thread_id', '=', T1)
+        .executeTakeFirstOrThrow();
+      expect(t).toMatchObject({ enrich_status: 'pending', enrich_attempts: attempt });
+      expect(t.last_error).toContain('401');
+    }
+    const counts = await ops.enrichThreads({ threadIds: [T1, T2], loadId: 'L1' });
+    expect(counts).toMatchObject({ failed: 1, done: 1 });
+  });
+
   it('when a thread stays throttled (429), then it stays pending without using up its attempts', async () => {
     threads.set(T1, { name: 'n', history: [], status: 429 });
     const { ops } = await setup([T1], { maxRetries: 0 });
