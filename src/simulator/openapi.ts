@@ -1,6 +1,6 @@
 /**
- * OpenAPI 3.1 document of the Conversational Research Service, written from
- * /work/shared/spec/service-api.md. Where the spec says "not shown", the simulator made a choice;
+ * OpenAPI 3.1 document of the Conversational Research Service, written from its specification
+ * (restated in docs/service-contract.md). Where the spec says "not shown", the simulator made a choice;
  * every such place carries `x-simulator-choice: true` and a description saying so, so a reader can
  * tell the spec apart from the simulator. The simulator's own tests validate its responses against
  * this document, and it is served at `/openapi.json`.
@@ -767,7 +767,7 @@ export function buildOpenApiDocument(addr: OpenApiAddresses): Json {
       title: 'Conversational Research Service (crs-sync simulator)',
       version: '2.0.0-preview-sim',
       description: [
-        'Written from service-api.md. This document describes the SIMULATOR shipped with crs-sync, not the real service.',
+        "Written from the service's API specification. This document describes the SIMULATOR shipped with crs-sync, not the real service.",
         'Where the spec says "not shown", the simulator chose a behaviour; those places carry `x-simulator-choice: true`.',
         'Error bodies (simulator\'s choice): FastAPI-like `{"detail": string}`, or for 422 `{"detail": [{"loc": [...], "msg": string, "type": string}]}`.',
         `Faults (simulator only): header \`${FAULT_HEADER}\` with a fault spec (see src/simulator/README.md) switches faults on for one request.`,
