@@ -706,53 +706,36 @@ describe('enrichThreads', () => {
     expect(a).toMatchObject({ artifact_id: 'old-art', fetched_via: 'legacy', val: 'legacy' });
   });
 
-  it('when a thread keeps failing with 5xx, then it stays pending and the batch throws retryable, until it is marked failed', async () => {
-    threads.set(T1, { name: 'n', history: [], status: 503 });
-    threads.set(T2, { name: 'ok', history: [msg(0)] });
-    const { ops } = await setup([T1, T2], { maxRetries: 0 });
-    for (let attempt = 1; attempt <= 2; attempt++) {
-      await expect(ops.enrichThreads({ threadIds: [T1, T2], loadId: 'L1' })).rejects.toMatchObject({
-        code: 'HTTP_SERVER',
-        retryable: true,
-      });
+  // A 401 after the token refresh is the credentials' failure, not the thread's: like a 5xx, the
+  // thread stays pending (an attempt used), under a code Temporal retries (HTTP_UNAUTHORIZED is on
+  // its non-retryable list).
+  for (const status of [503, 401]) {
+    it(`when a thread keeps failing with ${status}, then it stays pending and the batch throws retryable, until it is marked failed`, async () => {
+      threads.set(T1, { name: 'n', history: [], status });
+      threads.set(T2, { name: 'ok', history: [msg(0)] });
+      const { ops } = await setup([T1, T2], { maxRetries: 0 });
+      for (let attempt = 1; attempt <= 2; attempt++) {
+        const err = await ops.enrichThreads({ threadIds: [T1, T2], loadId: 'L1' }).catch((e: unknown) => e);
+        expect(err).toMatchObject({ code: 'HTTP_SERVER', retryable: true });
+        if (status === 401) expect(String((err as Error).message)).toContain('401');
+        const t = await db()
+          .selectFrom('threads')
+          .selectAll()
+          .where('thread_id', '=', T1)
+          .executeTakeFirstOrThrow();
+        expect(t).toMatchObject({ enrich_status: 'pending', enrich_attempts: attempt });
+        expect(t.last_error).toContain(`listMessages failed: HTTP ${status}`);
+      }
+      const counts = await ops.enrichThreads({ threadIds: [T1, T2], loadId: 'L1' });
+      expect(counts).toMatchObject({ failed: 1, done: 1 });
       const t = await db()
         .selectFrom('threads')
-        .selectAll()
+        .select('enrich_status')
         .where('thread_id', '=', T1)
         .executeTakeFirstOrThrow();
-      expect(t).toMatchObject({ enrich_status: 'pending', enrich_attempts: attempt });
-      expect(t.last_error).toContain('listMessages failed: HTTP 503');
-    }
-    const counts = await ops.enrichThreads({ threadIds: [T1, T2], loadId: 'L1' });
-    expect(counts).toMatchObject({ failed: 1, done: 1 });
-    const t = await db()
-      .selectFrom('threads')
-      .select('enrich_status')
-      .where('thread_id', '=', T1)
-      .executeTakeFirstOrThrow();
-    expect(t.enrich_status).toBe('failed');
-  });
-
-  it('when a thread answers 401 even after a token refresh, then it stays pending (an attempt used) and the batch is retryable, until it is marked failed', async () => {
-    threads.set(T1, { name: 'n', history: [], status: 401 });
-    threads.set(T2, { name: 'ok', history: [msg(0)] });
-    const { ops } = await setup([T1, T2], { maxRetries: 0 });
-    for (let attempt = 1; attempt <= 2; attempt++) {
-      const err = await ops.enrichThreads({ threadIds: [T1, T2], loadId: 'L1' }).catch((e: unknown) => e);
-      // Retryable, and under a code Temporal retries (HTTP_UNAUTHORIZED is on its non-retryable list).
-      expect(err).toMatchObject({ retryable: true, code: 'HTTP_SERVER' });
-      expect(String((err as Error).message)).toContain('401');
-      const t = await db()
-        .selectFrom('threads')
-        .selectAll()
-        .where('thread_id', '=', T1)
-        .executeTakeFirstOrThrow();
-      expect(t).toMatchObject({ enrich_status: 'pending', enrich_attempts: attempt });
-      expect(t.last_error).toContain('401');
-    }
-    const counts = await ops.enrichThreads({ threadIds: [T1, T2], loadId: 'L1' });
-    expect(counts).toMatchObject({ failed: 1, done: 1 });
-  });
+      expect(t.enrich_status).toBe('failed');
+    });
+  }
 
   it('when a thread stays throttled (429), then it stays pending without using up its attempts', async () => {
     threads.set(T1, { name: 'n', history: [], status: 429 });
