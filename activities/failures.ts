@@ -1,23 +1,7 @@
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
-import { CrsError, errorMessage } from '../src/errors.ts';
+import { CrsError, errorMessage, isNonRetryableCode } from '../src/errors.ts';
 import { redactText } from '../src/log.ts';
 import { isRetryableDbError, toDbCrsError } from '../src/warehouse/db-errors.ts';
-
-/**
- * Error codes that no retry can fix: bad configuration, rejected credentials, a service that
- * breaks its contract. The workflows list them as non-retryable too, so a failure that escapes
- * this mapping still stops at once.
- */
-export const NON_RETRYABLE_CODES = [
-  'CONFIG_INVALID',
-  'USAGE',
-  'HTTP_UNAUTHORIZED',
-  'HTTP_FORBIDDEN',
-  'HTTP_UNPROCESSABLE',
-  'HTTP_BAD_RESPONSE',
-  'HTTP_CLIENT',
-  'MIGRATION_FAILED',
-];
 
 function retryAfterMs(err: CrsError): number | undefined {
   const d = err.details ?? {};
@@ -38,7 +22,7 @@ export function toFailure(err: unknown): Error {
   if (err instanceof CrsError) {
     const message = redactText(err.message);
     if (err.code === 'CANCELLED') return new CancelledFailure(message);
-    if (!err.retryable || NON_RETRYABLE_CODES.includes(err.code)) {
+    if (!err.retryable || isNonRetryableCode(err.code)) {
       return ApplicationFailure.create({ message, type: err.code, nonRetryable: true });
     }
     const delay = retryAfterMs(err);

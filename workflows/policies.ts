@@ -1,22 +1,15 @@
 import { proxyActivities, proxyLocalActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.ts';
+import { NON_RETRYABLE_CODES } from '../src/errors.ts';
 import { ENRICH_HEARTBEAT_TIMEOUT_MS, LOAD_HEARTBEAT_TIMEOUT_MS, MAX_RETRY_INTERVAL_MS } from './liveness.ts';
 
 /**
  * Activity proxies with their timeouts and retry policies, chosen per kind of work. Failure
  * types listed as non-retryable are the CrsError codes no retry can fix (configuration, auth,
- * contract); the activities mark them non-retryable themselves, the list is the second lock.
+ * contract), from the one list in src/errors.ts; the activities mark them non-retryable
+ * themselves, the list is the second lock.
  */
-const NON_RETRYABLE = [
-  'CONFIG_INVALID',
-  'USAGE',
-  'HTTP_UNAUTHORIZED',
-  'HTTP_FORBIDDEN',
-  'HTTP_UNPROCESSABLE',
-  'HTTP_BAD_RESPONSE',
-  'HTTP_CLIENT',
-  'MIGRATION_FAILED',
-];
+const NON_RETRYABLE = [...NON_RETRYABLE_CODES];
 
 /** Ledger bookkeeping: quick statements; retried while the database is briefly unreachable. */
 export const ledger = proxyActivities<Activities>({
