@@ -27,6 +27,7 @@ export const TEST_NAMESPACES = [
   'schedules',
   'cli',
   'liveness',
+  'churn',
 ];
 
 export const SUGGEST_CONTINUE_AS_NEW_AFTER = 30;
