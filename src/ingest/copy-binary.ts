@@ -1,3 +1,4 @@
+import { daysFromCivil } from '../shared/civil-date.ts';
 import { recordHashOf } from './record-hash.ts';
 import type { ExportRecord } from './record-parser.ts';
 
@@ -141,15 +142,6 @@ function digits(t: string, from: number, to: number): number {
   return v;
 }
 
-// Days from 1970-01-01 (proleptic Gregorian), Howard Hinnant's days_from_civil.
-function daysFromCivil(y: number, m: number, d: number): number {
-  const yy = m <= 2 ? y - 1 : y;
-  const era = Math.floor(yy / 400);
-  const yoe = yy - era * 400;
-  const doy = Math.floor((153 * (m + (m > 2 ? -3 : 9)) + 2) / 5) + d - 1;
-  const doe = yoe * 365 + Math.floor(yoe / 4) - Math.floor(yoe / 100) + doy;
-  return era * 146097 + doe - 719468;
-}
 const EPOCH_2000 = daysFromCivil(2000, 1, 1);
 
 /**

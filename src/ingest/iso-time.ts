@@ -1,3 +1,5 @@
+import { civilFromDays, daysFromCivil } from '../shared/civil-date.ts';
+
 /**
  * The export's "Message Time": an RFC 3339 profile of ISO 8601, checked by hand because it runs
  * once per line on the hot path.
@@ -39,30 +41,6 @@ function isLeap(y: number): boolean {
 function daysInMonth(y: number, m: number): number {
   if (m === 2) return isLeap(y) ? 29 : 28;
   return m === 4 || m === 6 || m === 9 || m === 11 ? 30 : 31;
-}
-
-// Howard Hinnant's days_from_civil / civil_from_days: exact proleptic Gregorian arithmetic.
-function daysFromCivil(y: number, m: number, d: number): number {
-  const yy = m <= 2 ? y - 1 : y;
-  const era = Math.floor(yy / 400);
-  const yoe = yy - era * 400;
-  const doy = Math.floor((153 * (m + (m > 2 ? -3 : 9)) + 2) / 5) + d - 1;
-  const doe = yoe * 365 + Math.floor(yoe / 4) - Math.floor(yoe / 100) + doy;
-  return era * 146097 + doe - 719468;
-}
-
-function civilFromDays(z: number): [number, number, number] {
-  const zz = z + 719468;
-  const era = Math.floor(zz / 146097);
-  const doe = zz - era * 146097;
-  const yoe = Math.floor(
-    (doe - Math.floor(doe / 1460) + Math.floor(doe / 36524) - Math.floor(doe / 146096)) / 365,
-  );
-  const doy = doe - (365 * yoe + Math.floor(yoe / 4) - Math.floor(yoe / 100));
-  const mp = Math.floor((5 * doy + 2) / 153);
-  const d = doy - Math.floor((153 * mp + 2) / 5) + 1;
-  const m = mp < 10 ? mp + 3 : mp - 9;
-  return [m <= 2 ? yoe + era * 400 + 1 : yoe + era * 400, m, d];
 }
 
 const pad2 = (n: number): string => (n < 10 ? '0' + n : String(n));

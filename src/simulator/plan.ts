@@ -1,3 +1,4 @@
+import { civilFromDays } from '../shared/civil-date.ts';
 import { hash4, Rng, unit } from './prng.ts';
 
 /**
@@ -130,17 +131,7 @@ const PAD3: string[] = Array.from({ length: 1000 }, (_, i) => String(i).padStart
 function wallTime(ms: number, fraction: boolean): string {
   const days = Math.floor(ms / DAY_MS);
   let rem = ms - days * DAY_MS;
-  const z = days + 719468;
-  const era = Math.floor(z / 146097);
-  const doe = z - era * 146097;
-  const yoe = Math.floor(
-    (doe - Math.floor(doe / 1460) + Math.floor(doe / 36524) - Math.floor(doe / 146096)) / 365,
-  );
-  const doy = doe - (365 * yoe + Math.floor(yoe / 4) - Math.floor(yoe / 100));
-  const mp = Math.floor((5 * doy + 2) / 153);
-  const d = doy - Math.floor((153 * mp + 2) / 5) + 1;
-  const m = mp < 10 ? mp + 3 : mp - 9;
-  const y = yoe + era * 400 + (m <= 2 ? 1 : 0);
+  const [y, m, d] = civilFromDays(days);
   const hh = Math.floor(rem / 3_600_000);
   rem -= hh * 3_600_000;
   const mi = Math.floor(rem / 60_000);
