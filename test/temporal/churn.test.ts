@@ -1,0 +1,143 @@
+import { randomInt } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { tallyHistories } from '../../bench/lib/backfill/histories.ts';
+import {
+  type RequestCounter,
+  rateFigures,
+  startRequestCounter,
+} from '../../bench/lib/backfill/request-counter.ts';
+import { startWorker, type WorkerProcess } from '../../bench/lib/backfill/workers.ts';
+import { compareWithTruth } from '../../bench/lib/chaos/compare.ts';
+import { type Simulator, startSimulator } from '../../src/simulator/index.ts';
+import { addDays } from '../../workflows/dates.ts';
+import { backfill } from '../../workflows/index.ts';
+import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
+import { until } from './days.ts';
+import { connectHarness, type TemporalHarness } from './harness.ts';
+
+const DAYS = 60;
+const RECORDS_PER_DAY = 40;
+/** The tenant's limit, given to every worker alike: it must hold for all of them together. */
+const TENANT_RPS = 50;
+/** Day loads at once in each worker: six days in flight need all three workers. */
+const DAY_LOADS_PER_WORKER = 2;
+const seed = Number(process.env.CHURN_SEED ?? randomInt(1, 2 ** 31));
+
+// The real `crs-sync worker` command in three child processes on one task queue, one SIGKILLed
+// and another added while a 60-day backfill with enrichment runs; every request to the service
+// passes a counting front door, so the tenant's limit is checked where the service would see it.
+describe('three workers on one task queue (real worker command, simulator, Postgres, dev server)', () => {
+  let h: TemporalHarness;
+  let tw: TestWarehouse;
+  let sim: Simulator;
+  let counter: RequestCounter;
+  const frozen = new Date();
+  const workers: WorkerProcess[] = [];
+
+  beforeAll(async () => {
+    process.stdout.write(`churn test seed ${seed} (CHURN_SEED=${seed} repeats it)\n`);
+    h = await connectHarness('churn');
+    tw = await createTestWarehouse({ prefix: 'tchurn' });
+    sim = await startSimulator({
+      port: 0,
+      // A stopped clock: no record arrives late and no thread changes while the test compares.
+      now: () => frozen,
+      seed,
+      days: DAYS + 1,
+      recordsPerDay: RECORDS_PER_DAY,
+      faults: 'none',
+    });
+    counter = await startRequestCounter(sim.baseUrl);
+  });
+
+  afterAll(async () => {
+    for (const w of workers) await w.kill();
+    await counter?.close();
+    await sim?.close();
+    await tw?.dispose();
+    await h?.close();
+  });
+
+  function start(name: string): WorkerProcess {
+    const w = startWorker(name, {
+      ...counter.env(sim.env(), sim.baseUrl),
+      DATABASE_URL: tw.url,
+      CRS_SCHEMA: tw.schema,
+      TEMPORAL_ADDRESS: h.address,
+      TEMPORAL_NAMESPACE: h.namespace,
+      TEMPORAL_TASK_QUEUE: h.taskQueue,
+      TEMPORAL_SHUTDOWN_GRACE: '1s',
+      TEMPORAL_MAX_CONCURRENT_DAY_LOADS: String(DAY_LOADS_PER_WORKER),
+      CRS_RATE_LIMIT_RPS: String(TENANT_RPS),
+      CRS_LOAD_CONNECTIONS: '2',
+      CRS_ENRICH_CONCURRENCY: '4',
+    });
+    workers.push(w);
+    return w;
+  }
+
+  async function daysIn(status: 'complete' | 'running'): Promise<number> {
+    const r = await tw.w.db
+      .selectFrom('sync_days')
+      .select((eb) => eb.fn.countAll<string>().as('n'))
+      .where('status', '=', status)
+      .executeTakeFirstOrThrow();
+    return Number(r.n);
+  }
+
+  it('when one of three workers is SIGKILLed and a fourth added during a 60-day backfill, then all take days, the warehouse equals the service and the tenant limit holds across them', async () => {
+    const today = frozen.toISOString().slice(0, 10);
+    const from = addDays(today, -DAYS);
+    const to = addDays(today, -1);
+    const days = Array.from({ length: DAYS }, (_, i) => addDays(from, i));
+    const [w1, w2, w3] = [start('w1'), start('w2'), start('w3')];
+    const handle = await h.client.workflow.start(backfill, {
+      taskQueue: h.taskQueue,
+      workflowId: `churn-${seed}`,
+      // A short heartbeat timeout: the killed worker's day load is retried within seconds.
+      args: [{ from, to, concurrency: 3 * DAY_LOADS_PER_WORKER, enrich: true, heartbeatTimeout: '3s' }],
+    });
+    // The kill lands while days load (not in an enrichment batch, whose heartbeat timeout is two
+    // minutes), after a quarter of the days are done.
+    await until(
+      async () => (await daysIn('complete')) >= DAYS / 4 && (await daysIn('running')) > 0,
+      'a quarter of the days loaded with more loading',
+      180_000,
+    );
+    await w2.kill();
+    const w4 = start('w4');
+    const result = await handle.result();
+
+    const tally = await tallyHistories(h.client);
+    const dayCount = (w: WorkerProcess) =>
+      [...tally.dayWorker.values()].filter((x) => x === w.identity).length;
+    const activities = (w: WorkerProcess) =>
+      [...(tally.byWorker.get(w.identity)?.values() ?? [])].reduce((a, b) => a + b, 0);
+    const rates = rateFigures(counter.arrivals());
+    process.stdout.write(
+      `${[
+        `churn seed ${seed}: ${DAYS} days, ${result.totals.rowsRead} rows, ${result.enrich?.threads ?? 0} threads`,
+        ...[w1, w2, w3, w4].map(
+          (w) =>
+            `  ${w.name}${w === w2 ? ' (SIGKILLed)' : w === w4 ? ' (added)' : ''}: ${dayCount(w)} days, ${activities(w)} activities`,
+        ),
+        `  requests ${rates.requests}; most in one second ${rates.maxPerSecond}, in any 1000 ms ${rates.maxSliding} (limit ${TENANT_RPS})`,
+      ].join('\n')}\n`,
+    );
+
+    expect(result.failedDays).toEqual([]);
+    expect(result.totals.daysLoaded + result.totals.daysAttached).toBe(DAYS);
+    // Every day's load is on record, and every worker that ran long enough took some.
+    expect(tally.dayWorker.size).toBe(DAYS);
+    for (const w of [w1, w2, w3]) expect(dayCount(w), `${w.name}'s days`).toBeGreaterThan(0);
+    expect(activities(w4), "the added worker's activities").toBeGreaterThan(0);
+    const cmp = await compareWithTruth(tw.w, sim, days);
+    // The simulator's days vary in size around RECORDS_PER_DAY; all of them are compared.
+    expect(cmp.compared.analytics_messages).toBeGreaterThan(DAYS * (RECORDS_PER_DAY / 2));
+    expect(cmp.compared.threads).toBeGreaterThan(0);
+    expect(Object.values(cmp.differences).flat()).toEqual([]);
+    expect(rates.maxPerSecond, `requests per second: ${rates.perSecond.join(' ')}`).toBeLessThanOrEqual(
+      TENANT_RPS,
+    );
+  }, 300_000);
+});
