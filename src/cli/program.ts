@@ -52,6 +52,7 @@ const COMMANDS: Record<string, (program: Command) => Promise<void>> = {
   backfill: async (p) => (await import('./commands/backfill.ts')).registerBackfill(p),
   schedule: async (p) => (await import('./commands/schedule.ts')).registerSchedule(p),
   demo: async (p) => (await import('./commands/demo.ts')).registerDemo(p),
+  dashboard: async (p) => (await import('./commands/dashboard.ts')).registerDashboard(p),
 };
 
 const program = new Command('crs-sync')

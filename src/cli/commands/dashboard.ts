@@ -1,0 +1,87 @@
+import type { Command } from 'commander';
+import { CrsError } from '../../errors.ts';
+import { loadContext, openConfiguredWarehouse } from '../context.ts';
+import { releaseForeignExitHooks } from '../process-hooks.ts';
+
+interface DashboardOptions {
+  port: string;
+  host: string;
+}
+
+export const DEFAULT_DASHBOARD_PORT = 8787;
+
+export function registerDashboard(program: Command): void {
+  program
+    .command('dashboard')
+    .summary('a local, read-only web dashboard of the data and of the sync’s health')
+    .description(
+      'Serves a read-only web dashboard over the warehouse until Ctrl-C: usage over time, users,\n' +
+        'threads, citation sources (by type, over time) and sync health (watermark, lag, days by\n' +
+        'status, failed days, held deletes, quarantine by error code with examples, enrichment\n' +
+        'backlog, recent runs). Every page takes a date range in its address\n' +
+        '(?from=YYYY-MM-DD&to=YYYY-MM-DD, UTC days), so a filtered page is a link you can share;\n' +
+        'without one it shows the last 30 days of data. Each page has its data as JSON under /api/.\n\n' +
+        'It needs no network access: the charts (uPlot) are served from the installed packages.\n' +
+        'It only reads: every request runs in a read-only transaction, and it applies no\n' +
+        'migration (run crs-sync migrate, or any sync, first). It reads the warehouse of\n' +
+        'DATABASE_URL and CRS_SCHEMA, or the embedded PostgreSQL when DATABASE_URL is unset.\n' +
+        'A query that fails shows what went wrong in place of its part of the page.',
+    )
+    .option('--port <P>', 'port to listen on (0 = any free port)', String(DEFAULT_DASHBOARD_PORT))
+    .option(
+      '--host <H>',
+      'address to bind; 127.0.0.1 keeps it on this machine, 0.0.0.0 opens it to the network ' +
+        '(it has no login: only where everyone who can reach it may see the data)',
+      '127.0.0.1',
+    )
+    .addHelpText(
+      'after',
+      '\nExamples:\n' +
+        '  crs-sync dashboard                       # http://127.0.0.1:8787\n' +
+        '  crs-sync dashboard --port 0              # any free port (printed)\n' +
+        '  open "http://127.0.0.1:8787/health"      # is the warehouse current?\n' +
+        '  curl "http://127.0.0.1:8787/api/usage?from=2026-11-01&to=2026-11-07"',
+    )
+    .action(async (opts: DashboardOptions) => {
+      releaseForeignExitHooks();
+      const port = Number(opts.port);
+      if (!/^\d+$/.test(opts.port) || port > 65535) {
+        throw new CrsError('USAGE', `--port must be an integer in 0..65535, got "${opts.port}"`);
+      }
+      const ctx = loadContext();
+      const wh = await openConfiguredWarehouse(ctx, { connections: 1, migrate: false });
+      const { startDashboard } = await import('../../dashboard/server.ts');
+      const dash = await startDashboard({
+        pool: wh.warehouse.pool,
+        host: opts.host,
+        port,
+        log: ctx.log,
+        warehouse: wh.description,
+        // A page waits for its queries: a minute at most each, whatever the loader's bound is.
+        statementTimeoutMs: 60_000,
+      }).catch(async (err: NodeJS.ErrnoException) => {
+        await wh.close();
+        if (err.code === 'EADDRINUSE' || err.code === 'EACCES' || err.code === 'EADDRNOTAVAIL') {
+          throw new CrsError(
+            'USAGE',
+            `cannot listen on ${opts.host}:${port} (${err.code}); choose another --port (0 = any free port)`,
+          );
+        }
+        throw err;
+      });
+      process.stdout.write(
+        `crs-sync dashboard: ${dash.url}/ (warehouse ${wh.description}); Ctrl-C stops it\n`,
+      );
+      await new Promise<void>((resolve) => {
+        const stop = () => {
+          process.off('SIGINT', stop);
+          process.off('SIGTERM', stop);
+          resolve();
+        };
+        process.on('SIGINT', stop);
+        process.on('SIGTERM', stop);
+      });
+      await dash.close();
+      await wh.close();
+    });
+}

@@ -1,0 +1,504 @@
+/**
+ * Every SQL query of the dashboard, one exported function each, so that the pages, the JSON
+ * endpoints, the browser tests and the BI bench (`DASHBOARD_QUERIES`) run the very same text.
+ *
+ * A query takes anything with pg's `query(text, values)` (a pool, a pooled client inside the
+ * server's read-only transaction, a bare client) whose search_path is the warehouse schema, as
+ * `Warehouse.pool` sets it, and a range of UTC days, both ends included. Figures are numbers
+ * (bigint comes back as a number: src/warehouse/db.ts), days are 'YYYY-MM-DD' text, times ISO
+ * text, so a page can show them as they are and a test can compare them with its own SQL.
+ *
+ * What "in the range" means, page by page:
+ * - usage, users, threads: live export rows (`_deleted_at is null`) whose `message_date` is in it;
+ *   a thread or a user is in the range when it has such a row;
+ * - citations: citations of history entries whose message is such a row (artifact citations go
+ *   by the entry that named the artifact): a citation's day is its message's export day;
+ * - sync health: the state now; only the ledger's list of days is cut to the range.
+ */
+
+/** What the queries run on: pg.Pool, pg.PoolClient and pg.Client all fit. */
+export interface Queryable {
+  query(text: string, values?: unknown[]): Promise<{ rows: unknown[] }>;
+}
+
+/** UTC calendar days, both included, as 'YYYY-MM-DD'. */
+export interface DayRange {
+  from: string;
+  to: string;
+}
+
+async function rows<T>(q: Queryable, text: string, values: unknown[] = []): Promise<T[]> {
+  return (await q.query(text, values)).rows as T[];
+}
+
+/** How many rows a "top N" table shows. */
+export const TOP_N = 25;
+
+// ---------------------------------------------------------------- extent
+
+export interface DataExtent {
+  firstDay: string | null;
+  lastDay: string | null;
+}
+
+/** The first and last export day with live rows: the default range ends at the last. */
+export async function dataExtent(q: Queryable): Promise<DataExtent> {
+  const [r] = await rows<DataExtent>(
+    q,
+    `select (select message_date::text from analytics_messages where _deleted_at is null
+              order by message_date limit 1) as "firstDay",
+            (select message_date::text from analytics_messages where _deleted_at is null
+              order by message_date desc limit 1) as "lastDay"`,
+  );
+  return r ?? { firstDay: null, lastDay: null };
+}
+
+// ---------------------------------------------------------------- usage
+
+export interface UsageDay {
+  day: string;
+  messages: number;
+  activeUsers: number;
+  activeThreads: number;
+  cancelled: number;
+  avgResponseChars: number | null;
+  medianResponseChars: number | null;
+}
+
+/** One row per day of the range that has live export rows (the `daily_usage` view). */
+export async function usageDaily(q: Queryable, r: DayRange): Promise<UsageDay[]> {
+  return rows<UsageDay>(
+    q,
+    `select message_date::text as day, messages, active_users as "activeUsers",
+            active_threads as "activeThreads", cancelled,
+            avg_response_chars as "avgResponseChars", median_response_chars as "medianResponseChars"
+       from daily_usage
+      where message_date between $1::date and $2::date
+      order by message_date`,
+    [r.from, r.to],
+  );
+}
+
+export interface UsageTotals {
+  messages: number;
+  /** Distinct over the whole range (not a sum of the days' active users). */
+  users: number;
+  threads: number;
+  days: number;
+}
+
+export async function usageTotals(q: Queryable, r: DayRange): Promise<UsageTotals> {
+  const [t] = await rows<UsageTotals>(
+    q,
+    `select count(*) as messages, count(distinct user_id) as users, count(distinct thread_id) as threads,
+            count(distinct message_date) as days
+       from analytics_messages
+      where _deleted_at is null and message_date between $1::date and $2::date`,
+    [r.from, r.to],
+  );
+  return t ?? { messages: 0, users: 0, threads: 0, days: 0 };
+}
+
+// ---------------------------------------------------------------- users
+
+export interface TopUser {
+  userId: string;
+  messages: number;
+  threads: number;
+  daysActive: number;
+  firstSeenAt: string;
+  lastSeenAt: string;
+}
+
+/** The users with the most messages in the range (ties by id, so the order is stable). */
+export async function topUsers(q: Queryable, r: DayRange, limit = TOP_N): Promise<TopUser[]> {
+  return rows<TopUser>(
+    q,
+    `select user_id::text as "userId", count(*) as messages, count(distinct thread_id) as threads,
+            count(distinct message_date) as "daysActive",
+            to_json(min(message_time))#>>'{}' as "firstSeenAt", to_json(max(message_time))#>>'{}' as "lastSeenAt"
+       from analytics_messages
+      where _deleted_at is null and message_date between $1::date and $2::date
+      group by user_id
+      order by count(*) desc, user_id
+      limit $3`,
+    [r.from, r.to, limit],
+  );
+}
+
+export interface NewUsersDay {
+  day: string;
+  newUsers: number;
+}
+
+/** Users whose first live message (ever) falls on each day of the range. */
+export async function newUsersDaily(q: Queryable, r: DayRange): Promise<NewUsersDay[]> {
+  return rows<NewUsersDay>(
+    q,
+    `select first_day::text as day, count(*) as "newUsers"
+       from (select user_id, min(message_date) as first_day
+               from analytics_messages where _deleted_at is null group by user_id) u
+      where first_day between $1::date and $2::date
+      group by first_day
+      order by first_day`,
+    [r.from, r.to],
+  );
+}
+
+// ---------------------------------------------------------------- threads
+
+export interface ThreadStatusCount {
+  status: string;
+  threads: number;
+}
+
+/** Threads with a live message in the range, by enrichment status. */
+export async function threadStatuses(q: Queryable, r: DayRange): Promise<ThreadStatusCount[]> {
+  return rows<ThreadStatusCount>(
+    q,
+    `with r as (select distinct thread_id from analytics_messages
+                 where _deleted_at is null and message_date between $1::date and $2::date)
+     select coalesce(t.enrich_status, '(not queued)') as status, count(*) as threads
+       from r left join threads t on t.thread_id = r.thread_id
+      group by 1
+      order by 2 desc, 1`,
+    [r.from, r.to],
+  );
+}
+
+export interface DepthBucket {
+  /** '0', '1-2', '3-5', '6-10', '11-20', '21+' history entries. */
+  bucket: string;
+  threads: number;
+}
+
+/** Threads with a live message in the range, by how many history entries enrichment stored. */
+export async function threadDepth(q: Queryable, r: DayRange): Promise<DepthBucket[]> {
+  return rows<DepthBucket>(
+    q,
+    `with r as (select distinct thread_id from analytics_messages
+                 where _deleted_at is null and message_date between $1::date and $2::date),
+          d as (select r.thread_id, (select count(*) from thread_messages h where h.thread_id = r.thread_id) as n
+                  from r),
+          b as (select case when n = 0 then 0 when n <= 2 then 1 when n <= 5 then 2
+                            when n <= 10 then 3 when n <= 20 then 4 else 5 end as k from d)
+     select (array['0', '1-2', '3-5', '6-10', '11-20', '21+'])[k + 1] as bucket, count(*) as threads
+       from b group by k order by k`,
+    [r.from, r.to],
+  );
+}
+
+export interface TopThread {
+  threadId: string;
+  threadName: string | null;
+  status: string | null;
+  messages: number;
+  firstMessageAt: string;
+  lastMessageAt: string;
+  historyEntries: number;
+  citations: number;
+}
+
+/** The threads with the most live messages in the range. */
+export async function topThreads(q: Queryable, r: DayRange, limit = TOP_N): Promise<TopThread[]> {
+  return rows<TopThread>(
+    q,
+    `with r as (select thread_id, count(*) as messages, min(message_time) as first_at, max(message_time) as last_at
+                  from analytics_messages
+                 where _deleted_at is null and message_date between $1::date and $2::date
+                 group by thread_id
+                 order by count(*) desc, thread_id
+                 limit $3)
+     select r.thread_id::text as "threadId", t.thread_name as "threadName", t.enrich_status as status,
+            r.messages, to_json(r.first_at)#>>'{}' as "firstMessageAt", to_json(r.last_at)#>>'{}' as "lastMessageAt",
+            (select count(*) from thread_messages h where h.thread_id = r.thread_id) as "historyEntries",
+            (select count(*) from citations c where c.thread_id = r.thread_id) as citations
+       from r left join threads t on t.thread_id = r.thread_id
+      order by r.messages desc, r.thread_id`,
+    [r.from, r.to, limit],
+  );
+}
+
+// ---------------------------------------------------------------- citations
+
+/**
+ * The citations of the range with their export day: those of history entries through the entry's
+ * message id, those of artifacts through the entry that named the artifact. Two joins on plain
+ * keys rather than one on coalesce(), which no index can serve.
+ */
+const CITED_IN_RANGE = `
+  cited as (
+    select a.message_date, c.citation_type, c.name, c.thread_id
+      from citations c
+      join analytics_messages a on a.message_id = c.message_id
+     where c.owner_kind = 'message' and a._deleted_at is null and a.message_date between $1::date and $2::date
+    union all
+    select a.message_date, c.citation_type, c.name, c.thread_id
+      from citations c
+      join artifacts ar on ar.artifact_id = c.artifact_id
+      join analytics_messages a on a.message_id = ar.message_id
+     where c.owner_kind = 'artifact' and a._deleted_at is null and a.message_date between $1::date and $2::date
+  )`;
+
+export interface CitationTypeDay {
+  day: string;
+  citationType: string;
+  citations: number;
+}
+
+export async function citationTypesDaily(q: Queryable, r: DayRange): Promise<CitationTypeDay[]> {
+  return rows<CitationTypeDay>(
+    q,
+    `with ${CITED_IN_RANGE}
+     select message_date::text as day, coalesce(citation_type, '(none)') as "citationType", count(*) as citations
+       from cited group by 1, 2 order by 1, 2`,
+    [r.from, r.to],
+  );
+}
+
+export interface CitationTypeTotal {
+  citationType: string;
+  citations: number;
+  sources: number;
+  threads: number;
+}
+
+export async function citationTypeTotals(q: Queryable, r: DayRange): Promise<CitationTypeTotal[]> {
+  return rows<CitationTypeTotal>(
+    q,
+    `with ${CITED_IN_RANGE}
+     select coalesce(citation_type, '(none)') as "citationType", count(*) as citations,
+            count(distinct coalesce(name, '(unnamed)')) as sources, count(distinct thread_id) as threads
+       from cited group by 1 order by 2 desc, 1`,
+    [r.from, r.to],
+  );
+}
+
+export interface CitationSource {
+  citationType: string;
+  name: string;
+  citations: number;
+  threads: number;
+}
+
+export async function topCitationSources(
+  q: Queryable,
+  r: DayRange,
+  limit = TOP_N,
+): Promise<CitationSource[]> {
+  return rows<CitationSource>(
+    q,
+    `with ${CITED_IN_RANGE}
+     select coalesce(citation_type, '(none)') as "citationType", coalesce(name, '(unnamed)') as name,
+            count(*) as citations, count(distinct thread_id) as threads
+       from cited group by 1, 2 order by 3 desc, 1, 2 limit $3`,
+    [r.from, r.to, limit],
+  );
+}
+
+// ---------------------------------------------------------------- sync health
+
+export interface SyncHealth {
+  watermark: string | null;
+  lagDays: number | null;
+  firstDay: string | null;
+  lastDay: string | null;
+  completeDays: number;
+  failedDays: number;
+  runningDays: number;
+  pendingDays: number;
+  lastRunLoadId: string | null;
+  lastRunKind: string | null;
+  lastRunStatus: string | null;
+  lastRunStartedAt: string | null;
+  lastRunFinishedAt: string | null;
+  lastSuccessAt: string | null;
+  openRejects: number;
+  threadsPending: number;
+  threadsFailed: number;
+  heldDeletes: number;
+  heldDeleteDays: number;
+  incompleteExportDays: number;
+}
+
+/** The one row of the `sync_health` view. */
+export async function syncHealth(q: Queryable): Promise<SyncHealth> {
+  const [h] = await rows<SyncHealth>(
+    q,
+    `select watermark::text as watermark, lag_days as "lagDays", first_day::text as "firstDay",
+            last_day::text as "lastDay", complete_days as "completeDays", failed_days as "failedDays",
+            running_days as "runningDays", pending_days as "pendingDays",
+            last_run_load_id as "lastRunLoadId", last_run_kind as "lastRunKind", last_run_status as "lastRunStatus",
+            to_json(last_run_started_at)#>>'{}' as "lastRunStartedAt",
+            to_json(last_run_finished_at)#>>'{}' as "lastRunFinishedAt",
+            to_json(last_success_at)#>>'{}' as "lastSuccessAt", open_rejects as "openRejects",
+            threads_pending as "threadsPending", threads_failed as "threadsFailed",
+            held_deletes as "heldDeletes", held_delete_days as "heldDeleteDays",
+            incomplete_export_days as "incompleteExportDays"
+       from sync_health`,
+  );
+  if (!h) throw new Error('the sync_health view returned no row');
+  return h;
+}
+
+export interface LedgerDay {
+  day: string;
+  status: string;
+  rowsRead: number;
+  inserted: number;
+  updated: number;
+  rejected: number;
+  deleted: number;
+  attempts: number;
+}
+
+/** The ledger's days in the range, newest first. */
+export async function ledgerDays(q: Queryable, r: DayRange): Promise<LedgerDay[]> {
+  return rows<LedgerDay>(
+    q,
+    `select day::text as day, status, rows_read as "rowsRead", rows_inserted as inserted,
+            rows_updated as updated, rows_rejected as rejected, rows_deleted as deleted, attempts
+       from sync_days where day between $1::date and $2::date order by day desc`,
+    [r.from, r.to],
+  );
+}
+
+export interface FailedDay {
+  day: string;
+  attempts: number;
+  lastError: string | null;
+  finishedAt: string | null;
+}
+
+export async function failedDays(q: Queryable, limit = TOP_N): Promise<FailedDay[]> {
+  return rows<FailedDay>(
+    q,
+    `select day::text as day, attempts, last_error as "lastError", to_json(finished_at)#>>'{}' as "finishedAt"
+       from sync_days where status = 'failed' order by day desc limit $1`,
+    [limit],
+  );
+}
+
+export interface HeldDeleteDay {
+  day: string;
+  rows: number;
+  heldAt: string;
+  reason: string | null;
+}
+
+/** Days whose soft-deletes the delete guard holds for review (`crs-sync deletes`). */
+export async function heldDeletes(q: Queryable): Promise<HeldDeleteDay[]> {
+  return rows<HeldDeleteDay>(
+    q,
+    `select h.day::text as day, count(*) as rows, to_json(max(h.held_at))#>>'{}' as "heldAt",
+            min(d.deletes_held_reason) as reason
+       from held_deletes h left join sync_days d on d.day = h.day
+      group by h.day order by h.day desc`,
+  );
+}
+
+export interface QuarantineCode {
+  source: string;
+  errorCode: string;
+  open: number;
+  replayed: number;
+  /** Up to three of the latest open records (all records once none is open). */
+  examples: { id: number; day: string | null; lineNo: number | null; detail: string; raw: string }[];
+}
+
+/** The quarantine by source and error code, each with a few examples cut to 200 characters. */
+export async function quarantine(q: Queryable): Promise<QuarantineCode[]> {
+  return rows<QuarantineCode>(
+    q,
+    `with g as (
+       select source, error_code, count(*) filter (where replayed_at is null) as open,
+              count(*) filter (where replayed_at is not null) as replayed
+         from rejected_records group by source, error_code)
+     select g.source, g.error_code as "errorCode", g.open, g.replayed,
+            coalesce((select json_agg(json_build_object('id', e.id, 'day', e.day::text, 'lineNo', e.line_no,
+                                                        'detail', left(e.error_detail, 200), 'raw', left(e.raw, 200))
+                                      order by e.id desc)
+                        from (select * from rejected_records r
+                               where r.source = g.source and r.error_code = g.error_code
+                               order by (r.replayed_at is null) desc, r.id desc limit 3) e), '[]') as examples
+       from g order by g.open desc, g.source, g.error_code`,
+  );
+}
+
+export interface EnrichmentBacklog {
+  byStatus: { status: string; threads: number }[];
+  oldestPendingSince: string | null;
+  failed: { threadId: string; attempts: number; lastError: string | null }[];
+}
+
+export async function enrichmentBacklog(q: Queryable, limit = TOP_N): Promise<EnrichmentBacklog> {
+  const byStatus = await rows<{ status: string; threads: number }>(
+    q,
+    `select enrich_status as status, count(*) as threads from threads group by 1 order by 2 desc, 1`,
+  );
+  const [oldest] = await rows<{ at: string | null }>(
+    q,
+    `select to_json(min(enrich_requested_at))#>>'{}' as at from threads where enrich_status = 'pending'`,
+  );
+  const failed = await rows<{ threadId: string; attempts: number; lastError: string | null }>(
+    q,
+    `select thread_id::text as "threadId", enrich_attempts as attempts, last_error as "lastError"
+       from threads where enrich_status = 'failed' order by enriched_at desc nulls last, thread_id limit $1`,
+    [limit],
+  );
+  return { byStatus, oldestPendingSince: oldest?.at ?? null, failed };
+}
+
+export interface RecentRun {
+  loadId: string;
+  kind: string;
+  status: string;
+  windowStart: string | null;
+  windowEnd: string | null;
+  rowsRead: number;
+  inserted: number;
+  updated: number;
+  rejected: number;
+  deleted: number;
+  startedAt: string;
+  finishedAt: string | null;
+  error: string | null;
+}
+
+export async function recentRuns(q: Queryable, limit = 15): Promise<RecentRun[]> {
+  return rows<RecentRun>(
+    q,
+    `select load_id as "loadId", kind, status, window_start::text as "windowStart", window_end::text as "windowEnd",
+            rows_read as "rowsRead", rows_inserted as inserted, rows_updated as updated,
+            rows_rejected as rejected, rows_deleted as deleted, to_json(started_at)#>>'{}' as "startedAt",
+            to_json(finished_at)#>>'{}' as "finishedAt", error
+       from sync_runs order by started_at desc, load_id desc limit $1`,
+    [limit],
+  );
+}
+
+/**
+ * Every query by name, each as the pages call it for a range (those of the current state ignore
+ * it): what the BI bench times one by one.
+ */
+export const DASHBOARD_QUERIES: Readonly<Record<string, (q: Queryable, r: DayRange) => Promise<unknown>>> =
+  Object.freeze({
+    dataExtent: (q) => dataExtent(q),
+    usageDaily,
+    usageTotals,
+    topUsers: (q, r) => topUsers(q, r),
+    newUsersDaily,
+    threadStatuses,
+    threadDepth,
+    topThreads: (q, r) => topThreads(q, r),
+    citationTypesDaily,
+    citationTypeTotals,
+    topCitationSources: (q, r) => topCitationSources(q, r),
+    syncHealth: (q) => syncHealth(q),
+    ledgerDays,
+    failedDays: (q) => failedDays(q),
+    heldDeletes: (q) => heldDeletes(q),
+    quarantine: (q) => quarantine(q),
+    enrichmentBacklog: (q) => enrichmentBacklog(q),
+    recentRuns: (q) => recentRuns(q),
+  });

@@ -1,0 +1,337 @@
+/**
+ * The dashboard's HTTP server (node:http, no framework): five server-rendered pages, the same
+ * data as JSON, and the static files it needs, uPlot among them, read from node_modules so that
+ * nothing is fetched from the network.
+ *
+ *   GET /usage | /users | /threads | /citations | /health   ?from=YYYY-MM-DD&to=YYYY-MM-DD
+ *   GET /api/<page>?from=…&to=…     the page's data as JSON (what the page shows, unformatted)
+ *   GET /healthz                    200 "ok" while the server is up (not a warehouse check)
+ *   GET /assets/…                   uPlot, the page script and style
+ *
+ * Read-only by construction: each request runs its queries in one `read only` transaction
+ * (repeatable read, so every figure of a page comes from the same snapshot), each query under a
+ * savepoint so that one failing query becomes that section's error panel and the others still
+ * show. Only GET and HEAD are answered.
+ */
+import { readFileSync } from 'node:fs';
+import http from 'node:http';
+import { createRequire } from 'node:module';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import type pg from 'pg';
+import type { Logger } from '../log.ts';
+import { redactText } from '../log.ts';
+import { dbFailureKind } from '../warehouse/db-errors.ts';
+import { errorPanel, esc } from './html.ts';
+import { PAGE_ORDER, PAGES, type PageData, type PageName, type SectionResult } from './pages.ts';
+import { type DataExtent, dataExtent } from './queries.ts';
+import { presets, resolveRange } from './range.ts';
+
+export interface DashboardOptions {
+  /** The warehouse's pool (Warehouse.pool): its search_path is the schema. */
+  pool: pg.Pool;
+  host?: string;
+  /** 0: any free port. */
+  port?: number;
+  log?: Logger;
+  /** Where the warehouse is, shown in the footer (host and database, never a password). */
+  warehouse?: string;
+  /** Per-query bound, ms: a query past it is cancelled and its section says so. */
+  statementTimeoutMs?: number;
+}
+
+export interface Dashboard {
+  /** http://host:port (the address to open). */
+  url: string;
+  close(): Promise<void>;
+}
+
+const require = createRequire(import.meta.url);
+const STATIC_DIR = path.join(import.meta.dirname, 'static');
+
+interface Asset {
+  type: string;
+  body: Buffer;
+}
+
+/** Read once at start: a few tens of KB. */
+function loadAssets(): Map<string, Asset> {
+  const files: [string, string, string][] = [
+    ['uPlot.iife.min.js', require.resolve('uplot/dist/uPlot.iife.min.js'), 'text/javascript'],
+    ['uPlot.min.css', require.resolve('uplot/dist/uPlot.min.css'), 'text/css'],
+    ['dashboard.js', path.join(STATIC_DIR, 'dashboard.js'), 'text/javascript'],
+    ['dashboard.css', path.join(STATIC_DIR, 'dashboard.css'), 'text/css'],
+  ];
+  return new Map(
+    files.map(([name, file, type]) => [name, { type: `${type}; charset=utf-8`, body: readFileSync(file) }]),
+  );
+}
+
+/** The reason a query failed, in words for the page, with no secret in it. */
+export function describeFailure(err: unknown): { unreachable: boolean; message: string } {
+  const e = err as { message?: unknown; code?: unknown };
+  const msg = redactText(typeof e?.message === 'string' && e.message ? e.message : String(err));
+  const kind = dbFailureKind(err);
+  if (kind === 'connection') return { unreachable: true, message: `cannot reach the warehouse: ${msg}` };
+  if (kind === 'timeout')
+    return { unreachable: false, message: `the query was stopped by the warehouse: ${msg}` };
+  if (e?.code === '42P01' || e?.code === '42703') {
+    return {
+      unreachable: false,
+      message: `${msg} (the warehouse schema is missing it: is it migrated? crs-sync migrate brings it up to date)`,
+    };
+  }
+  return { unreachable: false, message: msg };
+}
+
+class Unreachable extends Error {}
+
+interface Loaded {
+  status: number;
+  data?: PageData;
+  error?: string;
+  queryMs: number;
+}
+
+/** Runs a page's queries in one read-only snapshot; see the module comment. */
+async function loadPage(opts: DashboardOptions, name: PageName, params: URLSearchParams): Promise<Loaded> {
+  const started = performance.now();
+  const page = PAGES[name];
+  let client: pg.PoolClient;
+  try {
+    client = await opts.pool.connect();
+  } catch (err) {
+    return { status: 503, error: describeFailure(err).message, queryMs: performance.now() - started };
+  }
+  let broken: unknown;
+  try {
+    await client.query('begin transaction isolation level repeatable read, read only');
+    await client.query(`set local timezone = 'UTC'`);
+    await client.query(
+      `set local statement_timeout = ${Math.max(0, Math.floor(opts.statementTimeoutMs ?? 30_000))}`,
+    );
+    let n = 0;
+    const run = async (fn: () => Promise<unknown>): Promise<SectionResult> => {
+      const sp = `s${n++}`;
+      await client.query(`savepoint ${sp}`);
+      try {
+        const data = await fn();
+        await client.query(`release savepoint ${sp}`);
+        return { ok: true, data };
+      } catch (err) {
+        const f = describeFailure(err);
+        if (f.unreachable) throw new Unreachable(f.message);
+        await client.query(`rollback to savepoint ${sp}`);
+        opts.log?.warn({ page: name, error: f.message }, 'a dashboard query failed');
+        return { ok: false, error: f.message };
+      }
+    };
+    const ext = await run(() => dataExtent(client));
+    const extent = ext.ok ? (ext.data as DataExtent) : null;
+    const range = resolveRange(params, extent);
+    if (!range.ok) return { status: 400, error: `the date range is not valid: ${range.error}`, queryMs: 0 };
+    const sections: Record<string, SectionResult> = ext.ok ? {} : { extent: ext };
+    for (const [key, fn] of Object.entries(page.sections))
+      sections[key] = await run(() => fn(client, range.range));
+    return {
+      status: 200,
+      data: { page: name, range: range.range, extent, sections },
+      queryMs: performance.now() - started,
+    };
+  } catch (err) {
+    broken = err;
+    const message = err instanceof Unreachable ? err.message : describeFailure(err).message;
+    return { status: 503, error: message, queryMs: performance.now() - started };
+  } finally {
+    // Nothing to keep (read only): the transaction is rolled back. A client whose transaction
+    // could not be ended is dropped rather than handed to the next request.
+    if (!broken)
+      broken = await client.query('rollback').then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+    client.release(broken ? true : undefined);
+  }
+}
+
+function layout(
+  opts: DashboardOptions,
+  name: PageName | null,
+  params: URLSearchParams,
+  main: string,
+  extra: {
+    data?: PageData;
+    charts?: unknown;
+    queryMs?: number;
+  },
+): string {
+  const q = new URLSearchParams();
+  const range = extra.data?.range;
+  if (range) {
+    q.set('from', range.from);
+    q.set('to', range.to);
+  } else {
+    for (const k of ['from', 'to']) {
+      const v = params.get(k);
+      if (v) q.set(k, v);
+    }
+  }
+  const qs = q.toString() ? `?${q}` : '';
+  const nav = PAGE_ORDER.map(
+    (p) => `<a href="/${p}${qs}"${p === name ? ' aria-current="page"' : ''}>${esc(PAGES[p].title)}</a>`,
+  ).join('');
+  const page = name ? PAGES[name] : null;
+  const form = range
+    ? `<form class="range" method="get" action="/${name}">
+  <label>From <input type="date" name="from" value="${esc(range.from)}" required></label>
+  <label>To <input type="date" name="to" value="${esc(range.to)}" required></label>
+  <button type="submit">Apply</button>
+  <span class="presets">${presets(extra.data?.extent ?? null)
+    .map((p) => `<a href="/${name}?from=${p.range.from}&amp;to=${p.range.to}">${esc(p.label)}</a>`)
+    .join(' · ')}</span>
+</form>`
+    : '';
+  // JSON in a non-executed script element; '<' escaped so no value can close the element.
+  const chartJson = JSON.stringify(extra.charts ?? {}).replace(/</g, '\\u003c');
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${esc(page ? `${page.title} · ` : '')}crs-sync dashboard</title>
+<link rel="stylesheet" href="/assets/uPlot.min.css">
+<link rel="stylesheet" href="/assets/dashboard.css">
+</head>
+<body data-page="${esc(name ?? '')}">
+<header>
+  <div class="brand">crs-sync</div>
+  <nav>${nav}</nav>
+</header>
+<main>
+<h1>${esc(page?.title ?? 'crs-sync dashboard')}</h1>
+${page ? `<p class="about">${esc(page.about)}</p>` : ''}
+${page?.ranged === false && range ? `<p class="about">Date range (for the list of days):</p>` : ''}
+${form}
+${main}
+</main>
+<footer>Read-only view of ${esc(opts.warehouse ?? 'the warehouse')}${
+    extra.queryMs !== undefined
+      ? ` · queries <span data-query-ms="${Math.round(extra.queryMs)}">${Math.round(extra.queryMs)} ms</span>`
+      : ''
+  } · data as JSON: <a href="/api/${esc(name ?? 'usage')}${qs}">/api/${esc(name ?? 'usage')}</a></footer>
+<script type="application/json" id="chart-data">${chartJson}</script>
+<script src="/assets/uPlot.iife.min.js"></script>
+<script src="/assets/dashboard.js"></script>
+</body>
+</html>
+`;
+}
+
+const SECURITY_HEADERS = {
+  'content-security-policy':
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'",
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+  'cache-control': 'no-store',
+};
+
+function send(
+  res: http.ServerResponse,
+  status: number,
+  type: string,
+  body: string | Buffer,
+  head: boolean,
+  extra = {},
+) {
+  res.writeHead(status, { 'content-type': type, ...SECURITY_HEADERS, ...extra });
+  res.end(head ? undefined : body);
+}
+
+async function handle(
+  opts: DashboardOptions,
+  assets: Map<string, Asset>,
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+) {
+  const head = req.method === 'HEAD';
+  if (req.method !== 'GET' && !head) {
+    send(res, 405, 'text/plain; charset=utf-8', 'the dashboard is read-only: GET and HEAD only\n', false, {
+      allow: 'GET, HEAD',
+    });
+    return;
+  }
+  const url = new URL(req.url ?? '/', 'http://dashboard.invalid');
+  const p = url.pathname;
+  if (p === '/' || p === '/index.html') {
+    res.writeHead(302, { location: `/usage${url.search}`, ...SECURITY_HEADERS });
+    res.end();
+    return;
+  }
+  if (p === '/healthz') return send(res, 200, 'text/plain; charset=utf-8', 'ok\n', head);
+  if (p.startsWith('/assets/')) {
+    const a = assets.get(p.slice('/assets/'.length));
+    if (a) return send(res, 200, a.type, a.body, head, { 'cache-control': 'max-age=300' });
+  }
+  const api = p.startsWith('/api/');
+  const name = (api ? p.slice('/api/'.length).replace(/\.json$/, '') : p.slice(1)) as PageName;
+  if (!PAGE_ORDER.includes(name)) {
+    const body = layout(
+      opts,
+      null,
+      url.searchParams,
+      errorPanel('page', `there is no page ${p}: the pages are ${PAGE_ORDER.map((x) => `/${x}`).join(', ')}`),
+      {},
+    );
+    return send(res, 404, 'text/html; charset=utf-8', body, head);
+  }
+  const loaded = await loadPage(opts, name, url.searchParams);
+  res.setHeader('server-timing', `db;dur=${loaded.queryMs.toFixed(1)}`);
+  if (api) {
+    const body = loaded.data ? JSON.stringify(loaded.data) : JSON.stringify({ error: loaded.error });
+    return send(res, loaded.status, 'application/json; charset=utf-8', body, head);
+  }
+  if (!loaded.data) {
+    const body = layout(opts, name, url.searchParams, errorPanel('page', loaded.error ?? 'unknown error'), {
+      queryMs: loaded.queryMs,
+    });
+    return send(res, loaded.status, 'text/html; charset=utf-8', body, head);
+  }
+  const { html, charts } = PAGES[name].render(loaded.data);
+  const body = layout(opts, name, url.searchParams, html, {
+    data: loaded.data,
+    charts,
+    queryMs: loaded.queryMs,
+  });
+  return send(res, 200, 'text/html; charset=utf-8', body, head);
+}
+
+export async function startDashboard(opts: DashboardOptions): Promise<Dashboard> {
+  const assets = loadAssets();
+  const server = http.createServer((req, res) => {
+    handle(opts, assets, req, res).catch((err: unknown) => {
+      const message = describeFailure(err).message;
+      opts.log?.error({ error: message }, 'dashboard request failed');
+      if (!res.headersSent)
+        send(res, 500, 'text/plain; charset=utf-8', `internal error: ${message}\n`, false);
+      else res.destroy();
+    });
+  });
+  const host = opts.host ?? '127.0.0.1';
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port ?? 0, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const addr = server.address() as AddressInfo;
+  const shown = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
+  return {
+    url: `http://${shown}:${addr.port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}
