@@ -5,8 +5,11 @@ import type { Config } from '../src/config.ts';
 import { createEnrichOps } from '../src/enrich/index.ts';
 import { loadExportDay } from '../src/ingest/export-day.ts';
 import type { Logger } from '../src/log.ts';
+import { pickCounts } from '../src/shared/counts.ts';
+import { findDayCompletedSince, releaseUnfinishedDay } from '../src/warehouse/days.ts';
 import type { Warehouse } from '../src/warehouse/db.ts';
-import { finishRun, planWindow, startRun, touchRun } from '../src/warehouse/ledger.ts';
+import { planWindow } from '../src/warehouse/ledger.ts';
+import { closeRun, startRun, touchRun } from '../src/warehouse/runs.ts';
 import type { DayCounts, DayResult, EnrichCounts, RunTotals } from '../workflows/types.ts';
 import { awaitWorkflowResult } from './await-workflow.ts';
 import { toFailure } from './failures.ts';
@@ -41,7 +44,9 @@ export interface PlanResult {
 
 /**
  * The activities of crs-sync, built from the worker's dependencies. Arguments and results are
- * dates, ids and counts; credentials stay in `deps` on the worker.
+ * dates, ids and counts; credentials stay in `deps` on the worker. One long closure on purpose:
+ * every activity shares the worker's deps, the day-load semaphore and the liveness writer, and
+ * each stays short (argument checks, heartbeat, one call into src, errors mapped).
  */
 export function createActivities(deps: ActivityDeps) {
   const { warehouse, config, log } = deps;
@@ -110,24 +115,7 @@ export function createActivities(deps: ActivityDeps) {
       totals: RunTotals;
       error?: string;
     }): Promise<void> {
-      const t = input.totals;
-      await guarded(() =>
-        finishRun(
-          db,
-          input.loadId,
-          input.status,
-          {
-            rowsRead: t.rowsRead,
-            inserted: t.inserted,
-            updated: t.updated,
-            unchanged: t.unchanged,
-            rejected: t.rejected,
-            deleted: t.deleted,
-            bytes: t.bytesRead,
-          },
-          input.error,
-        ),
-      );
+      await guarded(() => closeRun(db, input.loadId, input.status, input.totals, input.error));
     },
 
     /**
@@ -177,38 +165,24 @@ export function createActivities(deps: ActivityDeps) {
             }),
           beat,
         );
-        return {
-          linesRead: s.linesRead,
-          bytesRead: s.bytesRead,
-          rowsRead: s.rowsRead,
-          inserted: s.inserted,
-          updated: s.updated,
-          unchanged: s.unchanged,
-          rejected: s.rejected,
-          deleted: s.deleted,
-          threadsQueued: s.threadsQueued,
-        };
+        // Only the counts go into the workflow's history (not the loader's diagnostics).
+        return pickCounts(s);
       }
     },
 
     /**
      * Keeps the ledger true when a day load ends without finishing (cancelled, or out of
-     * retries): a day still marked running under this load id becomes failed.
+     * retries): a day still marked running under this load id goes back to pending when it was
+     * cancelled and becomes failed otherwise.
      */
     async releaseDay(input: { day: string; loadId: string; reason: string }): Promise<boolean> {
-      return guarded(async () => {
-        // Cancelled: back to pending (nothing is wrong with the day); failed: failed, so that
-        // the watermark stops at it and the next scheduled sync retries it.
-        const status = input.reason === 'cancelled' ? 'pending' : 'failed';
-        const r = await db
-          .updateTable('sync_days')
-          .set({ status, last_error: input.reason.slice(0, 2000), finished_at: new Date() })
-          .where('day', '=', input.day)
-          .where('_load_id', '=', input.loadId)
-          .where('status', '=', 'running')
-          .executeTakeFirst();
-        return Number(r.numUpdatedRows) > 0;
-      });
+      return guarded(() =>
+        releaseUnfinishedDay(db, input.day, {
+          cancelled: input.reason === 'cancelled',
+          reason: input.reason,
+          loadId: input.loadId,
+        }),
+      );
     },
 
     /**
@@ -217,28 +191,9 @@ export function createActivities(deps: ActivityDeps) {
      */
     async dayLoadedSince(input: { day: string; since: string }): Promise<DayResult | null> {
       return guarded(async () => {
-        const r = await db
-          .selectFrom('sync_days')
-          .selectAll()
-          .where('day', '=', input.day)
-          .where('status', '=', 'complete')
-          .where('finished_at', '>=', new Date(input.since))
-          .executeTakeFirst();
-        if (!r) return null;
-        return {
-          day: input.day,
-          loadId: r._load_id ?? '',
-          outcome: 'attached',
-          linesRead: r.lines_committed,
-          bytesRead: r.bytes,
-          rowsRead: r.rows_read,
-          inserted: r.rows_inserted,
-          updated: r.rows_updated,
-          unchanged: r.rows_unchanged,
-          rejected: r.rows_rejected,
-          deleted: r.rows_deleted,
-          threadsQueued: 0,
-        };
+        const found = await findDayCompletedSince(db, input.day, new Date(input.since));
+        if (!found) return null;
+        return { day: input.day, loadId: found.loadId ?? '', outcome: 'attached', ...found.counts };
       });
     },
 

@@ -1,7 +1,7 @@
 import { ApplicationFailure, continueAsNew, setHandler, uuid4, workflowInfo } from '@temporalio/workflow';
 import { runBounded } from './bounded.ts';
 import { addDays, daysBetween, isDay } from './dates.ts';
-import { finishRun, recordAbort } from './finish.ts';
+import { endRunWithResult, recordAbort } from './finish.ts';
 import { ledger } from './policies.ts';
 import { progressQuery } from './queries.ts';
 import { runEnrich } from './run-enrich.ts';
@@ -94,7 +94,7 @@ export async function backfill(input: BackfillInput): Promise<SyncResult> {
         },
       });
     }
-    return await finishRun(p);
+    return await endRunWithResult(p);
   } catch (err) {
     // continueAsNew throws to end this run; that is not a failure of the backfill.
     if (err instanceof Error && err.name === 'ContinueAsNew') throw err;

@@ -17,10 +17,11 @@ export function resultOf(p: SyncProgress): SyncResult {
 }
 
 /**
- * Closes a run in the ledger and returns its result, or fails the workflow naming the failed
- * days (the CLI prints that reason and exits 1).
+ * Ends a run that went through all its days: closes it in the ledger (succeeded, or failed when a
+ * day failed) and returns the workflow's result, or fails the workflow naming the failed days
+ * (the CLI prints that reason and exits 1).
  */
-export async function finishRun(p: SyncProgress): Promise<SyncResult> {
+export async function endRunWithResult(p: SyncProgress): Promise<SyncResult> {
   p.phase = 'finishing';
   publish(p);
   if (p.failedDays.length > 0) {
@@ -37,7 +38,7 @@ export async function finishRun(p: SyncProgress): Promise<SyncResult> {
 }
 
 /**
- * Records how a run ended when it did not get to finishRun: cancelled (children are cancelled
+ * Records how a run ended when it did not get to endRunWithResult: cancelled (children are cancelled
  * by then and have released their days) or failed. Runs outside the cancelled scope so the
  * ledger is written even while the workflow is being cancelled.
  */

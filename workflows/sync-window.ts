@@ -1,6 +1,6 @@
 import { setHandler, uuid4, workflowInfo } from '@temporalio/workflow';
 import { runBounded } from './bounded.ts';
-import { finishRun, recordAbort } from './finish.ts';
+import { endRunWithResult, recordAbort } from './finish.ts';
 import { ledger } from './policies.ts';
 import { progressQuery } from './queries.ts';
 import { runEnrich } from './run-enrich.ts';
@@ -58,7 +58,7 @@ export async function syncWindow(input: SyncWindowInput): Promise<SyncResult> {
       publish(p);
       p.enrich = await runEnrich(p.loadId, plan.enrichConcurrency);
     }
-    return await finishRun(p);
+    return await endRunWithResult(p);
   } catch (err) {
     await recordAbort(p, err);
     throw err;

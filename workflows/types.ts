@@ -1,3 +1,5 @@
+import { addCounts, emptyCounts, type LoadCounts } from '../src/shared/counts.ts';
+
 /**
  * Inputs, results and progress of the crs-sync workflows. Everything here travels through
  * Temporal's history, so it holds dates, ids and counts only: never a token, a URL with
@@ -15,18 +17,11 @@ export function dayWorkflowId(day: string): string {
 
 export type SyncKind = 'scheduled' | 'manual' | 'backfill';
 
-/** Figures of one day's export load (mirrors the loader's DayLoadSummary, minus nothing: all counts). */
-export interface DayCounts {
-  linesRead: number;
-  bytesRead: number;
-  rowsRead: number;
-  inserted: number;
-  updated: number;
-  unchanged: number;
-  rejected: number;
-  deleted: number;
-  threadsQueued: number;
-}
+/**
+ * Figures of one day's export load: the project's one counts type. Recorded in histories under
+ * these field names, so old histories replay and old totals add up (src/shared/counts.ts).
+ */
+export type DayCounts = LoadCounts;
 
 export interface SyncDayInput {
   day: string;
@@ -106,7 +101,7 @@ export interface BackfillState {
   startedAt: string;
 }
 
-export interface RunTotals extends DayCounts {
+export interface RunTotals extends LoadCounts {
   daysLoaded: number;
   daysAttached: number;
   daysFailed: number;
@@ -149,20 +144,6 @@ export interface DayProgress {
   linesCommitted: number;
 }
 
-export function emptyCounts(): DayCounts {
-  return {
-    linesRead: 0,
-    bytesRead: 0,
-    rowsRead: 0,
-    inserted: 0,
-    updated: 0,
-    unchanged: 0,
-    rejected: 0,
-    deleted: 0,
-    threadsQueued: 0,
-  };
-}
-
 export function emptyTotals(): RunTotals {
   return { ...emptyCounts(), daysLoaded: 0, daysAttached: 0, daysFailed: 0 };
 }
@@ -171,21 +152,10 @@ export function emptyEnrichCounts(): EnrichCounts {
   return { threads: 0, done: 0, deleted: 0, forbidden: 0, failed: 0, messages: 0, artifacts: 0 };
 }
 
-const COUNT_KEYS = [
-  'linesRead',
-  'bytesRead',
-  'rowsRead',
-  'inserted',
-  'updated',
-  'unchanged',
-  'rejected',
-  'deleted',
-  'threadsQueued',
-] as const satisfies readonly (keyof DayCounts)[];
-
+/** A run's totals with one more day's result folded in (a new object: the old one may be published). */
 export function addDay(t: RunTotals, d: DayResult): RunTotals {
   const out = { ...t };
-  for (const k of COUNT_KEYS) out[k] += d[k];
+  addCounts(out, d);
   if (d.outcome === 'loaded') out.daysLoaded += 1;
   else out.daysAttached += 1;
   return out;

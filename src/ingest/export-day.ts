@@ -3,8 +3,9 @@ import { type ExportBody, notAnExport, type ServiceClient } from '../api/index.t
 import type { Config } from '../config.ts';
 import { CrsError, errorMessage, isCrsError } from '../errors.ts';
 import type { Logger } from '../log.ts';
+import { type LoadCounts, pickCounts } from '../shared/counts.ts';
+import { markDayRunning, recordDayDownload, releaseUnfinishedDay } from '../warehouse/days.ts';
 import type { Warehouse } from '../warehouse/db.ts';
-import { markDayFailed, markDayRunning } from '../warehouse/ledger.ts';
 import { type LoadProgress, runLoad } from './load.ts';
 
 /**
@@ -34,22 +35,13 @@ export interface ExportDayInput {
   onProgress?: (p: LoadProgress) => void;
 }
 
-export interface DayLoadSummary {
+export interface DayLoadSummary extends LoadCounts {
   day: string;
   loadId: string;
-  linesRead: number;
-  bytesRead: number;
-  rowsRead: number;
-  inserted: number;
-  updated: number;
-  unchanged: number;
-  rejected: number;
-  deleted: number;
   /** Deletes held for review by the guard (`crs-sync deletes`). */
   deletesHeld?: number;
   /** Why the export was not known complete (nothing deleted); null when it was. */
   incompleteReason?: string | null;
-  threadsQueued: number;
   resumedFromLine: number;
   /** Times the export stream was cut and requested again. */
   reopens: number;
@@ -107,11 +99,7 @@ export async function loadExportDay(deps: ExportDayDeps, input: ExportDayInput):
       ...(input.signal ? { signal: input.signal } : {}),
       ...(input.onProgress ? { onProgress: input.onProgress } : {}),
     });
-    await warehouse.db
-      .updateTable('sync_days')
-      .set({ export_checksum: checksum, bytes: summary.bytesRead })
-      .where('day', '=', day)
-      .execute();
+    await recordDayDownload(warehouse.db, day, { checksum, bytes: summary.bytesRead });
     const ledger = summary.days.find((d) => d.day === day);
     if (ledger?.incompleteReason) {
       log.warn({ reason: ledger.incompleteReason }, 'export not known complete: no row of the day deleted');
@@ -137,33 +125,19 @@ export async function loadExportDay(deps: ExportDayDeps, input: ExportDayInput):
     return {
       day,
       loadId,
-      linesRead: summary.linesRead,
-      bytesRead: summary.bytesRead,
-      rowsRead: summary.rowsRead,
-      inserted: summary.inserted,
-      updated: summary.updated,
-      unchanged: summary.unchanged,
-      rejected: summary.rejected,
-      deleted: summary.deleted,
+      ...pickCounts(summary),
       deletesHeld: ledger?.deletesHeld ?? 0,
       incompleteReason: ledger?.incompleteReason ?? null,
-      threadsQueued: summary.threadsQueued,
       resumedFromLine: summary.resumedFromLine,
       reopens: summary.reopens,
       elapsedMs: summary.elapsedMs,
     };
   } catch (err) {
     const cancelled = isCrsError(err) && err.code === 'CANCELLED';
-    if (cancelled) {
-      await warehouse.db
-        .updateTable('sync_days')
-        .set({ status: 'pending', last_error: 'cancelled before the day completed', finished_at: new Date() })
-        .where('day', '=', day)
-        .execute()
-        .catch(() => {});
-    } else {
-      await markDayFailed(warehouse.db, day, errorMessage(err)).catch(() => {});
-    }
+    await releaseUnfinishedDay(warehouse.db, day, {
+      cancelled,
+      reason: cancelled ? 'cancelled before the day completed' : errorMessage(err),
+    }).catch(() => {});
     throw err;
   }
 }

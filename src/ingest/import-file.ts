@@ -6,7 +6,7 @@ import type { Config } from '../config.ts';
 import { CrsError, errorMessage } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { Warehouse } from '../warehouse/db.ts';
-import { finishRun, startRun } from '../warehouse/ledger.ts';
+import { closeRun, runStatus, startRun } from '../warehouse/runs.ts';
 import { type LoadProgress, type LoadSummary, runLoad } from './load.ts';
 
 /**
@@ -50,12 +50,7 @@ export async function importFile(
     if (!loadId) {
       const fp = createHash('sha1').update(`${abs}\0${st.size}\0${st.mtimeMs}`).digest('hex').slice(0, 12);
       loadId = `import-${fp}`;
-      const prior = await w.db
-        .selectFrom('sync_runs')
-        .select(['status'])
-        .where('load_id', '=', loadId)
-        .executeTakeFirst();
-      if (prior?.status === 'succeeded') loadId = `${loadId}-${Date.now().toString(36)}`;
+      if ((await runStatus(w.db, loadId)) === 'succeeded') loadId = `${loadId}-${Date.now().toString(36)}`;
     }
   }
   loadId ??= `import-${new Date()
@@ -63,12 +58,8 @@ export async function importFile(
     .replace(/[-:.TZ]/g, '')
     .slice(0, 14)}-${randomBytes(3).toString('hex')}`;
 
-  const prior = await w.db
-    .selectFrom('sync_runs')
-    .select(['status'])
-    .where('load_id', '=', loadId)
-    .executeTakeFirst();
-  opts.onStart?.({ loadId, totalBytes, resuming: prior !== undefined });
+  const resuming = (await runStatus(w.db, loadId)) !== undefined;
+  opts.onStart?.({ loadId, totalBytes, resuming });
   await startRun(w.db, {
     loadId,
     kind: 'import',
@@ -114,19 +105,11 @@ export async function importFile(
       ...(opts.signal ? { signal: opts.signal } : {}),
       ...(opts.onProgress ? { onProgress: opts.onProgress } : {}),
     });
-    await finishRun(w.db, loadId, 'succeeded', {
-      rowsRead: summary.rowsRead,
-      inserted: summary.inserted,
-      updated: summary.updated,
-      unchanged: summary.unchanged,
-      rejected: summary.rejected,
-      deleted: summary.deleted,
-      bytes: summary.bytesRead,
-    });
+    await closeRun(w.db, loadId, 'succeeded', summary);
     return summary;
   } catch (err) {
     const cancelled = opts.signal?.aborted === true;
-    await finishRun(w.db, loadId, cancelled ? 'cancelled' : 'failed', undefined, errorMessage(err)).catch(
+    await closeRun(w.db, loadId, cancelled ? 'cancelled' : 'failed', undefined, errorMessage(err)).catch(
       () => {},
     );
     throw err;
@@ -141,7 +124,8 @@ async function* lastByteOf(
 ): AsyncGenerator<Uint8Array> {
   tail.last = -1;
   for await (const chunk of source) {
-    if (chunk.length > 0) tail.last = chunk[chunk.length - 1]!;
+    const last = chunk.at(-1);
+    if (last !== undefined) tail.last = last;
     yield chunk;
   }
 }

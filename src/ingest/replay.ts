@@ -2,7 +2,7 @@ import { Readable } from 'node:stream';
 import type { Config } from '../config.ts';
 import type { Logger } from '../log.ts';
 import type { Warehouse } from '../warehouse/db.ts';
-import { finishRun, startRun } from '../warehouse/ledger.ts';
+import { closeRun, startRun } from '../warehouse/runs.ts';
 import type { RejectSource } from '../warehouse/types.ts';
 import { runLoad } from './load.ts';
 
@@ -126,14 +126,8 @@ export async function replayRejects(
     });
     result.stillRejected = failedAgain.size;
     result.loaded = lines.length - failedAgain.size;
-    await finishRun(w.db, loadId, 'succeeded', {
-      rowsRead: summary.rowsRead,
-      inserted: summary.inserted,
-      updated: summary.updated,
-      unchanged: summary.unchanged,
-      rejected: summary.rejected,
-      bytes: summary.bytesRead,
-    });
+    // No complete days: a replay deletes nothing, so its deleted count is 0.
+    await closeRun(w.db, loadId, 'succeeded', summary);
   }
 
   if (threadRows.length > 0) {

@@ -1,5 +1,5 @@
 import { type Kysely, sql } from 'kysely';
-import type { Database } from './types.ts';
+import type { Database, Executor } from './types.ts';
 
 /**
  * Deletes the guard held (src/ingest/finalize.ts): a known complete export of a day that would
@@ -20,7 +20,7 @@ export interface HeldDay {
   reason: string | null;
 }
 
-export async function listHeldDeletes(db: Kysely<Database>, day?: string): Promise<HeldDay[]> {
+export async function listHeldDeletes(db: Executor, day?: string): Promise<HeldDay[]> {
   const r = await sql<{
     day: string;
     held: number;
@@ -55,7 +55,7 @@ export async function listHeldDeletes(db: Kysely<Database>, day?: string): Promi
 }
 
 /** The held message ids of one day, for review. */
-export async function heldIds(db: Kysely<Database>, day: string, limit: number): Promise<string[]> {
+export async function heldIds(db: Executor, day: string, limit: number): Promise<string[]> {
   const r = await db
     .selectFrom('held_deletes')
     .select('message_id')

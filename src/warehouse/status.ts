@@ -1,8 +1,10 @@
-import { type Kysely, sql } from 'kysely';
+import { sql } from 'kysely';
 import { STALE_AFTER_MS } from '../../workflows/liveness.ts';
+import { getWatermark } from './days.ts';
 import { type HeldDay, listHeldDeletes } from './held-deletes.ts';
-import { DAY_ALIVE_AT, getWatermark, isStale, RUN_ALIVE_AT, shiftDay, utcDay } from './ledger.ts';
-import type { Database } from './types.ts';
+import { shiftDay, utcDay } from './ledger.ts';
+import { DAY_ALIVE_AT, isStale, RUN_ALIVE_AT } from './liveness.ts';
+import type { Executor } from './types.ts';
 
 /** What `crs-sync status` shows: the state of the ledger, the runs, the quarantine and enrichment. */
 export interface WarehouseStatus {
@@ -42,7 +44,7 @@ export interface WarehouseStatus {
 }
 
 export async function readStatus(
-  db: Kysely<Database>,
+  db: Executor,
   now = new Date(),
   staleAfterMs = STALE_AFTER_MS,
 ): Promise<WarehouseStatus> {

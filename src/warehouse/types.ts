@@ -1,4 +1,4 @@
-import type { ColumnType, Generated, Insertable, Selectable } from 'kysely';
+import type { ColumnType, Generated, Insertable, Kysely, Selectable, Transaction } from 'kysely';
 
 /** kysely types of the warehouse (docs/data-dictionary.md); the schema is the connection's search_path. */
 
@@ -222,6 +222,9 @@ export interface Database {
   held_deletes: HeldDeletesTable;
   load_seen: LoadSeenTable;
 }
+
+/** What a repository function runs on: the pool's kysely or one of its transactions (kysely's style). */
+export type Executor = Kysely<Database> | Transaction<Database>;
 
 export type AnalyticsMessage = Selectable<AnalyticsMessagesTable>;
 export type Thread = Selectable<ThreadsTable>;

@@ -1,9 +1,10 @@
 import type { Command } from 'commander';
 import { CrsError } from '../../errors.ts';
 import { replayRejects } from '../../ingest/replay.ts';
+import { renderTable } from '../../shared/table.ts';
+import { listRejects, type RejectFilter } from '../../warehouse/quarantine.ts';
 import type { RejectSource } from '../../warehouse/types.ts';
 import { loadContext, openConfiguredWarehouse } from '../context.ts';
-import { renderTable } from '../table.ts';
 
 const SOURCES = ['export', 'history', 'artifact', 'file'];
 
@@ -15,7 +16,7 @@ interface FilterOpts {
   limit?: string;
 }
 
-function parseFilter(o: FilterOpts) {
+function parseFilter(o: FilterOpts): RejectFilter {
   if (o.source && !SOURCES.includes(o.source)) {
     throw new CrsError('USAGE', `--source must be one of ${SOURCES.join(', ')}`);
   }
@@ -65,17 +66,7 @@ export function registerRejects(program: Command): void {
       const ctx = loadContext();
       const wh = await openConfiguredWarehouse(ctx, { connections: 1 });
       try {
-        let q = wh.warehouse.db
-          .selectFrom('rejected_records')
-          .selectAll()
-          .orderBy('id', 'desc')
-          .limit(f.limit ?? 50);
-        if (!o.all) q = q.where('replayed_at', 'is', null);
-        if (f.ids) q = q.where('id', 'in', f.ids.map(String));
-        if (f.source) q = q.where('source', '=', f.source);
-        if (f.errorCode) q = q.where('error_code', '=', f.errorCode);
-        if (f.loadId) q = q.where('_load_id', '=', f.loadId);
-        const rows = await q.execute();
+        const rows = await listRejects(wh.warehouse.db, f, { includeReplayed: o.all === true });
         if (o.json) {
           for (const r of rows) {
             const { raw_bytes, ...rest } = r;

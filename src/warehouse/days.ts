@@ -1,0 +1,253 @@
+import { sql } from 'kysely';
+import type pg from 'pg';
+import type { LoadCounts } from '../shared/counts.ts';
+import type { Executor, SyncDay } from './types.ts';
+
+/**
+ * The days of the ledger (`sync_days`): one row per UTC day of the export, and every transition
+ * of it: running (a load starts or takes the day over), complete or pending (the loader's
+ * finalize), released (a load that ended without finishing), and the watermark read from them.
+ */
+
+/**
+ * A raw pg client inside a transaction of the loader's own (its finalize works on a pool client,
+ * not through kysely): the writes it makes to the ledger in that transaction take one of these.
+ */
+export type LoaderClient = Pick<pg.ClientBase, 'query'>;
+
+/**
+ * Marks a day as loading under a load id; counts one more attempt. A day still `running` under
+ * another load id is taken over: only one load of a day runs at a time (its workflow id), so that
+ * load died without closing the day (terminated, its worker gone). Its id is kept in
+ * `taken_over_from` and returned.
+ */
+export async function markDayRunning(
+  db: Executor,
+  day: string,
+  loadId: string,
+): Promise<{ takenOverFrom: string | null }> {
+  const r = await db
+    .insertInto('sync_days')
+    .values({
+      day,
+      status: 'running',
+      _load_id: loadId,
+      started_at: new Date(),
+      attempts: 1,
+      progress_at: sql`now()`,
+    })
+    .onConflict((oc) =>
+      oc.column('day').doUpdateSet((eb) => ({
+        status: 'running',
+        _load_id: loadId,
+        started_at: new Date(),
+        finished_at: null,
+        last_error: null,
+        attempts: eb('sync_days.attempts', '+', 1),
+        progress_at: sql`now()`,
+        taken_over_from: sql`case when sync_days.status = 'running' and sync_days._load_id is distinct from ${loadId}::text
+          then sync_days._load_id end`,
+      })),
+    )
+    .returning('taken_over_from')
+    .executeTakeFirstOrThrow();
+  return { takenOverFrom: r.taken_over_from };
+}
+
+/** A sign of life of a load of a day, while the day is still running under it. */
+export async function touchDay(db: Executor, day: string, loadId: string): Promise<void> {
+  await db
+    .updateTable('sync_days')
+    .set({ progress_at: sql`now()` })
+    .where('day', '=', day)
+    .where('_load_id', '=', loadId)
+    .where('status', '=', 'running')
+    .execute();
+}
+
+export interface UnfinishedLoad {
+  /** Cancelled: nothing is wrong with the day. Otherwise the load failed. */
+  cancelled: boolean;
+  /** Kept as the day's `last_error` (its first 2000 characters). */
+  reason: string;
+  /**
+   * Only while the day is still running under this load id (a later load may have taken it over
+   * meanwhile); without it the day is released whatever its state.
+   */
+  loadId?: string;
+}
+
+/**
+ * Closes a day whose load ended without finishing: a cancelled one goes back to pending, a failed
+ * one becomes failed, so that the watermark stops at it and the next scheduled sync retries it.
+ * Returns whether the day's row changed.
+ */
+export async function releaseUnfinishedDay(db: Executor, day: string, end: UnfinishedLoad): Promise<boolean> {
+  let q = db
+    .updateTable('sync_days')
+    .set({
+      status: end.cancelled ? 'pending' : 'failed',
+      last_error: end.reason.slice(0, 2000),
+      finished_at: new Date(),
+    })
+    .where('day', '=', day);
+  if (end.loadId !== undefined) q = q.where('_load_id', '=', end.loadId).where('status', '=', 'running');
+  const r = await q.executeTakeFirst();
+  return Number(r.numUpdatedRows) > 0;
+}
+
+/** What a complete download of a day's export was: its digest and its size. */
+export async function recordDayDownload(
+  db: Executor,
+  day: string,
+  download: { checksum: string | null; bytes: number },
+): Promise<void> {
+  await db
+    .updateTable('sync_days')
+    .set({ export_checksum: download.checksum, bytes: download.bytes })
+    .where('day', '=', day)
+    .execute();
+}
+
+/** A day's ledger figures as the project's counts (the ledger keeps no count of queued threads). */
+export function dayCounts(d: SyncDay): LoadCounts {
+  return {
+    linesRead: d.lines_committed,
+    bytesRead: d.bytes,
+    rowsRead: d.rows_read,
+    inserted: d.rows_inserted,
+    updated: d.rows_updated,
+    unchanged: d.rows_unchanged,
+    rejected: d.rows_rejected,
+    deleted: d.rows_deleted,
+    threadsQueued: 0,
+  };
+}
+
+/**
+ * The day's last load when it completed at or after `since` (another run loaded it meanwhile):
+ * its load id and figures; null when it did not.
+ */
+export async function findDayCompletedSince(
+  db: Executor,
+  day: string,
+  since: Date,
+): Promise<{ loadId: string | null; counts: LoadCounts } | null> {
+  const r = await db
+    .selectFrom('sync_days')
+    .selectAll()
+    .where('day', '=', day)
+    .where('status', '=', 'complete')
+    .where('finished_at', '>=', since)
+    .executeTakeFirst();
+  return r ? { loadId: r._load_id, counts: dayCounts(r) } : null;
+}
+
+/**
+ * The watermark: the last day of the unbroken run of complete days that starts at the earliest
+ * day in the ledger. A failed or missing day stops it, so a scheduled sync goes back to it.
+ */
+export async function getWatermark(db: Executor): Promise<string | null> {
+  const r = await sql<{ watermark: string | null }>`
+    with d as (
+      select day, status, row_number() over (order by day) as n,
+             (day - (select min(day) from sync_days))::int + 1 as span
+      from sync_days
+    )
+    select max(day)::text as watermark from d
+    where n = span and status = 'complete'
+      and not exists (select 1 from d d2 where d2.day <= d.day and d2.status <> 'complete')`.execute(db);
+  return r.rows[0]?.watermark ?? null;
+}
+
+/** The earliest day from `from` to `to` whose last export was not known complete, or null. */
+export async function earliestIncompleteDay(db: Executor, from: string, to: string): Promise<string | null> {
+  const r = await db
+    .selectFrom('sync_days')
+    .select((eb) => eb.fn.min('day').as('day'))
+    .where('export_complete', '=', false)
+    .where('day', '>=', from)
+    .where('day', '<=', to)
+    .executeTakeFirst();
+  return r?.day ?? null;
+}
+
+/**
+ * Adds a load's soft-deletes of a day to what it recorded before and returns the sum, in the
+ * transaction of the deletes: a finalize retried after they committed finds nothing left to
+ * delete, and the day still reports what the load deleted.
+ */
+export async function addDayDeletes(
+  client: LoaderClient,
+  loadKey: string,
+  day: string,
+  deleted: number,
+): Promise<number> {
+  const r = await client.query<{ n: number | string }>(
+    `insert into load_day_deletes (load_key, day, rows_deleted) values ($1, $2, $3)
+     on conflict (load_key, day) do update set rows_deleted = load_day_deletes.rows_deleted + excluded.rows_deleted
+     returning rows_deleted as n`,
+    [loadKey, day, deleted],
+  );
+  return Number(r.rows[0]?.n ?? deleted);
+}
+
+/** A day's figures as a load's finalize writes them to the ledger. */
+export type DayLoaded = { day: string } & Pick<
+  LoadCounts,
+  'rowsRead' | 'inserted' | 'updated' | 'unchanged' | 'rejected' | 'deleted'
+>;
+
+/**
+ * Writes a load's figures of a day (complete, or pending when the load did not cover the whole
+ * day), in the finalize's transaction. `bytes` and `linesCommitted` are the day's own export's
+ * (0 for a day a many-day import touched); lines_committed never goes back.
+ */
+export async function recordDayLoaded(
+  client: LoaderClient,
+  d: DayLoaded,
+  load: { loadId: string; complete: boolean; bytes: number; linesCommitted: number },
+): Promise<void> {
+  await client.query(
+    `insert into sync_days (day, status, rows_read, rows_inserted, rows_updated, rows_unchanged, rows_rejected,
+       rows_deleted, bytes, lines_committed, started_at, finished_at, _load_id, attempts)
+     values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now(), now(), $11, 1)
+     on conflict (day) do update set status = excluded.status, rows_read = excluded.rows_read,
+       rows_inserted = excluded.rows_inserted, rows_updated = excluded.rows_updated,
+       rows_unchanged = excluded.rows_unchanged, rows_rejected = excluded.rows_rejected,
+       rows_deleted = excluded.rows_deleted, bytes = excluded.bytes,
+       lines_committed = greatest(sync_days.lines_committed, excluded.lines_committed),
+       finished_at = now(), last_error = null, _load_id = excluded._load_id, _loaded_at = now()`,
+    [
+      d.day,
+      load.complete ? 'complete' : 'pending',
+      d.rowsRead,
+      d.inserted,
+      d.updated,
+      d.unchanged,
+      d.rejected,
+      d.deleted,
+      load.bytes,
+      load.linesCommitted,
+      load.loadId,
+    ],
+  );
+}
+
+/**
+ * Whether a day's export was known complete and why not, and the deletes the guard held (written
+ * only for a complete export: an incomplete one deleted nothing, so there was nothing to hold).
+ */
+export async function recordDayExport(
+  client: LoaderClient,
+  day: string,
+  e: { incompleteReason: string | null; deletesHeld: number; heldReason: string | null },
+): Promise<void> {
+  await client.query(
+    `update sync_days set export_complete = $2, export_incomplete_reason = $3,
+       deletes_held = case when $2 then $4 else deletes_held end,
+       deletes_held_reason = case when $2 then $5 else deletes_held_reason end
+     where day = $1`,
+    [day, e.incompleteReason === null, e.incompleteReason, e.deletesHeld, e.heldReason],
+  );
+}
