@@ -1,7 +1,9 @@
 import type pg from 'pg';
 import { CrsError } from '../errors.ts';
+import type { LoadCounts } from '../shared/counts.ts';
 import type { Warehouse } from '../warehouse/db.ts';
 import { addDayDeletes, dayRange } from '../warehouse/ledger.ts';
+import { refreshRollups } from '../warehouse/rollups.ts';
 
 /**
  * What a load does once every line is merged: soft-deletes rows of complete days that the
@@ -9,28 +11,17 @@ import { addDayDeletes, dayRange } from '../warehouse/ledger.ts';
  * Every step is idempotent, so a load that stopped in here finishes the same when run again.
  */
 
-export interface DaySummary {
+/** The counts of one UTC day of a load (the day ledger's row). */
+export interface DaySummary extends Omit<LoadCounts, 'linesRead' | 'bytesRead' | 'threadsQueued'> {
   day: string;
-  rowsRead: number;
-  inserted: number;
-  updated: number;
-  unchanged: number;
-  rejected: number;
-  deleted: number;
   /** Deletes the guard held for review instead of applying them. */
   deletesHeld: number;
   /** Why the day's export was not known complete (then nothing of it was deleted); null if it was. */
   incompleteReason: string | null;
 }
 
-export interface FinalizeResult {
-  rowsRead: number;
-  inserted: number;
-  updated: number;
-  unchanged: number;
-  rejected: number;
-  deleted: number;
-  threadsQueued: number;
+/** A load's counts from its committed checkpoints and its finalize (lines and bytes are the reader's). */
+export interface FinalizeResult extends Omit<LoadCounts, 'linesRead' | 'bytesRead'> {
   days: DaySummary[];
 }
 
@@ -71,7 +62,8 @@ export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<Fina
      from load_checkpoints where load_key = $1`,
     [f.loadKey],
   );
-  const t = tot.rows[0]!;
+  // An aggregate without group by: always one row.
+  const t = tot.rows[0] ?? { r: 0, i: 0, u: 0, n: 0, j: 0 };
   const perDay = await pool.query<{ day: string; r: number; i: number; u: number; n: number }>(
     `select day::text, sum(rows_read)::bigint r, sum(rows_inserted)::bigint i, sum(rows_updated)::bigint u,
             sum(rows_unchanged)::bigint n
@@ -120,38 +112,12 @@ export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<Fina
   // temporary table of its session (per day, each day would scan every seen id again).
   const client = complete.length > 0 ? await pool.connect() : null;
   try {
-    if (client && (f.incompleteReason ?? null) === null) await findGone(client, f, complete);
-    for (const day of complete) {
-      const c = client!;
-      const summary = days.get(day) ?? {
-        day,
-        rowsRead: 0,
-        inserted: 0,
-        updated: 0,
-        unchanged: 0,
-        rejected: 0,
-        deleted: 0,
-        deletesHeld: 0,
-        incompleteReason: null,
-      };
-      days.set(day, summary);
-      try {
-        await c.query('begin');
-        const heldReason = await deleteStep(c, summary, f, guardPct);
-        summary.deleted = await addDayDeletes(c, f.loadKey, day, summary.deleted);
-        deleted += summary.deleted;
-        await upsertDay(c, summary, f, true);
-        await c.query(
-          `update sync_days set export_complete = $2, export_incomplete_reason = $3,
-           deletes_held = case when $2 then $4 else deletes_held end,
-           deletes_held_reason = case when $2 then $5 else deletes_held_reason end
-         where day = $1`,
-          [day, summary.incompleteReason === null, summary.incompleteReason, summary.deletesHeld, heldReason],
-        );
-        await c.query('commit');
-      } catch (err) {
-        await c.query('rollback').catch(() => {});
-        throw err;
+    if (client) {
+      if ((f.incompleteReason ?? null) === null) await findGone(client, f, complete);
+      for (const day of complete) {
+        const summary = days.get(day) ?? emptyDay(day);
+        days.set(day, summary);
+        deleted += await finalizeDay(client, summary, f, guardPct);
       }
     }
   } finally {
@@ -193,6 +159,9 @@ export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<Fina
     [f.loadId],
   );
   const threadsQueued = threads.rows.reduce((s, r) => s + r.n, 0);
+  // The rollups of the days and threads this load (or a load that died before here) changed:
+  // triggers marked them with the data, so a retried finalize finds them still marked.
+  await refreshRollups(pool);
 
   return {
     rowsRead: t.r,
@@ -204,6 +173,56 @@ export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<Fina
     threadsQueued,
     days: [...days.values()].sort((a, b) => a.day.localeCompare(b.day)),
   };
+}
+
+function emptyDay(day: string): DaySummary {
+  return {
+    day,
+    rowsRead: 0,
+    inserted: 0,
+    updated: 0,
+    unchanged: 0,
+    rejected: 0,
+    deleted: 0,
+    deletesHeld: 0,
+    incompleteReason: null,
+  };
+}
+
+/**
+ * One complete day in one transaction: its delete step, its deletes added to what the load
+ * recorded before, its ledger row. Returns the day's deletes.
+ */
+async function finalizeDay(
+  c: pg.PoolClient,
+  summary: DaySummary,
+  f: FinalizeInput,
+  guardPct: number,
+): Promise<number> {
+  try {
+    await c.query('begin');
+    const heldReason = await deleteStep(c, summary, f, guardPct);
+    summary.deleted = await addDayDeletes(c, f.loadKey, summary.day, summary.deleted);
+    await upsertDay(c, summary, f, true);
+    await c.query(
+      `update sync_days set export_complete = $2, export_incomplete_reason = $3,
+       deletes_held = case when $2 then $4 else deletes_held end,
+       deletes_held_reason = case when $2 then $5 else deletes_held_reason end
+     where day = $1`,
+      [
+        summary.day,
+        summary.incompleteReason === null,
+        summary.incompleteReason,
+        summary.deletesHeld,
+        heldReason,
+      ],
+    );
+    await c.query('commit');
+    return summary.deleted;
+  } catch (err) {
+    await c.query('rollback').catch(() => {});
+    throw err;
+  }
 }
 
 /**
@@ -265,8 +284,8 @@ async function deleteStep(
             (select count(*) from analytics_messages where message_date = $1 and _deleted_at is null)::bigint as live`,
     [summary.day],
   );
-  const gone = Number(n.rows[0]!.gone);
-  const live = Number(n.rows[0]!.live);
+  const gone = Number(n.rows[0]?.gone ?? 0);
+  const live = Number(n.rows[0]?.live ?? 0);
   await client.query('delete from held_deletes where day = $1', [summary.day]);
   if (gone > 0 && guardPct < 100 && gone * 100 > guardPct * live) {
     await client.query(

@@ -1,7 +1,16 @@
 import type pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
-import { type ByteSink, COPY_HEADER, COPY_TRAILER, putMessageTuple, TUPLE_COLUMNS } from './copy-binary.ts';
-import { type ExportRecord, parseRecord } from './record-parser.ts';
+import type { LoadCounts } from '../shared/counts.ts';
+import { type ByteSink, COPY_HEADER, COPY_TRAILER, TUPLE_COLUMNS } from './copy-binary.ts';
+import {
+  dayOfRaw,
+  type EncodedRow,
+  encodeText,
+  type PendingReject,
+  type PendingRow,
+  rowId,
+  textReject,
+} from './pending.ts';
 
 /**
  * One batch of one key partition, merged in one transaction together with the partition's
@@ -14,49 +23,6 @@ import { type ExportRecord, parseRecord } from './record-parser.ts';
  * one INSERT ... ON CONFLICT. Against the multi-row parameterised upsert this replaced, binary COPY
  * halved the loader's own CPU per row and cut the server's by a quarter (bench/README.md).
  */
-
-/** What the merge decides on; the rest of a parsed record lives only in its encoded tuple. */
-export type RowKey = Pick<ExportRecord, 'messageId' | 'threadId' | 'userId' | 'messageDate' | 'recordHash'>;
-
-/**
- * A line on its way to the warehouse: parsed already (`record`, with its tuple at `at`..`end` of
- * the batch's sink), or, on the fast path, only its bytes (at `rawAt`..`rawEnd` of the sink), its
- * message id as read from them and their sha1: parsed here only when the warehouse does not hold
- * a row loaded from exactly these bytes. A parsed row without a tuple (a re-checked line of a
- * resumed load) keeps its text and is encoded here if it is written.
- */
-export interface PendingRow {
-  lineNo: number;
-  lineHash: string;
-  record?: RowKey;
-  at?: number;
-  end?: number;
-  text?: string;
-  quickId?: string;
-  rawAt?: number;
-  rawEnd?: number;
-}
-
-/** The key fields of a record, so that the record itself (its texts) can be dropped. */
-export function rowKey(r: ExportRecord): RowKey {
-  return {
-    messageId: r.messageId,
-    threadId: r.threadId,
-    userId: r.userId,
-    messageDate: r.messageDate,
-    recordHash: r.recordHash,
-  };
-}
-
-export interface PendingReject {
-  lineNo: number;
-  code: string;
-  detail: string;
-  raw: string;
-  rawBytes: Buffer | null;
-  rawLength: number;
-  day: string | null;
-}
 
 export interface BatchTarget {
   loadId: string;
@@ -83,23 +49,18 @@ export interface BatchTarget {
   queuedThreads?: ReadonlySet<string>;
   /** Called with the id and UTC date of every fast-path record of the batch. */
   onSeen?: ((id: string, day: string) => void) | undefined;
-  /** The day of a line quarantined here (fast-path lines that fail to parse). */
-  rejectDay: (text: string) => string | null;
 }
 
-export interface BatchCounts {
-  read: number;
-  inserted: number;
-  updated: number;
-  unchanged: number;
-  rejected: number;
+/** A batch's counts (a part of the load's, see src/shared/counts.ts) and what the loader steers by. */
+export interface BatchCounts
+  extends Pick<LoadCounts, 'rowsRead' | 'inserted' | 'updated' | 'unchanged' | 'rejected'> {
   /** Fast-path lines of the batch, and how many of them were unchanged without parsing. */
   fastTries: number;
   fastHits: number;
   /** Per UTC day of the records: read, inserted, updated, unchanged. */
   days: Map<string, [number, number, number, number]>;
   /** Threads appended to the queue by this batch (once it has committed). */
-  threadsQueued: string[];
+  threadIds: string[];
 }
 
 const COLUMN_LIST = TUPLE_COLUMNS.join(',');
@@ -171,11 +132,19 @@ function bump(days: BatchCounts['days'], day: string, slot: 1 | 2 | 3): void {
   c[slot]++;
 }
 
+/** What the warehouse holds for a key, as far as this batch knows (updated as its lines apply). */
+interface KeyState {
+  hash: string;
+  deleted: boolean;
+  lineHash: string | null;
+  day: string;
+}
+
 /**
- * Decides, row by row in line order, what each record does to the warehouse (insert, update,
- * nothing), as if the lines were applied one at a time; then writes only the final version of
- * each changed key. A key twice in a batch is therefore legal (the later line wins) and counts
- * the same as it would spread over two batches.
+ * One batch in one transaction: decides what each row does (`decide`), writes the final version of
+ * each changed key (`writeRows`), then the rejects, the checkpoint and the per-day counts
+ * (`writeBookkeeping`). A retry passes the same `rows`: rows encoded here are put back into it, so
+ * they are not parsed again.
  */
 export async function mergeBatch(
   client: pg.PoolClient,
@@ -184,7 +153,7 @@ export async function mergeBatch(
   t: BatchTarget,
 ): Promise<BatchCounts> {
   const counts: BatchCounts = {
-    read: 0,
+    rowsRead: 0,
     inserted: 0,
     updated: 0,
     unchanged: 0,
@@ -192,177 +161,28 @@ export async function mergeBatch(
     fastTries: 0,
     fastHits: 0,
     days: new Map(),
-    threadsQueued: [],
+    threadIds: [],
   };
   // Lines quarantined here are added to a copy: a retried batch starts from the same list.
-  rejects = rejects.slice();
+  const quarantined = rejects.slice();
   await client.query('begin');
   try {
-    const state = new Map<string, { hash: string; deleted: boolean; lineHash: string | null; day: string }>();
+    const state = new Map<string, KeyState>();
     const stored = new Set<string>();
     if (rows.length > 0) {
-      const ids = rows.map((r) => r.record?.messageId ?? r.quickId!);
       const found = await client.query<{ id: string; h: string; d: boolean; lh: string | null; md: string }>({
         name: 'crs_lookup',
         text: LOOKUP_SQL,
-        values: [ids],
+        values: [rows.map(rowId)],
       });
       for (const f of found.rows) {
         state.set(f.id, { hash: f.h, deleted: f.d, lineHash: f.lh, day: f.md });
         stored.add(f.id);
       }
     }
-    const finalVersion = new Map<string, PendingRow>();
-    for (const row of rows) {
-      if (!row.record) {
-        // Fast path: the same bytes as the stored row's line (and nothing changed the key since
-        // in this batch) is unchanged without parsing.
-        const cur = state.get(row.quickId!);
-        counts.fastTries++;
-        if (cur && !cur.deleted && cur.lineHash === row.lineHash) {
-          counts.fastHits++;
-          counts.read++;
-          counts.unchanged++;
-          bump(counts.days, cur.day, 3);
-          t.onSeen?.(row.quickId!, cur.day);
-          if (finalVersion.has(row.quickId!)) finalVersion.set(row.quickId!, row);
-          continue;
-        }
-        const text = rowText(row, t.sink);
-        const parsed = parseRecord(text, { hash: false });
-        if (!parsed.ok) {
-          rejects.push({
-            lineNo: row.lineNo,
-            code: parsed.code,
-            detail: parsed.detail,
-            raw: text,
-            rawBytes: null,
-            rawLength: Buffer.byteLength(text),
-            day: t.rejectDay(text),
-          });
-          continue;
-        }
-        row.at = putMessageTuple(t.sink, parsed.record, row.lineNo, t.loadId, row.lineHash);
-        row.end = t.sink.len;
-        row.record = rowKey(parsed.record);
-        row.text = undefined;
-        t.onSeen?.(parsed.record.messageId, parsed.record.messageDate);
-      }
-      const r = row.record;
-      const cur = state.get(r.messageId);
-      counts.read++;
-      if (!cur) {
-        counts.inserted++;
-        bump(counts.days, r.messageDate, 1);
-        finalVersion.set(r.messageId, row);
-      } else if (cur.hash !== r.recordHash || cur.deleted) {
-        counts.updated++;
-        bump(counts.days, r.messageDate, 2);
-        finalVersion.set(r.messageId, row);
-      } else {
-        counts.unchanged++;
-        bump(counts.days, r.messageDate, 3);
-        // An earlier line of this batch may have changed the key; this line restores the stored
-        // version, which is what must be written then.
-        if (finalVersion.has(r.messageId)) finalVersion.set(r.messageId, row);
-      }
-      state.set(r.messageId, {
-        hash: r.recordHash,
-        deleted: false,
-        lineHash: row.lineHash,
-        day: r.messageDate,
-      });
-    }
-
-    if (finalVersion.size > 0) {
-      const write = [...finalVersion.values()];
-      // New keys go straight into the table; keys the warehouse holds are merged via the stage.
-      const direct: PendingRow[] = [];
-      const stage: PendingRow[] = [];
-      for (const row of write) {
-        if (row.at === undefined) encode(row, t);
-        (t.stageAll || stored.has(row.record!.messageId) ? stage : direct).push(row);
-      }
-      if (direct.length > 0) await copyTuples(client, COPY_TARGET_SQL, t.sink, direct);
-      if (stage.length > 0) {
-        if (!staged.has(client)) {
-          await client.query(STAGE_TABLE_SQL);
-          staged.add(client);
-        }
-        await copyTuples(client, COPY_STAGE_SQL, t.sink, stage);
-        await client.query({ name: 'crs_merge_stage', text: MERGE_STAGE_SQL });
-      }
-
-      // Threads whose messages changed are queued for enrichment (see finalize.ts).
-      const threads = new Map<string, string>();
-      for (const row of write) {
-        const r = row.record!;
-        if (!t.queuedThreads?.has(r.threadId)) threads.set(r.threadId, r.userId);
-      }
-      if (threads.size > 0) {
-        counts.threadsQueued = [...threads.keys()];
-        await client.query({
-          name: 'crs_threads',
-          text: THREADS_SQL,
-          values: [counts.threadsQueued, [...threads.values()], t.loadId],
-        });
-      }
-    }
-
-    if (rejects.length > 0) {
-      counts.read += rejects.length;
-      counts.rejected += rejects.length;
-      await client.query({
-        name: 'crs_rejects',
-        text: REJECTS_SQL,
-        values: [
-          t.loadId,
-          t.source,
-          t.sourceName,
-          rejects.map((r) => r.day),
-          rejects.map((r) => r.lineNo),
-          rejects.map((r) => r.raw),
-          rejects.map((r) => r.rawBytes),
-          rejects.map((r) => r.rawLength),
-          rejects.map((r) => r.code),
-          rejects.map((r) => r.detail),
-        ],
-      });
-    }
-
-    await client.query({
-      name: 'crs_checkpoint',
-      text: CHECKPOINT_SQL,
-      values: [
-        t.loadKey,
-        t.part,
-        t.uptoLine,
-        counts.read,
-        counts.inserted,
-        counts.updated,
-        counts.unchanged,
-        counts.rejected,
-      ],
-    });
-    if (counts.days.size > 0) {
-      const days = [...counts.days.entries()];
-      await client.query({
-        name: 'crs_day_counts',
-        text: DAY_COUNTS_SQL,
-        values: [
-          t.loadKey,
-          t.part,
-          days.map((d) => d[0]),
-          days.map((d) => d[1][0]),
-          days.map((d) => d[1][1]),
-          days.map((d) => d[1][2]),
-          days.map((d) => d[1][3]),
-        ],
-      });
-    }
-    if (t.ledgerDay) {
-      await client.query({ name: 'crs_ledger_day', text: LEDGER_DAY_SQL, values: [t.loadKey, t.ledgerDay] });
-    }
+    const finalVersion = decide(rows, state, t, counts, quarantined);
+    if (finalVersion.size > 0) await writeRows(client, rows, finalVersion, stored, t, counts);
+    await writeBookkeeping(client, quarantined, t, counts);
     await client.query('commit');
     return counts;
   } catch (err) {
@@ -372,23 +192,193 @@ export async function mergeBatch(
 }
 
 /**
- * Encodes a row chosen to be written that has no tuple yet: a fast-path row chosen as a key's
- * final version without being parsed (it restores the stored row after an earlier line of the
- * batch changed the key, so its bytes equal the stored row's line and it parses), or a re-checked
- * line of a resumed load.
+ * Decides, row by row in line order, what each record does to the warehouse (insert, update,
+ * nothing), as if the lines were applied one at a time; returns, per changed key, the index in
+ * `rows` of its final version. A key twice in a batch is therefore legal (the later line wins)
+ * and counts the same as it would spread over two batches.
  */
-function encode(row: PendingRow, t: BatchTarget): void {
-  const p = parseRecord(rowText(row, t.sink), { hash: false });
-  if (!p.ok) throw new Error(`line ${row.lineNo} was loaded before but no longer parses: ${p.detail}`);
-  row.at = putMessageTuple(t.sink, p.record, row.lineNo, t.loadId, row.lineHash);
-  row.end = t.sink.len;
-  row.record = rowKey(p.record);
-  row.text = undefined;
+function decide(
+  rows: PendingRow[],
+  state: Map<string, KeyState>,
+  t: BatchTarget,
+  counts: BatchCounts,
+  quarantined: PendingReject[],
+): Map<string, number> {
+  const finalVersion = new Map<string, number>();
+  for (let i = 0; i < rows.length; i++) {
+    const pending = rowAt(rows, i);
+    let row: Exclude<PendingRow, { kind: 'raw' }>;
+    if (pending.kind === 'raw') {
+      // Fast path: the same bytes as the stored row's line (and nothing changed the key since
+      // in this batch) is unchanged without parsing.
+      const cur = state.get(pending.quickId);
+      counts.fastTries++;
+      if (cur && !cur.deleted && cur.lineHash === pending.lineHash) {
+        counts.fastHits++;
+        counts.rowsRead++;
+        counts.unchanged++;
+        bump(counts.days, cur.day, 3);
+        t.onSeen?.(pending.quickId, cur.day);
+        if (finalVersion.has(pending.quickId)) finalVersion.set(pending.quickId, i);
+        continue;
+      }
+      const text = t.sink.buf.toString('utf8', pending.rawAt, pending.rawEnd);
+      const enc = encodeText(text, t.sink, pending.lineNo, t.loadId, pending.lineHash);
+      if (!enc.ok) {
+        const day = t.ledgerDay ?? dayOfRaw(text);
+        quarantined.push(textReject(pending.lineNo, enc, text, pending.rawEnd - pending.rawAt, day));
+        continue;
+      }
+      row = enc.row;
+      rows[i] = row;
+      t.onSeen?.(row.messageId, row.messageDate);
+    } else row = pending;
+    const cur = state.get(row.messageId);
+    counts.rowsRead++;
+    if (!cur) {
+      counts.inserted++;
+      bump(counts.days, row.messageDate, 1);
+      finalVersion.set(row.messageId, i);
+    } else if (cur.hash !== row.recordHash || cur.deleted) {
+      counts.updated++;
+      bump(counts.days, row.messageDate, 2);
+      finalVersion.set(row.messageId, i);
+    } else {
+      counts.unchanged++;
+      bump(counts.days, row.messageDate, 3);
+      // An earlier line of this batch may have changed the key; this line restores the stored
+      // version, which is what must be written then.
+      if (finalVersion.has(row.messageId)) finalVersion.set(row.messageId, i);
+    }
+    state.set(row.messageId, {
+      hash: row.recordHash,
+      deleted: false,
+      lineHash: row.lineHash,
+      day: row.messageDate,
+    });
+  }
+  return finalVersion;
 }
 
-/** The source line of an unparsed row: its bytes in the sink, or its text. */
-function rowText(row: PendingRow, sink: ByteSink): string {
-  return row.rawAt === undefined ? row.text! : sink.buf.toString('utf8', row.rawAt, row.rawEnd);
+/** The final versions into the table (new keys by COPY, stored ones through the stage), and their threads. */
+async function writeRows(
+  client: pg.PoolClient,
+  rows: PendingRow[],
+  finalVersion: Map<string, number>,
+  stored: ReadonlySet<string>,
+  t: BatchTarget,
+  counts: BatchCounts,
+): Promise<void> {
+  const direct: EncodedRow[] = [];
+  const stage: EncodedRow[] = [];
+  // Threads whose messages changed are queued for enrichment (see finalize.ts).
+  const threads = new Map<string, string>();
+  for (const i of finalVersion.values()) {
+    const row = encodedAt(rows, i, t);
+    (t.stageAll || stored.has(row.messageId) ? stage : direct).push(row);
+    if (!t.queuedThreads?.has(row.threadId)) threads.set(row.threadId, row.userId);
+  }
+  if (direct.length > 0) await copyTuples(client, COPY_TARGET_SQL, t.sink, direct);
+  if (stage.length > 0) {
+    if (!staged.has(client)) {
+      await client.query(STAGE_TABLE_SQL);
+      staged.add(client);
+    }
+    await copyTuples(client, COPY_STAGE_SQL, t.sink, stage);
+    await client.query({ name: 'crs_merge_stage', text: MERGE_STAGE_SQL });
+  }
+  if (threads.size > 0) {
+    counts.threadIds = [...threads.keys()];
+    await client.query({
+      name: 'crs_threads',
+      text: THREADS_SQL,
+      values: [counts.threadIds, [...threads.values()], t.loadId],
+    });
+  }
+}
+
+/** The batch's rejects, the partition's checkpoint, the per-day counts and the ledger's mirror of them. */
+async function writeBookkeeping(
+  client: pg.PoolClient,
+  rejects: PendingReject[],
+  t: BatchTarget,
+  counts: BatchCounts,
+): Promise<void> {
+  if (rejects.length > 0) {
+    counts.rowsRead += rejects.length;
+    counts.rejected += rejects.length;
+    await client.query({
+      name: 'crs_rejects',
+      text: REJECTS_SQL,
+      values: [
+        t.loadId,
+        t.source,
+        t.sourceName,
+        rejects.map((r) => r.day),
+        rejects.map((r) => r.lineNo),
+        rejects.map((r) => r.raw),
+        rejects.map((r) => r.rawBytes),
+        rejects.map((r) => r.rawLength),
+        rejects.map((r) => r.code),
+        rejects.map((r) => r.detail),
+      ],
+    });
+  }
+  await client.query({
+    name: 'crs_checkpoint',
+    text: CHECKPOINT_SQL,
+    values: [
+      t.loadKey,
+      t.part,
+      t.uptoLine,
+      counts.rowsRead,
+      counts.inserted,
+      counts.updated,
+      counts.unchanged,
+      counts.rejected,
+    ],
+  });
+  if (counts.days.size > 0) {
+    const days = [...counts.days.entries()];
+    await client.query({
+      name: 'crs_day_counts',
+      text: DAY_COUNTS_SQL,
+      values: [
+        t.loadKey,
+        t.part,
+        days.map((d) => d[0]),
+        days.map((d) => d[1][0]),
+        days.map((d) => d[1][1]),
+        days.map((d) => d[1][2]),
+        days.map((d) => d[1][3]),
+      ],
+    });
+  }
+  if (t.ledgerDay) {
+    await client.query({ name: 'crs_ledger_day', text: LEDGER_DAY_SQL, values: [t.loadKey, t.ledgerDay] });
+  }
+}
+
+function rowAt(rows: PendingRow[], i: number): PendingRow {
+  const row = rows[i];
+  if (row === undefined) throw new RangeError(`no row ${i} in a batch of ${rows.length}`);
+  return row;
+}
+
+/**
+ * The row at `i`, encoded if it has no tuple yet (and put back encoded): a fast-path row chosen as
+ * a key's final version without being parsed (it restores the stored row after an earlier line of
+ * the batch changed the key, so its bytes equal the stored row's line and it parses), or a
+ * re-checked line of a resumed load.
+ */
+function encodedAt(rows: PendingRow[], i: number, t: BatchTarget): EncodedRow {
+  const row = rowAt(rows, i);
+  if (row.kind === 'encoded') return row;
+  const text = row.kind === 'raw' ? t.sink.buf.toString('utf8', row.rawAt, row.rawEnd) : row.text;
+  const enc = encodeText(text, t.sink, row.lineNo, t.loadId, row.lineHash);
+  if (!enc.ok) throw new Error(`line ${row.lineNo} was loaded before but no longer parses: ${enc.detail}`);
+  rows[i] = enc.row;
+  return enc.row;
 }
 
 /** Sends the rows' tuples (in row order) as one binary COPY; adjacent tuples go as one piece. */
@@ -396,7 +386,7 @@ async function copyTuples(
   client: pg.PoolClient,
   text: string,
   sink: ByteSink,
-  rows: PendingRow[],
+  rows: EncodedRow[],
 ): Promise<void> {
   const stream = client.query(copyFrom(text));
   const done = new Promise<void>((resolve, reject) => {
@@ -404,19 +394,18 @@ async function copyTuples(
     stream.on('error', reject);
   });
   stream.write(COPY_HEADER);
-  let from = rows[0]!.at!;
-  let to = rows[0]!.end!;
-  for (let i = 1; i < rows.length; i++) {
-    const r = rows[i]!;
+  let from = -1;
+  let to = -1;
+  for (const r of rows) {
     if (r.at === to) {
-      to = r.end!;
+      to = r.end;
       continue;
     }
-    stream.write(sink.view(from, to));
-    from = r.at!;
-    to = r.end!;
+    if (from >= 0) stream.write(sink.view(from, to));
+    from = r.at;
+    to = r.end;
   }
-  stream.write(sink.view(from, to));
+  if (from >= 0) stream.write(sink.view(from, to));
   stream.end(COPY_TRAILER);
   await done;
 }

@@ -1,0 +1,158 @@
+import type { ByteSink } from './copy-binary.ts';
+import { putMessageTuple } from './copy-binary.ts';
+import { dayOfTimeText } from './iso-time.ts';
+import type { LineProblem, SourceLine } from './line-splitter.ts';
+import {
+  type ExportRecord,
+  parseRecord,
+  type RejectCode,
+  rejectCodeForLineProblem,
+} from './record-parser.ts';
+
+/**
+ * A line on its way to the warehouse, between the partition that batches it and the merge that
+ * writes it: a row in one of three states, or a reject. The one path from a line's text to its
+ * encoded tuple (`encodeText`, `encodeRecord`) and the builders of every reject live here.
+ */
+
+/** What the merge decides on; the rest of a parsed record lives only in its encoded tuple. */
+export type RowKey = Pick<ExportRecord, 'messageId' | 'threadId' | 'userId' | 'messageDate' | 'recordHash'>;
+
+interface RowBase {
+  lineNo: number;
+  /** sha1 hex of the line's bytes. */
+  lineHash: string;
+}
+
+/**
+ * Parsed and encoded: its tuple is at `at`..`end` of the batch's sink. The key fields are on the
+ * row itself rather than in an object of their own: a row lives until its batch commits, and one
+ * object fewer per row is less for the garbage collector to promote.
+ */
+export interface EncodedRow extends RowBase, RowKey {
+  kind: 'encoded';
+  at: number;
+  end: number;
+}
+
+/**
+ * The fast path of a re-load: only the line's bytes (at `rawAt`..`rawEnd` of the batch's sink) and
+ * the message id read from them; parsed by the merge only if the warehouse does not hold a row
+ * loaded from exactly these bytes.
+ */
+export interface RawRow extends RowBase {
+  kind: 'raw';
+  quickId: string;
+  rawAt: number;
+  rawEnd: number;
+}
+
+/**
+ * A line of a resumed load that an earlier attempt committed, parsed to be checked against the
+ * warehouse: its text is kept, and encoded only if it must be merged after all.
+ */
+export interface CheckedRow extends RowBase, RowKey {
+  kind: 'checked';
+  text: string;
+}
+
+export type PendingRow = EncodedRow | RawRow | CheckedRow;
+
+export interface PendingReject {
+  lineNo: number;
+  code: string;
+  detail: string;
+  raw: string;
+  rawBytes: Buffer | null;
+  rawLength: number;
+  day: string | null;
+}
+
+/** The message id of any row: parsed, or read from its bytes. */
+export function rowId(row: PendingRow): string {
+  return row.kind === 'raw' ? row.quickId : row.messageId;
+}
+
+/** Appends the tuple of a parsed record to `sink` (its hash is taken as it is encoded). */
+export function encodeRecord(
+  sink: ByteSink,
+  rec: ExportRecord,
+  lineNo: number,
+  loadId: string,
+  lineHash: string,
+): EncodedRow {
+  const at = putMessageTuple(sink, rec, lineNo, loadId, lineHash);
+  return {
+    kind: 'encoded',
+    lineNo,
+    lineHash,
+    messageId: rec.messageId,
+    threadId: rec.threadId,
+    userId: rec.userId,
+    messageDate: rec.messageDate,
+    recordHash: rec.recordHash,
+    at,
+    end: sink.len,
+  };
+}
+
+export type EncodeResult = { ok: true; row: EncodedRow } | { ok: false; code: RejectCode; detail: string };
+
+/** A line's text parsed and encoded into `sink`, or why it is not a record. */
+export function encodeText(
+  text: string,
+  sink: ByteSink,
+  lineNo: number,
+  loadId: string,
+  lineHash: string,
+): EncodeResult {
+  // Hashed as it is encoded (copy-binary.ts), not by the parser.
+  const parsed = parseRecord(text, { hash: false });
+  if (!parsed.ok) return parsed;
+  return { ok: true, row: encodeRecord(sink, parsed.record, lineNo, loadId, lineHash) };
+}
+
+/** The reject of a line whose text is not a record. */
+export function textReject(
+  lineNo: number,
+  problem: { code: string; detail: string },
+  text: string,
+  rawLength: number,
+  day: string | null,
+): PendingReject {
+  return { lineNo, code: problem.code, detail: problem.detail, raw: text, rawBytes: null, rawLength, day };
+}
+
+/** The reject of a line the splitter could not hand over as text (its exact bytes are kept). */
+export function lineReject(
+  line: SourceLine,
+  problem: LineProblem,
+  maxLineBytes: number,
+  day: string | null,
+): PendingReject {
+  const bytes = line.rawBytes ?? Buffer.alloc(0);
+  return {
+    lineNo: line.lineNo,
+    code: rejectCodeForLineProblem(problem),
+    detail:
+      problem === 'line_too_long'
+        ? `line of ${line.byteLength} bytes exceeds the limit of ${maxLineBytes} bytes (first ${bytes.length} bytes kept)`
+        : problem === 'invalid_utf8'
+          ? 'line is not valid UTF-8 (exact bytes kept in raw_bytes)'
+          : 'line contains a NUL byte, which PostgreSQL text cannot hold (exact bytes kept in raw_bytes)',
+    raw: bytes.toString('utf8').replaceAll('\u0000', '\\u0000'),
+    rawBytes: bytes,
+    rawLength: line.byteLength,
+    day,
+  };
+}
+
+/**
+ * The day of a rejected line's text, best effort, for the quarantine's `day` column: a real
+ * calendar date or null, never the raw text (PostgreSQL refuses 2026-02-30 as a date, which
+ * would fail the batch).
+ */
+export function dayOfRaw(text: string): string | null {
+  const m = /"Message Time"\s*:\s*"(\d{4}-\d{2}-\d{2}[^"\\]{0,64})"/.exec(text);
+  return m?.[1] === undefined ? null : dayOfTimeText(m[1]);
+}

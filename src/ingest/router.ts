@@ -1,0 +1,145 @@
+import { hash } from 'node:crypto';
+import type { BatchWriter } from './batch-writer.ts';
+import { type FastPathGate, quickMessageId } from './fast-path.ts';
+import type { SourceLine } from './line-splitter.ts';
+import { type Partition, partOf } from './partition.ts';
+import {
+  dayOfRaw,
+  encodeRecord,
+  lineReject,
+  type PendingReject,
+  type PendingRow,
+  textReject,
+} from './pending.ts';
+import { recordHash } from './record-hash.ts';
+import { parseRecord } from './record-parser.ts';
+import { verifySkipped } from './resume.ts';
+import type { SeenSpill } from './seen-spill.ts';
+
+/**
+ * Takes the lines of the source in order and puts each into its partition's batch: a record by
+ * its message id (on the fast path read from its bytes, otherwise parsed and encoded here), a
+ * reject by its line number. A line an earlier attempt committed is not merged again but queued
+ * for the check against the warehouse (resume.ts); a full batch is sent to the writer.
+ */
+export class LineRouter {
+  /** Skipped lines found changed since the checkpoint, merged after all. */
+  reverified = 0;
+  private readonly partitions: readonly Partition[];
+  private readonly writer: BatchWriter;
+  private readonly seen: SeenSpill | null;
+  private readonly gate: FastPathGate;
+  private readonly opts: {
+    loadId: string;
+    batchSize: number;
+    maxLineBytes: number;
+    ledgerDay: string | null;
+  };
+
+  constructor(
+    partitions: readonly Partition[],
+    writer: BatchWriter,
+    seen: SeenSpill | null,
+    gate: FastPathGate,
+    opts: { loadId: string; batchSize: number; maxLineBytes: number; ledgerDay: string | null },
+  ) {
+    this.partitions = partitions;
+    this.writer = writer;
+    this.seen = seen;
+    this.gate = gate;
+    this.opts = opts;
+  }
+
+  /** One line of the source; `lineHash` is the sha1 of its bytes (null for a line with a problem). */
+  async take(line: SourceLine, lineHash: string | null): Promise<void> {
+    if (this.seen?.backlogged) await this.seen.room();
+    if (line.problem) {
+      const rej = lineReject(line, line.problem, this.opts.maxLineBytes, this.opts.ledgerDay);
+      await this.takeReject(line.lineNo, rej);
+      return;
+    }
+    const bytes = line.bytes ?? Buffer.alloc(0);
+    const hashHex = lineHash ?? hash('sha1', bytes, 'hex');
+    const quickId = this.gate.open(line.lineNo) ? quickMessageId(bytes) : undefined;
+    if (quickId !== undefined) {
+      const p = this.partitionOf(quickId);
+      if (line.lineNo > p.committed) {
+        // Parsed in the batch, and only if the warehouse lacks a row loaded from these bytes;
+        // till then the line waits as bytes in the batch's sink, not as a string on the heap.
+        await this.verifyPending(p);
+        if (p.addRaw(line.lineNo, hashHex, quickId, bytes)) await this.writer.send(p, line.lineNo);
+        return;
+      }
+    }
+    const text = bytes.toString('utf8');
+    // Hashed as it is encoded (copy-binary.ts), or below for a line to check, not to write.
+    const parsed = parseRecord(text, { hash: false });
+    if (!parsed.ok) {
+      const day = this.opts.ledgerDay ?? dayOfRaw(text);
+      await this.takeReject(line.lineNo, textReject(line.lineNo, parsed, text, line.byteLength, day));
+      return;
+    }
+    const rec = parsed.record;
+    const p = this.partitionOf(rec.messageId);
+    this.seen?.add(rec.messageId);
+    if (line.lineNo <= p.committed) {
+      // Merged by an earlier attempt, if the source still says what it said then: checked in
+      // bulk, and encoded only if it must be merged after all.
+      rec.recordHash = recordHash(
+        rec.messageId,
+        rec.threadId,
+        rec.userId,
+        rec.messageTime,
+        rec.input,
+        rec.response,
+        rec.extra,
+      );
+      p.verify.push({
+        kind: 'checked',
+        lineNo: line.lineNo,
+        lineHash: hashHex,
+        messageId: rec.messageId,
+        threadId: rec.threadId,
+        userId: rec.userId,
+        messageDate: rec.messageDate,
+        recordHash: rec.recordHash,
+        text,
+      });
+      if (p.verify.length >= this.opts.batchSize) await this.verify(p);
+      return;
+    }
+    await this.verifyPending(p);
+    // Encoded now, so that the record's texts die young (see copy-binary.ts).
+    const row: PendingRow = encodeRecord(p.sink, rec, line.lineNo, this.opts.loadId, hashHex);
+    if (p.addRow(row)) await this.writer.send(p, line.lineNo);
+  }
+
+  /** Checks every partition's remaining skipped lines (the source has ended). */
+  async verifyAll(): Promise<void> {
+    for (const p of this.partitions) await this.verifyPending(p);
+  }
+
+  private async takeReject(lineNo: number, rej: PendingReject): Promise<void> {
+    const p = this.partitions[lineNo % this.partitions.length];
+    if (p === undefined) throw new RangeError(`no partition for line ${lineNo}`);
+    // Merged by an earlier attempt: a reject is not checked again.
+    if (lineNo <= p.committed) return;
+    await this.verifyPending(p);
+    if (p.addReject(rej)) await this.writer.send(p, lineNo);
+  }
+
+  private partitionOf(messageId: string): Partition {
+    const p = this.partitions[partOf(messageId, this.partitions.length)];
+    if (p === undefined) throw new RangeError(`no partition for ${messageId}`);
+    return p;
+  }
+
+  private async verifyPending(p: Partition): Promise<void> {
+    if (p.verify.length > 0) await this.verify(p);
+  }
+
+  private async verify(p: Partition): Promise<void> {
+    await this.writer.idle(p);
+    this.reverified += await verifySkipped(p, this.opts.loadId);
+  }
+}
