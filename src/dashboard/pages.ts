@@ -106,8 +106,9 @@ const usage: PageDef = {
     const totals = get<Q.UsageTotals>(d, 'totals', out);
     const daily = get<Q.UsageDay[]>(d, 'daily', out);
     out.push(emptyRange(d, totals));
-    if (totals && daily) {
-      const cancelled = daily.reduce((s, x) => s + x.cancelled, 0);
+    if (totals) {
+      // The days' cancelled tasks add up (a message is on one day); unknown when the days failed.
+      const cancelled = daily ? daily.reduce((s, x) => s + x.cancelled, 0) : null;
       out.push(
         `<div class="figures">${[
           figure('messages', 'Messages', int(totals.messages)),
