@@ -3,7 +3,7 @@ import cliProgress from 'cli-progress';
 import type { backfill, syncWindow } from '../../workflows/index.ts';
 import type { SyncProgress, SyncResult } from '../../workflows/types.ts';
 import { CrsError } from '../errors.ts';
-import { followRun } from './runs.ts';
+import { followRun } from '../temporal/runs.ts';
 
 /**
  * The terminal side of `sync` and `backfill`: a progress bar on stderr while the run goes (plain

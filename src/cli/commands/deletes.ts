@@ -1,8 +1,8 @@
 import type { Command } from 'commander';
 import { CrsError } from '../../errors.ts';
+import { renderTable } from '../../shared/table.ts';
 import { applyHeldDeletes, heldIds, listHeldDeletes } from '../../warehouse/held-deletes.ts';
 import { loadContext, openConfiguredWarehouse } from '../context.ts';
-import { renderTable } from '../table.ts';
 
 const DAY = /^\d{4}-\d{2}-\d{2}$/;
 

@@ -1,8 +1,8 @@
 import type { Command } from 'commander';
 import { DEMO_DEFAULTS, parseDemoOptions, type RawDemoOptions } from '../../demo/options.ts';
 import { runDemo } from '../../demo/run-demo.ts';
-import { releaseForeignExitHooks } from '../../temporal/process-hooks.ts';
 import { loadContext } from '../context.ts';
+import { releaseForeignExitHooks } from '../process-hooks.ts';
 
 export function registerDemo(program: Command): void {
   program

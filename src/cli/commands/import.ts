@@ -3,8 +3,8 @@ import { type Command, Option } from 'commander';
 import { CrsError, EXIT_FAILURE } from '../../errors.ts';
 import { importFile } from '../../ingest/import-file.ts';
 import type { LoadSummary } from '../../ingest/load.ts';
+import { formatBytes, formatDuration, renderTable } from '../../shared/table.ts';
 import { loadContext, openConfiguredWarehouse } from '../context.ts';
-import { formatBytes, formatDuration, renderTable } from '../table.ts';
 
 const DATE = /^\d{4}-\d{2}-\d{2}$/;
 

@@ -1,6 +1,5 @@
 import type { Command } from 'commander';
 import { connectClient } from '../../temporal/connection.ts';
-import { releaseForeignExitHooks } from '../../temporal/process-hooks.ts';
 import {
   createOrUpdateSchedule,
   DEFAULT_CATCHUP_WINDOW,
@@ -15,6 +14,7 @@ import {
   unpauseSchedule,
 } from '../../temporal/schedules.ts';
 import { loadContext } from '../context.ts';
+import { releaseForeignExitHooks } from '../process-hooks.ts';
 
 async function withClient(
   f: (c: Awaited<ReturnType<typeof connectClient>>, taskQueue: string) => Promise<void>,

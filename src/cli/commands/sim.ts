@@ -9,7 +9,7 @@ import {
   parseFaultSpec,
   startSimulator,
 } from '../../simulator/index.ts';
-import { releaseForeignExitHooks } from '../../temporal/process-hooks.ts';
+import { releaseForeignExitHooks } from '../process-hooks.ts';
 
 interface SimOptions {
   port: string;

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
+import { renderTable } from '../../shared/table.ts';
 import { readStatus } from '../../warehouse/status.ts';
 import { loadContext, openConfiguredWarehouse } from '../context.ts';
-import { renderTable } from '../table.ts';
 
 export function registerStatus(program: Command): void {
   program

@@ -1,10 +1,10 @@
 import type { Command } from 'commander';
-import { checkRange, dayOption, positiveIntOption } from '../../temporal/cli-args.ts';
 import { connectClient } from '../../temporal/connection.ts';
-import { followWithProgress } from '../../temporal/follow-cli.ts';
-import { releaseForeignExitHooks } from '../../temporal/process-hooks.ts';
 import { startSync } from '../../temporal/runs.ts';
+import { checkRange, dayOption, positiveIntOption } from '../args.ts';
 import { loadContext } from '../context.ts';
+import { followWithProgress } from '../follow.ts';
+import { releaseForeignExitHooks } from '../process-hooks.ts';
 
 export function registerSync(program: Command): void {
   program

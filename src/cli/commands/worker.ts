@@ -4,10 +4,10 @@ import { createServiceClient } from '../../api/index.ts';
 import { requireSettings } from '../../config.ts';
 import { CrsError, errorMessage } from '../../errors.ts';
 import { connectWorker } from '../../temporal/connection.ts';
-import { releaseForeignExitHooks } from '../../temporal/process-hooks.ts';
 import { createSyncWorker, installRuntime } from '../../temporal/worker.ts';
 import { parseWorkerSettings } from '../../temporal/worker-settings.ts';
 import { loadContext, openConfiguredWarehouse } from '../context.ts';
+import { releaseForeignExitHooks } from '../process-hooks.ts';
 
 export function registerWorker(program: Command): void {
   program
