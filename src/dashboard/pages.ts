@@ -335,7 +335,7 @@ const citations: PageDef = {
   name: 'citations',
   title: 'Citation sources',
   about:
-    'Citations of the messages exported in the range (a citation counts on its message’s export day), by type over time and by source.',
+    'Citations by type over time and by source. A citation counts on the UTC day of the history entry that cites it (or that named the cited artifact).',
   ranged: true,
   sections: {
     totals: Q.usageTotals,

@@ -11,8 +11,8 @@
  * What "in the range" means, page by page:
  * - usage, users, threads: live export rows (`_deleted_at is null`) whose `message_date` is in it;
  *   a thread or a user is in the range when it has such a row;
- * - citations: citations of history entries whose message is such a row (artifact citations go
- *   by the entry that named the artifact): a citation's day is its message's export day;
+ * - citations: a citation's day is the UTC day of the history entry that cites it (artifact
+ *   citations: of the entry that named the artifact), else its thread's first live message day;
  * - sync health: the state now; only the ledger's list of days is cut to the range.
  */
 
@@ -222,23 +222,21 @@ export async function topThreads(q: Queryable, r: DayRange, limit = TOP_N): Prom
 // ---------------------------------------------------------------- citations
 
 /**
- * The citations of the range with their export day: those of history entries through the entry's
- * message id, those of artifacts through the entry that named the artifact. Two joins on plain
- * keys rather than one on coalesce(), which no index can serve.
+ * The citations of the range with their day: the UTC day of the history entry that cites (for an
+ * artifact's citations, the entry that named the artifact), or, when that entry has no time, the
+ * day of its thread's first live message; a citation with neither has no day and is in no range.
  */
 const CITED_IN_RANGE = `
   cited as (
-    select a.message_date, c.citation_type, c.name, c.thread_id
+    select coalesce((h.created_at at time zone 'UTC')::date, (t.first_message_at at time zone 'UTC')::date) as day,
+           c.citation_type, c.name, c.thread_id
       from citations c
-      join analytics_messages a on a.message_id = c.message_id
-     where c.owner_kind = 'message' and a._deleted_at is null and a.message_date between $1::date and $2::date
-    union all
-    select a.message_date, c.citation_type, c.name, c.thread_id
-      from citations c
-      join artifacts ar on ar.artifact_id = c.artifact_id
-      join analytics_messages a on a.message_id = ar.message_id
-     where c.owner_kind = 'artifact' and a._deleted_at is null and a.message_date between $1::date and $2::date
-  )`;
+      left join artifacts ar on c.owner_kind = 'artifact' and ar.artifact_id = c.artifact_id
+      left join thread_messages h
+        on h.message_id = case when c.owner_kind = 'message' then c.message_id else ar.message_id end
+      left join threads t on t.thread_id = c.thread_id
+  ),
+  in_range as (select * from cited where day between $1::date and $2::date)`;
 
 export interface CitationTypeDay {
   day: string;
@@ -250,8 +248,8 @@ export async function citationTypesDaily(q: Queryable, r: DayRange): Promise<Cit
   return rows<CitationTypeDay>(
     q,
     `with ${CITED_IN_RANGE}
-     select message_date::text as day, coalesce(citation_type, '(none)') as "citationType", count(*) as citations
-       from cited group by 1, 2 order by 1, 2`,
+     select day::text as day, coalesce(citation_type, '(none)') as "citationType", count(*) as citations
+       from in_range group by 1, 2 order by 1, 2`,
     [r.from, r.to],
   );
 }
@@ -269,7 +267,7 @@ export async function citationTypeTotals(q: Queryable, r: DayRange): Promise<Cit
     `with ${CITED_IN_RANGE}
      select coalesce(citation_type, '(none)') as "citationType", count(*) as citations,
             count(distinct coalesce(name, '(unnamed)')) as sources, count(distinct thread_id) as threads
-       from cited group by 1 order by 2 desc, 1`,
+       from in_range group by 1 order by 2 desc, 1`,
     [r.from, r.to],
   );
 }
@@ -291,7 +289,7 @@ export async function topCitationSources(
     `with ${CITED_IN_RANGE}
      select coalesce(citation_type, '(none)') as "citationType", coalesce(name, '(unnamed)') as name,
             count(*) as citations, count(distinct thread_id) as threads
-       from cited group by 1, 2 order by 3 desc, 1, 2 limit $3`,
+       from in_range group by 1, 2 order by 3 desc, 1, 2 limit $3`,
     [r.from, r.to, limit],
   );
 }

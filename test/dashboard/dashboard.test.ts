@@ -252,14 +252,17 @@ describe('the dashboard over a warehouse loaded from the simulator', () => {
   });
 
   it('when the citations page is opened, then citations by type and the top sources equal the SQL, and the range changes them', async () => {
-    // A citation counts on its message's export day; an artifact's, on the entry that named it.
+    // A citation counts on its entry's day; an artifact's, on the entry that named it; else on
+    // its thread's first message day.
     const bySql = async (r: { from: string; to: string }) =>
       q<{ type: string; n: number }>(
         `select coalesce(c.citation_type, '(none)') as type, count(*) as n
            from citations c
            left join artifacts ar on ar.artifact_id = c.artifact_id
-           join analytics_messages a on a.message_id = case when c.owner_kind = 'message' then c.message_id else ar.message_id end
-          where a._deleted_at is null and a.message_date between $1 and $2
+           left join thread_messages h on h.message_id = coalesce(c.message_id, ar.message_id)
+           left join threads t on t.thread_id = c.thread_id
+          where coalesce(h.created_at, t.first_message_at) >= $1::date::timestamp at time zone 'UTC'
+            and coalesce(h.created_at, t.first_message_at) < ($2::date + 1)::timestamp at time zone 'UTC'
           group by 1 order by 2 desc, 1`,
         [r.from, r.to],
       );
@@ -276,8 +279,10 @@ describe('the dashboard over a warehouse loaded from the simulator', () => {
     const [top] = await q<{ type: string; name: string; n: number }>(
       `select coalesce(c.citation_type, '(none)') as type, coalesce(c.name, '(unnamed)') as name, count(*) as n
          from citations c left join artifacts ar on ar.artifact_id = c.artifact_id
-         join analytics_messages a on a.message_id = case when c.owner_kind = 'message' then c.message_id else ar.message_id end
-        where a._deleted_at is null and a.message_date between $1 and $2
+         left join thread_messages h on h.message_id = coalesce(c.message_id, ar.message_id)
+         left join threads t on t.thread_id = c.thread_id
+        where coalesce(h.created_at, t.first_message_at) >= $1::date::timestamp at time zone 'UTC'
+          and coalesce(h.created_at, t.first_message_at) < ($2::date + 1)::timestamp at time zone 'UTC'
         group by 1, 2 order by 3 desc, 1, 2 limit 1`,
       [all.from, all.to],
     );
