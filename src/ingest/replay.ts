@@ -2,8 +2,16 @@ import { Readable } from 'node:stream';
 import type { Config } from '../config.ts';
 import type { Logger } from '../log.ts';
 import type { Warehouse } from '../warehouse/db.ts';
+import {
+  listRejects,
+  markReplayed,
+  noteReplayResult,
+  type RejectFilter,
+  recordReplay,
+  rejectsByLine,
+} from '../warehouse/quarantine.ts';
 import { closeRun, startRun } from '../warehouse/runs.ts';
-import type { RejectSource } from '../warehouse/types.ts';
+import { requeueThreads } from '../warehouse/threads.ts';
 import { runLoad } from './load.ts';
 
 /**
@@ -15,13 +23,7 @@ import { runLoad } from './load.ts';
  * line limit) cannot be replayed. History and artifact rejects re-queue their thread and rewind
  * its stored history position to the rejected entry, so enrichment reads it again.
  */
-export interface ReplayFilter {
-  ids?: number[];
-  source?: RejectSource;
-  errorCode?: string;
-  loadId?: string;
-  limit?: number;
-}
+export type ReplayFilter = RejectFilter;
 
 export interface ReplayResult {
   replayLoadId: string | null;
@@ -39,17 +41,7 @@ export async function replayRejects(
   filter: ReplayFilter,
   opts: { dryRun?: boolean } = {},
 ): Promise<ReplayResult> {
-  let q = w.db
-    .selectFrom('rejected_records')
-    .select(['id', 'source', 'error_code', 'raw', 'raw_bytes', 'thread_id', 'line_no'])
-    .where('replayed_at', 'is', null)
-    .orderBy('id')
-    .limit(filter.limit ?? 100_000);
-  if (filter.ids && filter.ids.length > 0) q = q.where('id', 'in', filter.ids.map(String));
-  if (filter.source) q = q.where('source', '=', filter.source);
-  if (filter.errorCode) q = q.where('error_code', '=', filter.errorCode);
-  if (filter.loadId) q = q.where('_load_id', '=', filter.loadId);
-  const rows = await q.execute();
+  const rows = await listRejects(w.db, { ...filter, limit: filter.limit ?? 100_000 }, { oldestFirst: true });
 
   const lines = rows.filter(
     (r) => (r.source === 'export' || r.source === 'file') && r.error_code !== 'line_too_long',
@@ -66,17 +58,11 @@ export async function replayRejects(
   };
   if (opts.dryRun) return result;
 
-  if (prefixOnly.length > 0) {
-    await w.db
-      .updateTable('rejected_records')
-      .set({ replay_result: 'not replayable: only a prefix of the over-long line was kept' })
-      .where(
-        'id',
-        'in',
-        prefixOnly.map((r) => r.id),
-      )
-      .execute();
-  }
+  await noteReplayResult(
+    w.db,
+    prefixOnly.map((r) => r.id),
+    'not replayable: only a prefix of the over-long line was kept',
+  );
 
   if (lines.length > 0) {
     const loadId = `replay-${new Date()
@@ -103,27 +89,14 @@ export async function replayRejects(
       parts: 1,
       maxLineBytes: config.maxLineBytes,
     });
-    const again = await w.db
-      .selectFrom('rejected_records')
-      .select(['line_no', 'error_code', 'error_detail'])
-      .where('_load_id', '=', loadId)
-      .execute();
-    const failedAgain = new Map(again.map((a) => [a.line_no, `${a.error_code}: ${a.error_detail}`]));
-    await w.db.transaction().execute(async (trx) => {
-      for (let i = 0; i < lines.length; i++) {
-        const why = failedAgain.get(i + 1);
-        await trx
-          .updateTable('rejected_records')
-          .set(
-            why === undefined
-              ? { replayed_at: new Date(), replay_result: `loaded by ${loadId}` }
-              : { replay_result: `still rejected: ${why}`.slice(0, 1000) },
-          )
-          .where('id', '=', lines[i]!.id)
-          .execute();
-      }
-      await trx.deleteFrom('rejected_records').where('_load_id', '=', loadId).execute();
-    });
+    const failedAgain = await rejectsByLine(w.db, loadId);
+    await w.db.transaction().execute((trx) =>
+      recordReplay(
+        trx,
+        loadId,
+        lines.map((r, i) => ({ id: r.id, failedAgain: failedAgain.get(i + 1) })),
+      ),
+    );
     result.stillRejected = failedAgain.size;
     result.loaded = lines.length - failedAgain.size;
     // No complete days: a replay deletes nothing, so its deleted count is 0.
@@ -137,29 +110,12 @@ export async function replayRejects(
       rewind.set(r.thread_id!, Math.min(rewind.get(r.thread_id!) ?? Number.POSITIVE_INFINITY, pos));
     }
     await w.db.transaction().execute(async (trx) => {
-      for (const [threadId, pos] of rewind) {
-        await trx
-          .updateTable('threads')
-          .set((eb) => ({
-            enrich_status: 'pending',
-            enrich_requested_at: new Date(),
-            ...(Number.isFinite(pos)
-              ? { history_count: eb.fn('least', ['history_count', eb.val(pos)]) }
-              : {}),
-          }))
-          .where('thread_id', '=', threadId)
-          .where('enrich_status', '<>', 'deleted')
-          .execute();
-      }
-      await trx
-        .updateTable('rejected_records')
-        .set({ replayed_at: new Date(), replay_result: 'thread re-queued for enrichment' })
-        .where(
-          'id',
-          'in',
-          threadRows.map((r) => r.id),
-        )
-        .execute();
+      await requeueThreads(trx, rewind);
+      await markReplayed(
+        trx,
+        threadRows.map((r) => r.id),
+        'thread re-queued for enrichment',
+      );
     });
     result.threadsRequeued = rewind.size;
   }

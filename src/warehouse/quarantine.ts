@@ -12,23 +12,74 @@ export interface RejectFilter {
 }
 
 /**
- * The rejects that match `filter`, newest first, at most `filter.limit` (default 50); open ones
- * only (not yet replayed) unless `includeReplayed`.
+ * The rejects that match `filter`, newest first (or oldest first, the order a replay loads them
+ * in), at most `filter.limit` (default 50); open ones only (not yet replayed) unless
+ * `includeReplayed`.
  */
 export async function listRejects(
   db: Executor,
   filter: RejectFilter,
-  opts: { includeReplayed?: boolean } = {},
+  opts: { includeReplayed?: boolean; oldestFirst?: boolean } = {},
 ): Promise<RejectedRecord[]> {
   let q = db
     .selectFrom('rejected_records')
     .selectAll()
-    .orderBy('id', 'desc')
+    .orderBy('id', opts.oldestFirst ? 'asc' : 'desc')
     .limit(filter.limit ?? 50);
   if (!opts.includeReplayed) q = q.where('replayed_at', 'is', null);
-  if (filter.ids) q = q.where('id', 'in', filter.ids.map(String));
+  if (filter.ids && filter.ids.length > 0) q = q.where('id', 'in', filter.ids.map(String));
   if (filter.source) q = q.where('source', '=', filter.source);
   if (filter.errorCode) q = q.where('error_code', '=', filter.errorCode);
   if (filter.loadId) q = q.where('_load_id', '=', filter.loadId);
   return q.execute();
+}
+
+/** Notes why rejects were not replayed; they stay open. */
+export async function noteReplayResult(db: Executor, ids: readonly string[], result: string): Promise<void> {
+  if (ids.length === 0) return;
+  await db.updateTable('rejected_records').set({ replay_result: result }).where('id', 'in', ids).execute();
+}
+
+/** Marks rejects replayed, with how (loaded again, thread re-queued). */
+export async function markReplayed(db: Executor, ids: readonly string[], result: string): Promise<void> {
+  if (ids.length === 0) return;
+  await db
+    .updateTable('rejected_records')
+    .set({ replayed_at: new Date(), replay_result: result })
+    .where('id', 'in', ids)
+    .execute();
+}
+
+/** Why each line of a load was rejected, by line number ("code: detail"). */
+export async function rejectsByLine(db: Executor, loadId: string): Promise<Map<number | null, string>> {
+  const rows = await db
+    .selectFrom('rejected_records')
+    .select(['line_no', 'error_code', 'error_detail'])
+    .where('_load_id', '=', loadId)
+    .execute();
+  return new Map(rows.map((a) => [a.line_no, `${a.error_code}: ${a.error_detail}`]));
+}
+
+/**
+ * The outcome of a replay load, one reject at a time in the replay's transaction: replayed, or
+ * left open with the new reason. The replay load's own rejects are dropped: a line that fails
+ * again keeps its first quarantine row, not a second one.
+ */
+export async function recordReplay(
+  trx: Executor,
+  replayLoadId: string,
+  outcomes: readonly { id: string; failedAgain: string | undefined }[],
+): Promise<void> {
+  for (const o of outcomes) {
+    await trx
+      .updateTable('rejected_records')
+      .set(
+        o.failedAgain === undefined
+          ? { replayed_at: new Date(), replay_result: `loaded by ${replayLoadId}` }
+          : { replay_result: `still rejected: ${o.failedAgain}`.slice(0, 1000) },
+      )
+      .where('id', '=', o.id)
+      .execute();
+  }
+  await trx.deleteFrom('rejected_records').where('_load_id', '=', replayLoadId).execute();
 }
