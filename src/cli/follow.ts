@@ -3,7 +3,36 @@ import cliProgress from 'cli-progress';
 import type { backfill, syncWindow } from '../../workflows/index.ts';
 import type { SyncProgress, SyncResult } from '../../workflows/types.ts';
 import { CrsError } from '../errors.ts';
+import { connectClient } from '../temporal/connection.ts';
 import { followRun } from '../temporal/runs.ts';
+import { loadContext } from './context.ts';
+
+type RunHandle = WorkflowHandle<typeof syncWindow> | WorkflowHandle<typeof backfill>;
+
+/**
+ * What `sync` and `backfill` do once their options are checked: connect to Temporal, start (or
+ * attach to) the run, say so on stderr (`<label> <workflow id> on task queue <queue>`), then
+ * either print the workflow id and return (`--detach`) or follow the run to its end.
+ */
+export async function startAndFollow(
+  label: string,
+  detach: boolean,
+  start: (client: Client, taskQueue: string) => Promise<RunHandle>,
+): Promise<void> {
+  const ctx = loadContext();
+  const t = await connectClient(ctx.config.temporal);
+  try {
+    const handle = await start(t.client, ctx.config.temporal.taskQueue);
+    process.stderr.write(`${label} ${handle.workflowId} on task queue ${ctx.config.temporal.taskQueue}\n`);
+    if (detach) {
+      process.stdout.write(`${handle.workflowId}\n`);
+      return;
+    }
+    await followWithProgress(t.client, handle);
+  } finally {
+    await t.close();
+  }
+}
 
 /**
  * The terminal side of `sync` and `backfill`: a progress bar on stderr while the run goes (plain
@@ -12,7 +41,7 @@ import { followRun } from '../temporal/runs.ts';
  */
 export async function followWithProgress(
   client: Client,
-  handle: WorkflowHandle<typeof syncWindow> | WorkflowHandle<typeof backfill>,
+  handle: RunHandle,
   out: NodeJS.WritableStream = process.stdout,
   err: NodeJS.WritableStream & { isTTY?: boolean } = process.stderr,
 ): Promise<SyncResult> {

@@ -1,10 +1,8 @@
 import type { Command } from 'commander';
 import { CrsError } from '../../errors.ts';
-import { connectClient } from '../../temporal/connection.ts';
 import { startBackfill } from '../../temporal/runs.ts';
 import { checkRange, dayOption, positiveIntOption } from '../args.ts';
-import { loadContext } from '../context.ts';
-import { followWithProgress } from '../follow.ts';
+import { startAndFollow } from '../follow.ts';
 import { releaseForeignExitHooks } from '../process-hooks.ts';
 
 export function registerBackfill(program: Command): void {
@@ -36,27 +34,15 @@ export function registerBackfill(program: Command): void {
         checkRange(from, to);
         const concurrency = positiveIntOption('--concurrency', opts.concurrency, 64);
         const daysPerRun = positiveIntOption('--days-per-run', opts.daysPerRun, 1000);
-        const ctx = loadContext();
-        const t = await connectClient(ctx.config.temporal);
-        try {
-          const handle = await startBackfill(t.client, ctx.config.temporal.taskQueue, {
+        await startAndFollow('backfill', opts.detach === true, (client, taskQueue) =>
+          startBackfill(client, taskQueue, {
             from,
             to,
             enrich: opts.enrich,
             ...(concurrency ? { concurrency } : {}),
             ...(daysPerRun ? { daysPerRun } : {}),
-          });
-          process.stderr.write(
-            `backfill ${handle.workflowId} on task queue ${ctx.config.temporal.taskQueue}\n`,
-          );
-          if (opts.detach) {
-            process.stdout.write(`${handle.workflowId}\n`);
-            return;
-          }
-          await followWithProgress(t.client, handle);
-        } finally {
-          await t.close();
-        }
+          }),
+        );
       },
     );
 }

@@ -1,9 +1,7 @@
 import type { Command } from 'commander';
-import { connectClient } from '../../temporal/connection.ts';
 import { startSync } from '../../temporal/runs.ts';
 import { checkRange, dayOption, positiveIntOption } from '../args.ts';
-import { loadContext } from '../context.ts';
-import { followWithProgress } from '../follow.ts';
+import { startAndFollow } from '../follow.ts';
 import { releaseForeignExitHooks } from '../process-hooks.ts';
 
 export function registerSync(program: Command): void {
@@ -31,26 +29,14 @@ export function registerSync(program: Command): void {
         const to = dayOption('--to', opts.to);
         checkRange(from, to);
         const concurrency = positiveIntOption('--concurrency', opts.concurrency, 64);
-        const ctx = loadContext();
-        const t = await connectClient(ctx.config.temporal);
-        try {
-          const handle = await startSync(t.client, ctx.config.temporal.taskQueue, {
+        await startAndFollow('started', opts.detach === true, (client, taskQueue) =>
+          startSync(client, taskQueue, {
             ...(from ? { from } : {}),
             ...(to ? { to } : {}),
             enrich: opts.enrich,
             ...(concurrency ? { concurrency } : {}),
-          });
-          process.stderr.write(
-            `started ${handle.workflowId} on task queue ${ctx.config.temporal.taskQueue}\n`,
-          );
-          if (opts.detach) {
-            process.stdout.write(`${handle.workflowId}\n`);
-            return;
-          }
-          await followWithProgress(t.client, handle);
-        } finally {
-          await t.close();
-        }
+          }),
+        );
       },
     );
 }
