@@ -51,6 +51,13 @@ const envSchema = z.object({
   TEMPORAL_TLS_SERVER_NAME: optionalString,
   CRS_LOOKBACK_DAYS: intSetting(3, 0, 365),
   CRS_RATE_LIMIT_RPS: z.coerce.number().positive().max(10_000).default(10),
+  // The shared request budget's name in the warehouse (every worker with the same name shares
+  // CRS_RATE_LIMIT_RPS); "off" gives each process a budget of its own.
+  CRS_RATE_BUDGET: z
+    .string()
+    .trim()
+    .default('crs')
+    .refine((v) => /^[A-Za-z0-9_.:-]{1,100}$/.test(v), 'must be 1-100 of A-Z a-z 0-9 _ . : - (or "off")'),
   CRS_ENRICH_CONCURRENCY: intSetting(8, 1, 256),
   CRS_HTTP_TIMEOUT_MS: intSetting(60_000, 100, 3_600_000),
   // Largest JSON answer read (a history page, an artifact, the thread list, a token): a hostile or
@@ -93,6 +100,8 @@ export interface Config {
     readonly apiKey: string | undefined;
     readonly timeoutMs: number;
     readonly rateLimitRps: number;
+    /** CRS_RATE_BUDGET: the shared budget's name; undefined ("off"): a budget per process. */
+    readonly rateBudget?: string | undefined;
     /** CRS_MAX_RESPONSE_BYTES (absent: the client's default, the same 128 MiB). */
     readonly maxResponseBytes?: number;
   };
@@ -147,6 +156,7 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
       apiKey: e.CRS_API_KEY,
       timeoutMs: e.CRS_HTTP_TIMEOUT_MS,
       rateLimitRps: e.CRS_RATE_LIMIT_RPS,
+      rateBudget: e.CRS_RATE_BUDGET === 'off' ? undefined : e.CRS_RATE_BUDGET,
       maxResponseBytes: e.CRS_MAX_RESPONSE_BYTES,
     },
     temporal: {

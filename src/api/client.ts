@@ -19,6 +19,7 @@ import {
 } from './limits.ts';
 import { createRateLimiter, rateWindow } from './rate-limiter.ts';
 import { createSecretScrubber } from './secrets.ts';
+import { type BudgetStore, chainLimiters, createSharedRateLimiter } from './shared-budget.ts';
 import { createTransport, type HttpRequest, type SendSpec, type TransportStats } from './transport.ts';
 
 export type ServiceClientOptions = Config['api'] & {
@@ -36,6 +37,14 @@ export type ServiceClientOptions = Config['api'] & {
   random?: () => number;
   /** The HTTP layer (default: undici's `request`); a wrapper may observe each attempt's start. */
   request?: HttpRequest;
+  /**
+   * The deployment's shared request budget (src/warehouse/rate-budget.ts): `rateLimitRps` is then
+   * the tenant's limit across every worker using it, and a Retry-After pauses them all. Without
+   * one (the simulator, `crs-sync sim`, tests of the client) the budget is this process's alone.
+   */
+  budget?: BudgetStore;
+  /** Most grants of the shared budget one lease asks for (default a quarter of the limit). */
+  budgetMaxBlock?: number;
 };
 
 export interface CallOptions {
@@ -88,8 +97,11 @@ export interface ServiceClient {
     opts?: CallOptions,
   ): AsyncGenerator<HistoryPage, void, undefined>;
   getArtifact(threadId: string, artifactId: string, opts?: CallOptions): Promise<ArtifactResult>;
-  /** The effective rate window (limit starts per windowMs) and counters, for benchmarks and logs. */
-  readonly rate: { limit: number; windowMs: number };
+  /**
+   * The effective rate window (limit starts per windowMs) and counters, for benchmarks and logs;
+   * `budget` names the shared budget (absent: this process's own).
+   */
+  readonly rate: { limit: number; windowMs: number; budget?: string };
   stats(): TransportStats;
 }
 
@@ -127,7 +139,19 @@ export function createServiceClient(options: ServiceClientOptions, log: Logger):
   const clog = log.child({ component: 'crs-api' });
   const scrubber = createSecretScrubber([o.serviceAccountToken, o.accessToken, o.clientSecret, o.apiKey]);
   const window = rateWindow(o.rateLimitRps, o.rateWindowMarginMs ?? DEFAULT_RATE_WINDOW_MARGIN_MS);
-  const rate = createRateLimiter(window);
+  const local = createRateLimiter(window);
+  const rate = o.budget
+    ? chainLimiters(
+        local,
+        createSharedRateLimiter({
+          store: o.budget,
+          // The hold of each lease is the shared budget's margin (shared-budget.ts).
+          window: rateWindow(o.rateLimitRps, 0),
+          log: clog,
+          ...(o.budgetMaxBlock === undefined ? {} : { maxBlock: o.budgetMaxBlock }),
+        }),
+      )
+    : local;
   const concurrency = createConcurrencyLimiter(o.concurrency);
   const extraHeaders = o.extraHeaders ?? {};
 
@@ -226,7 +250,11 @@ export function createServiceClient(options: ServiceClientOptions, log: Logger):
   }
 
   return {
-    rate: { limit: window.limit, windowMs: window.windowMs },
+    rate: {
+      limit: window.limit,
+      windowMs: window.windowMs,
+      ...(o.budget ? { budget: o.budget.name } : {}),
+    },
     stats: () => ({ ...transport.stats }),
 
     async exportMessages(opts: ExportOptions): Promise<ExportBody> {

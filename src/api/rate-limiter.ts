@@ -16,6 +16,11 @@ export interface RateLimiter {
   readonly windowMs: number;
   /** Number of grants handed out so far. */
   readonly granted: number;
+  /**
+   * Retry-After from the service: no grant for `ms` (the shared budget pauses the deployment,
+   * src/api/shared-budget.ts). The process-local limiter has none: each call waits on its own.
+   */
+  pause?(ms: number): Promise<void>;
 }
 
 export interface RateWindow {

@@ -258,8 +258,13 @@ export function createTransport(o: TransportOptions): Transport {
               ? `after ${attempts} attempts`
               : undefined,
       });
+      const retryAfterMs = parseRetryAfter(headerValue(response.headers, 'retry-after') ?? null);
+      // The service's limit is the tenant's: its Retry-After holds for every worker, and is
+      // recorded before this call gives up or waits on its own.
+      if (e.retryable && retryAfterMs !== undefined && retryAfterMs > 0 && o.rate.pause)
+        await o.rate.pause(Math.min(retryAfterMs, o.maxRetryAfterMs));
       if (!e.retryable || retry >= o.maxRetries) throw e;
-      await wait(spec, retry++, e, parseRetryAfter(headerValue(response.headers, 'retry-after') ?? null));
+      await wait(spec, retry++, e, retryAfterMs);
     }
   }
 

@@ -72,8 +72,9 @@ function segment(raw: string, loc: string): string {
 }
 
 export function createHandler(ctx: ServerContext): (req: IncomingMessage, res: ServerResponse) => void {
+  const arrivals = createArrivals();
   return (req, res) => {
-    handle(ctx, req, res).catch((err: unknown) => {
+    handle(ctx, req, res, arrivals).catch((err: unknown) => {
       if (res.headersSent) {
         res.destroy();
         return;
@@ -84,13 +85,19 @@ export function createHandler(ctx: ServerContext): (req: IncomingMessage, res: S
   };
 }
 
-async function handle(ctx: ServerContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
+async function handle(
+  ctx: ServerContext,
+  req: IncomingMessage,
+  res: ServerResponse,
+  arrivals: Arrivals,
+): Promise<void> {
   const method = req.method ?? 'GET';
   const url = new URL(req.url ?? '/', 'http://sim.invalid');
   const path = url.pathname;
   if (method === 'GET' && path === '/openapi.json') return sendJson(res, 200, ctx.openapi());
   if (method === 'GET' && path === '/healthz') return sendJson(res, 200, { status: 'ok' });
-  if (ctx.admin && path.startsWith('/_sim/')) return admin(ctx, req, res, method, path);
+  if (ctx.admin && path.startsWith('/_sim/')) return admin(ctx, req, res, method, path, arrivals);
+  arrivals.add(Date.now());
 
   let spec: FaultSpec = ctx.engine.spec;
   const header = req.headers[FAULT_HEADER];
@@ -585,10 +592,55 @@ function sendPoisonedArtifact(
 // ---- admin ----------------------------------------------------------------------------------------
 
 /**
+ * Request arrivals of the service's endpoints (not /_sim, /healthz, /openapi.json), counted by
+ * the simulator's clock: per whole second (epoch seconds, the last hour), and the most in any
+ * sliding second over the last 100 000 arrivals. What a rate test asserts on: the service's view.
+ */
+interface Arrivals {
+  add(ms: number): void;
+  report(): {
+    perSecond: Record<string, number>;
+    maxPerSecond: number;
+    maxInAnySecond: number;
+    total: number;
+  };
+}
+
+function createArrivals(): Arrivals {
+  const perSecond = new Map<number, number>();
+  const recent: number[] = [];
+  let total = 0;
+  return {
+    add(ms) {
+      total++;
+      const sec = Math.floor(ms / 1000);
+      perSecond.set(sec, (perSecond.get(sec) ?? 0) + 1);
+      if (perSecond.size > 3600) perSecond.delete(perSecond.keys().next().value ?? sec);
+      recent.push(ms);
+      if (recent.length > 100_000) recent.splice(0, recent.length - 100_000);
+    },
+    report() {
+      let maxInAnySecond = 0;
+      for (let i = 0, j = 0; j < recent.length; j++) {
+        while ((recent[j] ?? 0) - (recent[i] ?? 0) >= 1000) i++;
+        maxInAnySecond = Math.max(maxInAnySecond, j - i + 1);
+      }
+      return {
+        perSecond: Object.fromEntries(perSecond),
+        maxPerSecond: Math.max(0, ...perSecond.values()),
+        maxInAnySecond,
+        total,
+      };
+    },
+  };
+}
+
+/**
  * Switches faults from another process (a chaos run, an operator's curl): GET /_sim/faults
  * shows the spec, PUT /_sim/faults (body: a fault spec, e.g. "5xx=0.3:2,stall=0.1:90s", or
- * "none") replaces it, GET /_sim/counts gives the faults injected so far by kind. Served only
- * when the simulator is started with `admin` (crs-sync sim --admin).
+ * "none") replaces it, GET /_sim/counts gives the faults injected so far by kind, GET
+ * /_sim/requests the request arrivals per second (see Arrivals). Served only when the simulator
+ * is started with `admin` (crs-sync sim --admin).
  */
 async function admin(
   ctx: ServerContext,
@@ -596,6 +648,7 @@ async function admin(
   res: ServerResponse,
   method: string,
   path: string,
+  arrivals: Arrivals,
 ) {
   if (path === '/_sim/faults') {
     return route(method, ['GET', 'PUT'], async () => {
@@ -615,5 +668,6 @@ async function admin(
       sendJson(res, 200, { counts: Object.fromEntries(ctx.engine.counts) }),
     );
   }
+  if (path === '/_sim/requests') return route(method, ['GET'], () => sendJson(res, 200, arrivals.report()));
   throw fail(404, 'Not Found');
 }

@@ -1,0 +1,75 @@
+import type { Logger } from '../log.ts';
+import { openWarehouse, type Warehouse } from './db.ts';
+
+/** What one lease of the shared request budget answered (see migrations/…_rate_budget.ts). */
+export interface RateBudgetLease {
+  /** Grants leased now, stamped with the database's clock; 0 when the window is full or paused. */
+  granted: number;
+  /** When the window is full: ms until its oldest block leaves it (0: there is room). */
+  waitMs: number;
+  /** When the deployment is paused by a Retry-After: ms until the pause ends (0: not paused). */
+  pausedMs: number;
+}
+
+/** The shared budget of one deployment, kept in the warehouse (the row `rate_budget.name`). */
+export interface RateBudgetStore {
+  readonly name: string;
+  /** Leases up to `want` grants of `limit` per `windowMs` (one statement, one row lock). */
+  lease(want: number, limit: number, windowMs: number): Promise<RateBudgetLease>;
+  /** No grant for anyone before `ms` from now (database clock); a longer pause already set stays. */
+  pause(ms: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+/**
+ * Bounds of the budget's own connection: a lease is one short statement, so one that hangs is
+ * a database in trouble, and the limiter should hear so (and wait) rather than hang with it.
+ */
+const BUDGET_TIMEOUTS = { statementMs: 5_000, lockMs: 5_000, idleTxMs: 5_000 };
+
+/**
+ * The shared budget on a connection of its own (not the warehouse's pool): the pool is sized for
+ * loads and enrichment, whose activities may hold every connection while they wait for a rate
+ * grant, and a lease waiting for one of those connections would never come.
+ */
+export function openRateBudget(warehouse: Warehouse, name: string, log?: Logger): RateBudgetStore {
+  const own = openWarehouse({
+    url: warehouse.options.url,
+    schema: warehouse.schema,
+    max: 1,
+    applicationName: 'crs-sync rate budget',
+    timeouts: { ...warehouse.options.timeouts, ...BUDGET_TIMEOUTS },
+    ...(log ? { log } : {}),
+  });
+  return rateBudgetOnPool(own.pool, name, () => own.close());
+}
+
+/** The budget's statements on a given pool (tests; `openRateBudget` for a worker). */
+export function rateBudgetOnPool(
+  pool: Pick<Warehouse['pool'], 'query'>,
+  name: string,
+  close: () => Promise<void> = async () => {},
+): RateBudgetStore {
+  return {
+    name,
+    async lease(want, limit, windowMs) {
+      const { rows } = await pool.query<{ granted: number; wait_ms: number; paused_ms: number }>(
+        'select granted, wait_ms, paused_ms from rate_budget_lease($1, $2, $3, $4)',
+        [name, limit, Math.ceil(windowMs), want],
+      );
+      const r = rows[0];
+      if (!r) return { granted: 0, waitMs: 1, pausedMs: 0 };
+      return { granted: r.granted, waitMs: r.wait_ms, pausedMs: r.paused_ms };
+    },
+    async pause(ms) {
+      await pool.query(
+        `insert into rate_budget (name, paused_until) values ($1, clock_timestamp() + $2 * interval '1 millisecond')
+         on conflict (name) do update
+           set paused_until = greatest(coalesce(rate_budget.paused_until, excluded.paused_until), excluded.paused_until),
+               updated_at = clock_timestamp()`,
+        [name, Math.ceil(ms)],
+      );
+    },
+    close,
+  };
+}

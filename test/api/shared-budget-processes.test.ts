@@ -1,0 +1,195 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import os from 'node:os';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Simulator, startSimulator } from '../../src/simulator/index.ts';
+import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
+import { maxInAnyWindow } from './helpers/scripted-server.ts';
+
+/**
+ * The deployment's request budget across separate processes (child processes, each with its
+ * own service client and its own database connection), against the simulator over real HTTP.
+ * Every assertion is on the simulator's own arrival counts per whole second of its clock.
+ */
+
+const LIMIT = 50;
+const worker = path.resolve(import.meta.dirname, 'helpers', 'budget-worker.ts');
+
+interface Done {
+  event: 'done';
+  first: number;
+  last: number;
+  ok: number;
+  failed: number;
+  starts: number[];
+}
+
+interface Child {
+  proc: ChildProcess;
+  events: Array<Record<string, unknown>>;
+  /** Resolves with the first event named `name`. */
+  next(name: string): Promise<Record<string, unknown>>;
+  exited: Promise<number | null>;
+}
+
+let sim: Simulator;
+let tw: TestWarehouse;
+const children: Child[] = [];
+
+beforeAll(async () => {
+  tw = await createTestWarehouse({ prefix: 'tbudget' });
+  // A small data set: the thread list is short, so each request is cheap for the simulator.
+  sim = await startSimulator({ port: 0, seed: 14, days: 1, recordsPerDay: 20, faults: 'none', admin: true });
+});
+
+afterAll(async () => {
+  for (const c of children)
+    if (c.proc.exitCode === null && c.proc.signalCode === null) c.proc.kill('SIGKILL');
+  await sim?.close();
+  await tw?.dispose();
+});
+
+function start(budget: string, requests: number, extra: Record<string, string> = {}): Child {
+  const proc = spawn(process.execPath, [worker], {
+    env: {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      DATABASE_URL: tw.url,
+      CRS_SCHEMA: tw.schema,
+      CRS_RATE_BUDGET: budget,
+      CRS_RATE_LIMIT_RPS: String(LIMIT),
+      CRS_BASE_URL: sim.baseUrl,
+      CRS_SERVICE_ACCOUNT_TOKEN: sim.credentials.serviceAccountToken,
+      CRS_ACCESS_TOKEN: sim.credentials.accessToken,
+      REQUESTS: String(requests),
+      ...extra,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const events: Array<Record<string, unknown>> = [];
+  const waiting: Array<{ name: string; resolve: (e: Record<string, unknown>) => void }> = [];
+  createInterface({ input: proc.stdout }).on('line', (line) => {
+    const e = JSON.parse(line) as Record<string, unknown>;
+    events.push(e);
+    for (const w of waiting.filter((x) => x.name === e.event)) w.resolve(e);
+  });
+  let stderr = '';
+  proc.stderr?.on('data', (b: Buffer) => {
+    stderr += b.toString('utf8');
+  });
+  const exited = new Promise<number | null>((resolve) =>
+    proc.on('exit', (code) => {
+      if (code !== 0 && code !== null) process.stderr.write(`budget worker exited ${code}:\n${stderr}\n`);
+      resolve(code);
+    }),
+  );
+  const child: Child = {
+    proc,
+    events,
+    exited,
+    next: (name) => {
+      const seen = events.find((e) => e.event === name);
+      if (seen) return Promise.resolve(seen);
+      return new Promise((resolve) => waiting.push({ name, resolve }));
+    },
+  };
+  children.push(child);
+  return child;
+}
+
+interface Arrivals {
+  perSecond: Record<string, number>;
+  maxPerSecond: number;
+  maxInAnySecond: number;
+  total: number;
+}
+
+async function arrivals(): Promise<Arrivals> {
+  const res = await fetch(`${sim.baseUrl}/_sim/requests`);
+  return (await res.json()) as Arrivals;
+}
+
+/** Arrivals in each whole second of the simulator's clock lying within [fromMs, toMs]. */
+function fullSeconds(a: Arrivals, fromMs: number, toMs: number): number[] {
+  const out: number[] = [];
+  for (let s = Math.ceil(fromMs / 1000); (s + 1) * 1000 <= toMs; s++) out.push(a.perSecond[String(s)] ?? 0);
+  return out;
+}
+
+const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+
+describe('one request budget for three worker processes (Postgres, simulator over HTTP)', () => {
+  it(`when three processes with queued work share ${LIMIT} requests/s, then no second of the simulator's sees more than ${LIMIT}, at least 90% is used, and a process SIGKILLed mid-run leaves the whole budget to the others`, async () => {
+    const before = await arrivals();
+    const a = start('limit', 170);
+    const b = start('limit', 170);
+    const c = start('limit', 170);
+    // c leases a block every few requests, so when it dies it holds one (or had one within the
+    // window); killed on its own word, so the simulator is not polled while it counts.
+    await c.next('progress');
+    await new Promise<void>((resolve) => {
+      const check = () =>
+        c.events.some((e) => e.event === 'progress' && e.ok === 60) ? resolve() : setTimeout(check, 10);
+      check();
+    });
+    c.proc.kill('SIGKILL');
+    const killedAt = Date.now();
+    await c.exited;
+    const [da, db] = (await Promise.all([a.next('done'), b.next('done')])) as unknown as Done[];
+    const after = await arrivals();
+    for (const d of [da, db]) {
+      expect(d?.failed).toBe(0);
+      expect(d?.ok).toBe(170);
+    }
+    const load = os.loadavg()[0]?.toFixed(1);
+    const seconds = Object.keys(after.perSecond)
+      .map((s) => [Number(s), (after.perSecond[s] ?? 0) - (before.perSecond[s] ?? 0)] as const)
+      .filter(([, n]) => n > 0);
+    const perSecond = seconds.map(([, n]) => n);
+    // The starts of the surviving processes (c's died with it): the moment the budget controls.
+    const starts = [...(da?.starts ?? []), ...(db?.starts ?? [])].sort((x, y) => x - y);
+    const startedBy = Math.max(...[da, db].map((d) => d?.first ?? 0));
+    const whileThree = fullSeconds(after, startedBy, killedAt);
+    // After the kill, past the window in which a dead process's block still counts (1 s + hold).
+    const whileTwo = fullSeconds(after, killedAt + 1_100, Math.min(da?.last ?? 0, db?.last ?? 0));
+    console.log(
+      `shared budget ${LIMIT}/s, 3 processes (load ${load} on ${os.cpus().length} cores): simulator arrivals per second ` +
+        `${JSON.stringify(seconds)}; max per second ${Math.max(...perSecond)}, max in any sliding second ` +
+        `${after.maxInAnySecond}; survivors' starts, max in any sliding second ${maxInAnyWindow(starts, 1000)}; ` +
+        `three queued ${JSON.stringify(whileThree)}, two left after the kill ${JSON.stringify(whileTwo)}`,
+    );
+    expect(maxInAnyWindow(starts, 1000)).toBeLessThanOrEqual(LIMIT);
+    expect(Math.max(...perSecond)).toBeLessThanOrEqual(LIMIT);
+    expect(whileThree.length).toBeGreaterThan(0);
+    expect(whileTwo.length).toBeGreaterThan(0);
+    expect(mean(whileThree)).toBeGreaterThanOrEqual(0.9 * LIMIT);
+    expect(mean(whileTwo)).toBeGreaterThanOrEqual(0.9 * LIMIT);
+  });
+
+  it('when one process gets a 429 with Retry-After: 3, then no process starts a request until the pause ends', async () => {
+    const before = await arrivals();
+    const a = start('pause', 130, { THROTTLE_AFTER: '20', THROTTLE_SEC: '3' });
+    const b = start('pause', 130);
+    const c = start('pause', 130);
+    const throttled = (await a.next('throttled')) as { at: number };
+    const dones = (await Promise.all([a, b, c].map((x) => x.next('done')))) as unknown as Done[];
+    const after = await arrivals();
+    for (const d of dones) {
+      expect(d.failed).toBe(0);
+      expect(d.ok).toBe(130);
+    }
+    // The seconds well inside the pause (its start is when the 429 reached process a).
+    const paused = fullSeconds(after, throttled.at + 300, throttled.at + 2_900).map(
+      (n, i) => n - (before.perSecond[String(Math.ceil((throttled.at + 300) / 1000) + i)] ?? 0),
+    );
+    console.log(
+      `429 with Retry-After 3 s at ${throttled.at}: arrivals in the paused seconds ${JSON.stringify(paused)}; ` +
+        `all ${after.total - before.total} requests served`,
+    );
+    expect(paused.length).toBeGreaterThan(0);
+    expect(paused.every((n) => n === 0)).toBe(true);
+    // The others were still queued when the pause began: they waited rather than ran out.
+    expect(Math.min(...dones.map((d) => d.last))).toBeGreaterThan(throttled.at + 2_900);
+  });
+});

@@ -1,0 +1,133 @@
+import { request } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createServiceClient, type HttpRequest } from '../../src/api/index.ts';
+import { migrateToLatest } from '../../src/warehouse/migrator.ts';
+import { rateBudgetOnPool } from '../../src/warehouse/rate-budget.ts';
+import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
+import { captureLog, client, options } from './helpers/client-setup.ts';
+import {
+  maxInAnyWindow,
+  type ScriptedServer,
+  sendJson,
+  startScriptedServer,
+} from './helpers/scripted-server.ts';
+
+/** The shared request budget's store (a row and a function in the warehouse) and its limiter. */
+
+let tw: TestWarehouse;
+beforeAll(async () => {
+  tw = await createTestWarehouse({ prefix: 'trate' });
+});
+afterAll(async () => {
+  await tw?.dispose();
+});
+
+describe('the budget row (rate_budget_lease)', () => {
+  it('when leases ask for more than the window has left, then only what is left is granted, with the wait until the oldest block leaves', async () => {
+    const store = rateBudgetOnPool(tw.w.pool, 'full');
+    const a = await store.lease(30, 50, 60_000);
+    const b = await store.lease(30, 50, 60_000);
+    const c = await store.lease(5, 50, 60_000);
+    expect(a).toEqual({ granted: 30, waitMs: 0, pausedMs: 0 });
+    expect(b.granted).toBe(20);
+    expect(c.granted).toBe(0);
+    // The window is a minute: the oldest block leaves it within that minute, not before a second.
+    expect(c.waitMs).toBeGreaterThan(1_000);
+    expect(c.waitMs).toBeLessThanOrEqual(60_000);
+  });
+
+  it('when two budgets have different names, then each has its own limit', async () => {
+    const one = rateBudgetOnPool(tw.w.pool, 'tenant-a');
+    const two = rateBudgetOnPool(tw.w.pool, 'tenant-b');
+    expect((await one.lease(10, 10, 60_000)).granted).toBe(10);
+    expect((await two.lease(10, 10, 60_000)).granted).toBe(10);
+    expect((await one.lease(1, 10, 60_000)).granted).toBe(0);
+  });
+
+  it('when a block leaves the window, then its grants can be leased again (a dead holder leaks nothing)', async () => {
+    const store = rateBudgetOnPool(tw.w.pool, 'ages-out');
+    expect((await store.lease(4, 4, 200)).granted).toBe(4);
+    const full = await store.lease(4, 4, 200);
+    expect(full.granted).toBe(0);
+    await new Promise((r) => setTimeout(r, full.waitMs + 20));
+    expect((await store.lease(4, 4, 200)).granted).toBe(4);
+  });
+
+  it('when the budget is paused, then nothing is granted until it ends, and a shorter pause does not shorten it', async () => {
+    const store = rateBudgetOnPool(tw.w.pool, 'paused');
+    await store.pause(30_000);
+    await store.pause(1_000);
+    const r = await store.lease(5, 50, 1_000);
+    expect(r.granted).toBe(0);
+    expect(r.pausedMs).toBeGreaterThan(20_000);
+    const other = rateBudgetOnPool(tw.w.pool, 'not-paused');
+    expect((await other.lease(5, 50, 1_000)).granted).toBe(5);
+  });
+});
+
+describe('a client on the shared budget', () => {
+  let server: ScriptedServer | undefined;
+  afterAll(async () => {
+    await server?.close();
+  });
+
+  it('when 30 calls are made at once with a limit of 5/s, then no 1-second window sees more than 5 starts', async () => {
+    server = await startScriptedServer((_req, res) => sendJson(res, 200, { threads: [] }));
+    const starts: number[] = [];
+    const timed: HttpRequest = (input, init) => {
+      starts.push(performance.now());
+      return request(input, init);
+    };
+    const budget = rateBudgetOnPool(tw.w.pool, 'client-5');
+    const { api } = client(server.url, { rateLimitRps: 5, concurrency: 30, request: timed, budget });
+    await Promise.all(Array.from({ length: 30 }, () => api.listThreads()));
+    expect(server.seen).toHaveLength(30);
+    expect(maxInAnyWindow(starts, 1000)).toBeLessThanOrEqual(5);
+    expect(api.rate.budget).toBe('client-5');
+    await server.close();
+    server = undefined;
+  });
+
+  it('when a 429 carries Retry-After, then the pause is recorded in the budget row for every worker', async () => {
+    server = await startScriptedServer((_req, res) =>
+      sendJson(res, 429, { detail: 'slow down' }, { 'retry-after': '30' }),
+    );
+    const budget = rateBudgetOnPool(tw.w.pool, 'client-429');
+    const { api } = client(server.url, { rateLimitRps: 50, maxRetries: 0, budget });
+    await expect(api.listThreads()).rejects.toMatchObject({ code: 'HTTP_THROTTLED' });
+    // Another worker's lease now waits: nothing is granted, the pause has most of its 30 s left.
+    const other = await rateBudgetOnPool(tw.w.pool, 'client-429').lease(1, 50, 1_050);
+    expect(other.granted).toBe(0);
+    expect(other.pausedMs).toBeGreaterThan(20_000);
+    await server.close();
+    server = undefined;
+  });
+
+  it('when the warehouse has no budget table yet, then calls wait (logged) instead of failing, and go out once it exists', async () => {
+    const bare = await createTestWarehouse({ prefix: 'trate0', migrate: false });
+    try {
+      server = await startScriptedServer((_req, res) => sendJson(res, 200, { threads: [] }));
+      const { log, text } = captureLog();
+      const api = createServiceClient(
+        { ...options(server.url), budget: rateBudgetOnPool(bare.w.pool, 'late') },
+        log,
+      );
+      const call = api.listThreads();
+      let settled = false;
+      void call.finally(() => {
+        settled = true;
+      });
+      // The first lease fails and is retried after 100 ms, 200 ms, …: let a few go by.
+      for (let i = 0; i < 50 && !text().includes('leasing failed'); i++)
+        await new Promise((r) => setTimeout(r, 20));
+      expect(text()).toContain('has `crs-sync migrate` run?');
+      expect(settled).toBe(false);
+      expect(server.seen).toHaveLength(0);
+      await migrateToLatest(bare.w);
+      await expect(call).resolves.toEqual([]);
+      expect(server.seen).toHaveLength(1);
+    } finally {
+      await bare.dispose();
+    }
+  });
+});
