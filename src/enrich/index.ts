@@ -13,6 +13,7 @@ import type { EnrichCounts } from '../../workflows/types.ts';
 import type { ServiceClient } from '../api/index.ts';
 import type { Logger } from '../log.ts';
 import { isRetryableDbError, toDbCrsError } from '../warehouse/db-errors.ts';
+import { refreshRollups } from '../warehouse/rollups.ts';
 import type { Database } from '../warehouse/types.ts';
 import { type EnrichThreadsInput, enrichThreads } from './enrich-threads.ts';
 import { createPageWriter } from './page-writer.ts';
@@ -55,7 +56,14 @@ export function createEnrichOps(o: {
           ...(o.pageSize ? { pageSize: o.pageSize } : {}),
         },
         input,
-      ).catch(warehouseFailure),
+      )
+        // The rollups of the threads the batch stored (triggers marked them with each page); a
+        // batch that throws leaves its marks to the next refresh.
+        .then(async (counts) => {
+          await refreshRollups(o.pool);
+          return counts;
+        })
+        .catch(warehouseFailure),
   };
 }
 

@@ -1,0 +1,424 @@
+import type pg from 'pg';
+
+/**
+ * Upkeep of the rollup tables (migrations/2026-11-24T03-00-00_rollups.ts; docs/data-dictionary.md,
+ * "Rollups").
+ *
+ * Writers never call in here to say what they touched: triggers note every day and thread a write
+ * touches (`rollup_dirty_days`, `rollup_dirty_threads`) in the writer's transaction. `refreshRollups`
+ * takes those marks and recomputes exactly those keys from the raw tables, in one transaction
+ * under a transaction-level advisory lock (refreshes of concurrent loads run one after the other):
+ * a refresh that dies leaves the marks for the next one, and a refresh with no marks costs two
+ * empty deletes.
+ *
+ * Order of the work, each step handing the keys it changed to the next:
+ *   days    → rollup_daily, rollup_user_daily (changed users), rollup_thread_daily (changed threads)
+ *   threads → rollup_user_threads (changed users), rollup_threads, citation rollups (by delta)
+ *   users   → rollup_users
+ * Citation totals per source and per source and day are kept by difference (old rows of the
+ * touched threads out, new rows in), since recomputing a popular source would read all of its
+ * citations; what a difference cannot keep (a latest `last_updated_at` that went away) is read
+ * again from the per-thread rows.
+ */
+
+export interface RollupRefresh {
+  /** A full rebuild ran (the warehouse was flagged, or one was asked for). */
+  rebuilt: boolean;
+  days: number;
+  threads: number;
+  users: number;
+}
+
+type Client = pg.PoolClient;
+type Progress = (step: string) => void;
+
+const LOCK_SQL = `select pg_advisory_xact_lock(hashtext('crs-sync:rollups:' || current_schema()))`;
+
+/** Every table the rollups hold, in the order a rebuild fills them. */
+export const ROLLUP_TABLES = [
+  'rollup_daily',
+  'rollup_user_daily',
+  'rollup_thread_daily',
+  'rollup_user_threads',
+  'rollup_users',
+  'rollup_threads',
+  'rollup_citation_threads',
+  'rollup_citation_sources',
+  'rollup_citation_thread_days',
+  'rollup_citation_daily',
+] as const;
+
+/** Recomputes the days and threads writes have marked since the last refresh. */
+export async function refreshRollups(pool: pg.Pool, onStep?: Progress): Promise<RollupRefresh> {
+  return inTransaction(pool, async (c) => {
+    const state = await c.query<{ rebuild_needed: boolean }>('select rebuild_needed from rollup_state');
+    if (state.rows[0]?.rebuild_needed !== false) return rebuildAll(c, onStep);
+    return refreshMarked(c, onStep);
+  });
+}
+
+/**
+ * Recomputes every rollup from the raw tables (`from`/`to`: only the days in that range and the
+ * threads with export rows on them), in one transaction. Without a range the tables are emptied
+ * and filled again.
+ */
+export async function rebuildRollups(
+  pool: pg.Pool,
+  range: { from: string; to: string } | null,
+  onStep?: Progress,
+): Promise<RollupRefresh> {
+  return inTransaction(pool, async (c) => {
+    if (range === null) return rebuildAll(c, onStep);
+    onStep?.('marking the days and their threads');
+    await c.query(
+      `insert into rollup_dirty_days
+       select d::date from generate_series($1::date, $2::date, interval '1 day') d`,
+      [range.from, range.to],
+    );
+    await c.query(
+      `insert into rollup_dirty_threads
+       select distinct thread_id from analytics_messages where message_date between $1 and $2
+       union select thread_id from rollup_thread_daily where message_date between $1 and $2
+       union select thread_id from rollup_citation_thread_days where day between $1 and $2`,
+      [range.from, range.to],
+    );
+    return refreshMarked(c, onStep);
+  });
+}
+
+/** Whether every rollup is current: nothing marked and no rebuild pending. */
+export async function rollupsCurrent(pool: Pick<pg.Pool, 'query'>): Promise<boolean> {
+  const r = await pool.query<{ current: boolean }>(
+    `select not exists (select 1 from rollup_dirty_days) and not exists (select 1 from rollup_dirty_threads)
+            and not coalesce((select rebuild_needed from rollup_state), true) as current`,
+  );
+  return r.rows[0]?.current === true;
+}
+
+async function inTransaction<T>(pool: pg.Pool, fn: (c: Client) => Promise<T>): Promise<T> {
+  const c = await pool.connect();
+  try {
+    await c.query('begin');
+    // A rebuild of a large warehouse outlasts the pool's statement timeout, which guards the
+    // loader's short statements; this transaction's work is bounded by the tables it reads.
+    await c.query('set local statement_timeout = 0');
+    await c.query(LOCK_SQL);
+    const out = await fn(c);
+    await c.query('commit');
+    c.release();
+    return out;
+  } catch (err) {
+    await c.query('rollback').then(
+      () => c.release(),
+      () => c.release(err instanceof Error ? err : new Error(String(err))),
+    );
+    throw err;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The rows of each rollup for a set of keys, as SQL. `$keys` stands for the set: a subquery.
+
+const dailySql = (days: string) => `
+  select a.message_date,
+         count(*)::bigint,
+         count(distinct a.user_id)::bigint,
+         count(distinct a.thread_id)::bigint,
+         (count(*) - count(x.answered))::bigint,
+         count(x.answered)::bigint,
+         coalesce(sum(x.answered), 0)::bigint,
+         round(avg(x.answered), 1)::double precision,
+         (percentile_cont(0.5) within group (order by x.answered))::double precision
+  from analytics_messages a
+  left join thread_messages h on h.message_id = a.message_id
+  cross join lateral (
+    select case when a.response_chars = 0 or coalesce(h.is_cancelled, false) then null
+                else a.response_chars end as answered) x
+  where a._deleted_at is null ${days ? `and a.message_date in (${days})` : ''}
+  group by a.message_date`;
+
+const userDailySql = (days: string) => `
+  select message_date, user_id, count(*)::bigint, count(distinct thread_id)::bigint,
+         min(message_time), max(message_time)
+  from analytics_messages
+  where _deleted_at is null ${days ? `and message_date in (${days})` : ''}
+  group by message_date, user_id`;
+
+const threadDailySql = (days: string) => `
+  select message_date, thread_id, user_id, count(*)::bigint, min(message_time), max(message_time)
+  from analytics_messages
+  where _deleted_at is null ${days ? `and message_date in (${days})` : ''}
+  group by message_date, thread_id, user_id`;
+
+const userThreadsSql = (threads: string) => `
+  select user_id, thread_id, sum(messages)::bigint from rollup_thread_daily
+  ${threads ? `where thread_id in (${threads})` : ''}
+  group by user_id, thread_id`;
+
+const usersSql = (users: string) => `
+  select d.user_id, min(d.first_at), max(d.last_at), count(*)::bigint, sum(d.messages)::bigint,
+         coalesce(t.n, 0)::bigint
+  from rollup_user_daily d
+  left join (select user_id, count(*) as n from rollup_user_threads
+             ${users ? `where user_id in (${users})` : ''} group by user_id) t on t.user_id = d.user_id
+  ${users ? `where d.user_id in (${users})` : ''}
+  group by d.user_id, t.n`;
+
+// One row per thread that has anything: live export rows, history entries, citations, artifacts.
+const threadsSql = (threads: string) => {
+  const w = threads ? `where thread_id in (${threads})` : '';
+  return `
+  select coalesce(m.thread_id, h.thread_id, c.thread_id, r.thread_id),
+         m.user_id, m.first_at, m.last_at, coalesce(m.messages, 0)::bigint,
+         coalesce(h.n, 0)::bigint, coalesce(h.cancelled, 0)::bigint, coalesce(c.n, 0)::bigint,
+         coalesce(r.n, 0)::bigint
+  from (select thread_id, min(user_id::text)::uuid as user_id, min(first_at) as first_at,
+               max(last_at) as last_at, sum(messages) as messages
+        from rollup_thread_daily ${w} group by thread_id) m
+  full join (select thread_id, count(*) as n, count(*) filter (where is_cancelled) as cancelled
+             from thread_messages ${w} group by thread_id) h on h.thread_id = m.thread_id
+  full join (select thread_id, count(*) as n from citations ${w} group by thread_id) c
+    on c.thread_id = coalesce(m.thread_id, h.thread_id)
+  full join (select thread_id, count(*) as n from artifacts ${w} group by thread_id) r
+    on r.thread_id = coalesce(m.thread_id, h.thread_id, c.thread_id)`;
+};
+
+/**
+ * The citations of a set of threads with the day each belongs to: the UTC day of the citing
+ * history entry (an artifact's citation: the entry that named the artifact), else the day of
+ * the thread's first live export row; null when neither is known (then it is in no daily row).
+ */
+const citedSql = (threads: string) => `
+  select c.thread_id, coalesce(c.citation_type, '(none)') as citation_type, coalesce(c.name, '(unnamed)') as name,
+         c.message_id, c.artifact_id, c.last_updated_at,
+         coalesce((h.created_at at time zone 'UTC')::date, f.first_day) as day
+  from citations c
+  left join artifacts a on c.message_id is null and a.artifact_id = c.artifact_id
+  left join thread_messages h on h.message_id = coalesce(c.message_id, a.message_id)
+  left join (select thread_id, min(message_date) as first_day from rollup_thread_daily
+             ${threads ? `where thread_id in (${threads})` : ''} group by thread_id) f
+    on f.thread_id = c.thread_id
+  ${threads ? `where c.thread_id in (${threads})` : ''}`;
+
+const citationThreadsSql = (threads: string) => `
+  select citation_type, name, thread_id, count(*)::bigint, count(distinct message_id)::bigint,
+         count(distinct artifact_id)::bigint, max(last_updated_at)
+  from (${citedSql(threads)}) x group by citation_type, name, thread_id`;
+
+const citationThreadDaysSql = (threads: string) => `
+  select thread_id, day, citation_type, name, count(*)::bigint, count(distinct message_id)::bigint,
+         count(distinct artifact_id)::bigint
+  from (${citedSql(threads)}) x where day is not null group by thread_id, day, citation_type, name`;
+
+// ---------------------------------------------------------------------------------------------
+
+/** Empties every rollup and fills it from the raw tables; clears the marks and the flag. */
+async function rebuildAll(c: Client, onStep?: Progress): Promise<RollupRefresh> {
+  await c.query('delete from rollup_dirty_days');
+  await c.query('delete from rollup_dirty_threads');
+  await c.query(`truncate ${ROLLUP_TABLES.join(', ')}`);
+  const steps: Array<[string, string]> = [
+    ['rollup_daily', dailySql('')],
+    ['rollup_user_daily', userDailySql('')],
+    ['rollup_thread_daily', threadDailySql('')],
+    ['rollup_user_threads', userThreadsSql('')],
+    ['rollup_users', usersSql('')],
+    ['rollup_threads', threadsSql('')],
+    ['rollup_citation_threads', citationThreadsSql('')],
+    [
+      'rollup_citation_sources',
+      `select citation_type, name, sum(citations)::bigint, count(*)::bigint, sum(messages)::bigint,
+              sum(artifacts)::bigint, max(last_updated_at)
+       from rollup_citation_threads group by citation_type, name`,
+    ],
+    ['rollup_citation_thread_days', citationThreadDaysSql('')],
+    [
+      'rollup_citation_daily',
+      `select day, citation_type, name, sum(citations)::bigint, count(*)::bigint, sum(messages)::bigint,
+              sum(artifacts)::bigint
+       from rollup_citation_thread_days group by day, citation_type, name`,
+    ],
+  ];
+  for (const [table, select] of steps) {
+    onStep?.(table);
+    await c.query(`insert into ${table} ${select}`);
+  }
+  await c.query('update rollup_state set rebuild_needed = false, rebuilt_at = now(), refreshed_at = now()');
+  const n = await c.query<{ days: number; threads: number; users: number }>(
+    `select (select count(*) from rollup_daily)::int as days, (select count(*) from rollup_threads)::int as threads,
+            (select count(*) from rollup_users)::int as users`,
+  );
+  const r = n.rows[0] ?? { days: 0, threads: 0, users: 0 };
+  return { rebuilt: true, ...r };
+}
+
+/**
+ * Replaces a rollup's rows for a set of keys, and puts the keys (column `key`) of rows that
+ * changed into the temporary set `into`.
+ */
+async function replaceRows(
+  c: Client,
+  o: { table: string; where: string; select: string; key?: string; into?: string },
+): Promise<void> {
+  if (o.key && o.into) {
+    await c.query(`create temp table rd_old on commit drop as select * from ${o.table} where ${o.where}`);
+  }
+  await c.query(`delete from ${o.table} where ${o.where}`);
+  await c.query(`insert into ${o.table} ${o.select}`);
+  if (o.key && o.into) {
+    await c.query(
+      `insert into ${o.into}
+       select ${o.key} from (
+         (select * from rd_old except all select * from ${o.table} where ${o.where})
+         union all
+         (select * from ${o.table} where ${o.where} except all select * from rd_old)) x
+       on conflict do nothing`,
+    );
+    await c.query('drop table rd_old');
+  }
+}
+
+/**
+ * Keeps a total table (per source, or per source and day) by difference: the per-thread rows of
+ * the touched threads are replaced, and what they added up to before is taken out of the totals
+ * and what they add up to now put in. `group` names the total's key columns.
+ */
+async function replaceByDelta(
+  c: Client,
+  o: { perThread: string; select: string; totals: string; group: string[]; latest: boolean },
+): Promise<void> {
+  const where = 'thread_id in (select thread_id from rd_threads)';
+  const g = o.group.join(', ');
+  const sums = `sum(citations) as c, count(*) as t, sum(messages) as m, sum(artifacts) as a${
+    o.latest ? ', max(last_updated_at) as lu' : ''
+  }`;
+  await c.query(
+    `create temp table rd_old on commit drop as
+     select ${g}, ${sums} from ${o.perThread} where ${where} group by ${g}`,
+  );
+  await c.query(`delete from ${o.perThread} where ${where}`);
+  await c.query(`insert into ${o.perThread} ${o.select}`);
+  await c.query(
+    `create temp table rd_new on commit drop as
+     select ${g}, ${sums} from ${o.perThread} where ${where} group by ${g}`,
+  );
+  const on = o.group.map((k) => `n.${k} = o.${k}`).join(' and ');
+  const keys = o.group.map((k) => `coalesce(n.${k}, o.${k})`).join(', ');
+  await c.query(
+    `insert into ${o.totals} as s (${g}, citations, threads, messages, artifacts${o.latest ? ', last_updated_at' : ''})
+     select ${keys}, coalesce(n.c, 0) - coalesce(o.c, 0), coalesce(n.t, 0) - coalesce(o.t, 0),
+            coalesce(n.m, 0) - coalesce(o.m, 0), coalesce(n.a, 0) - coalesce(o.a, 0)${o.latest ? ', n.lu' : ''}
+     from rd_new n full join rd_old o on ${on}
+     on conflict (${g}) do update set citations = s.citations + excluded.citations,
+       threads = s.threads + excluded.threads, messages = s.messages + excluded.messages,
+       artifacts = s.artifacts + excluded.artifacts
+       ${o.latest ? ', last_updated_at = greatest(s.last_updated_at, excluded.last_updated_at)' : ''}`,
+  );
+  if (o.latest) {
+    // A latest date that left (its citation removed, or replaced by an older one) is read again
+    // from the per-thread rows of that source: rare, and bounded by the source's threads.
+    await c.query(
+      `update ${o.totals} s set last_updated_at = (
+         select max(x.last_updated_at) from ${o.perThread} x
+         where x.citation_type = s.citation_type and x.name = s.name)
+       from rd_old o left join rd_new n on n.citation_type = o.citation_type and n.name = o.name
+       where s.citation_type = o.citation_type and s.name = o.name and o.lu is not null
+         and o.lu >= s.last_updated_at and (n.lu is null or n.lu < o.lu)`,
+    );
+  }
+  await c.query(
+    `delete from ${o.totals} s using rd_old o
+     where ${o.group.map((k) => `s.${k} = o.${k}`).join(' and ')} and s.citations = 0`,
+  );
+  await c.query('drop table rd_old');
+  await c.query('drop table rd_new');
+}
+
+/** The refresh of the marked keys (see the top of the file for the order). */
+async function refreshMarked(c: Client, onStep?: Progress): Promise<RollupRefresh> {
+  await c.query('create temp table rd_days (day date primary key) on commit drop');
+  await c.query('create temp table rd_threads (thread_id uuid primary key) on commit drop');
+  await c.query('create temp table rd_users (user_id uuid primary key) on commit drop');
+  // Taken first, so that a write committing after this statement leaves its mark for the next
+  // refresh; whatever committed before it is seen by the reads below.
+  await c.query(
+    `with d as (delete from rollup_dirty_days returning day)
+     insert into rd_days select distinct day from d`,
+  );
+  await c.query(
+    `with d as (delete from rollup_dirty_threads returning thread_id)
+     insert into rd_threads select distinct thread_id from d`,
+  );
+  const marked = await c.query<{ days: number; threads: number }>(
+    'select (select count(*) from rd_days)::int as days, (select count(*) from rd_threads)::int as threads',
+  );
+  const m = marked.rows[0] ?? { days: 0, threads: 0 };
+  if (m.days === 0 && m.threads === 0) return { rebuilt: false, days: 0, threads: 0, users: 0 };
+
+  const days = 'select day from rd_days';
+  if (m.days > 0) {
+    onStep?.(`${m.days} day(s)`);
+    await replaceRows(c, {
+      table: 'rollup_daily',
+      where: `message_date in (${days})`,
+      select: dailySql(days),
+    });
+    await replaceRows(c, {
+      table: 'rollup_user_daily',
+      where: `message_date in (${days})`,
+      select: userDailySql(days),
+      key: 'user_id',
+      into: 'rd_users',
+    });
+    await replaceRows(c, {
+      table: 'rollup_thread_daily',
+      where: `message_date in (${days})`,
+      select: threadDailySql(days),
+      key: 'thread_id',
+      into: 'rd_threads',
+    });
+  }
+
+  const threads = 'select thread_id from rd_threads';
+  const t = await c.query<{ n: number }>('select count(*)::int as n from rd_threads');
+  const threadCount = t.rows[0]?.n ?? 0;
+  if (threadCount > 0) {
+    onStep?.(`${threadCount} thread(s)`);
+    await replaceRows(c, {
+      table: 'rollup_user_threads',
+      where: `thread_id in (${threads})`,
+      select: userThreadsSql(threads),
+      key: 'user_id',
+      into: 'rd_users',
+    });
+    await replaceRows(c, {
+      table: 'rollup_threads',
+      where: `thread_id in (${threads})`,
+      select: threadsSql(threads),
+    });
+    await replaceByDelta(c, {
+      perThread: 'rollup_citation_threads',
+      select: citationThreadsSql(threads),
+      totals: 'rollup_citation_sources',
+      group: ['citation_type', 'name'],
+      latest: true,
+    });
+    await replaceByDelta(c, {
+      perThread: 'rollup_citation_thread_days',
+      select: citationThreadDaysSql(threads),
+      totals: 'rollup_citation_daily',
+      group: ['day', 'citation_type', 'name'],
+      latest: false,
+    });
+  }
+
+  const u = await c.query<{ n: number }>('select count(*)::int as n from rd_users');
+  const userCount = u.rows[0]?.n ?? 0;
+  if (userCount > 0) {
+    onStep?.(`${userCount} user(s)`);
+    const users = 'select user_id from rd_users';
+    await replaceRows(c, { table: 'rollup_users', where: `user_id in (${users})`, select: usersSql(users) });
+  }
+  await c.query('update rollup_state set refreshed_at = now()');
+  return { rebuilt: false, days: m.days, threads: threadCount, users: userCount };
+}
