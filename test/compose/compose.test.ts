@@ -49,6 +49,7 @@ describe('docker-compose.yml', () => {
   it('when read, then it has postgres, Temporal with schema setup and UI, migrate and the worker, and the simulator only under the profile sim', () => {
     expect(Object.keys(services).sort()).toEqual(
       [
+        'dashboard',
         'migrate',
         'postgres',
         'simulator',
@@ -85,6 +86,17 @@ describe('docker-compose.yml', () => {
       'bin/crs-sync.js',
       'sim',
     ]);
+  });
+
+  it('when the dashboard starts, then it waits for the migrations and serves the CLI dashboard on 8787', () => {
+    const d = services.dashboard;
+    expect(d?.depends_on?.migrate?.condition).toBe('service_completed_successfully');
+    expect(JSON.stringify(d?.command)).toBe(
+      JSON.stringify('node bin/crs-sync.js dashboard --host 0.0.0.0 --port 8787'.split(' ')),
+    );
+    expect(d?.environment?.DATABASE_URL).toMatch(/@postgres:5432\/crs$/);
+    expect(d?.ports).toHaveLength(1);
+    expect(d?.ports?.[0]).toMatch(/^127\.0\.0\.1:\$\{DASHBOARD_PORT:-8787\}:8787$/);
   });
 
   it('when a port is published, then it binds to 127.0.0.1 only', () => {
