@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { createActivities, DEFAULT_MAX_DAY_LOADS } from '../../../activities/index.ts';
-import { createServiceClient } from '../../api/index.ts';
+import { createDeploymentClient } from '../../api/deployment-client.ts';
 import { requireSettings } from '../../config.ts';
 import { CrsError, errorMessage } from '../../errors.ts';
 import { connectWorker } from '../../temporal/connection.ts';
@@ -49,7 +49,8 @@ export function registerWorker(program: Command): void {
         connections: dayLoads * config.loadConnections + config.enrichConcurrency,
       });
       try {
-        const client = createServiceClient({ ...config.api, concurrency: config.enrichConcurrency }, log);
+        // CRS_RATE_LIMIT_RPS is the tenant's: shared with every worker through the warehouse.
+        const { client, close: closeBudget } = createDeploymentClient(config, opened.warehouse, log);
         const connection = await connectWorker(config.temporal);
         try {
           const worker = await createSyncWorker({
@@ -84,6 +85,7 @@ export function registerWorker(program: Command): void {
           log.info('worker stopped');
         } finally {
           await connection.close();
+          await closeBudget();
         }
       } finally {
         await opened.close();
