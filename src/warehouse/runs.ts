@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
-import { STALE_AFTER_MS } from '../../workflows/liveness.ts';
 import type { LoadCounts } from '../shared/counts.ts';
+import { STALE_AFTER_MS } from '../shared/liveness.ts';
 import { touchDay } from './days.ts';
 import { RUN_ALIVE_AT } from './liveness.ts';
 import type { Executor, RunKind, RunStatus } from './types.ts';

@@ -1,8 +1,8 @@
 import type { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { STALE_AFTER_MS } from '../../src/shared/liveness.ts';
 import { readStatus } from '../../src/warehouse/status.ts';
 import { syncWindow } from '../../workflows/index.ts';
-import { STALE_AFTER_MS } from '../../workflows/liveness.ts';
 import { dayWorkflowId } from '../../workflows/types.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 import { randomDays, until } from './days.ts';
