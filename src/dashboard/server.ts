@@ -27,6 +27,9 @@ import { PAGE_ORDER, PAGES, type PageData, type PageName, type SectionResult } f
 import { type DataExtent, dataExtent } from './queries.ts';
 import { presets, resolveRange } from './range.ts';
 
+/** The port `crs-sync dashboard` (and `crs-sync demo --keep`) listens on unless told otherwise. */
+export const DEFAULT_DASHBOARD_PORT = 8787;
+
 export interface DashboardOptions {
   /** The warehouse's pool (Warehouse.pool): its search_path is the schema. */
   pool: pg.Pool;

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { Runtime } from '@temporalio/worker';
 import cliProgress from 'cli-progress';
+import type pg from 'pg';
 import { createActivities } from '../../activities/index.ts';
 import type { SyncProgress, SyncResult } from '../../workflows/types.ts';
 import { createServiceClient } from '../api/index.ts';
@@ -290,9 +291,19 @@ export async function runDemo(opts: DemoOptions, io: DemoIo): Promise<number> {
     io.out.write(opts.json ? `${JSON.stringify(summary, null, 2)}\n` : renderSummary(summary));
 
     if (opts.keep) {
+      // The dashboard over the demo's warehouse (port 8787, else any free one); the demo runs
+      // without it if it cannot start.
+      const dashboard = await startDemoDashboard(wh.warehouse.pool, `${wh.shownUrl} (schema ${schema})`).then(
+        (d) => {
+          stack.add('the dashboard', d.close);
+          return `  dashboard     ${d.url}/`;
+        },
+        (err: unknown) => `  dashboard     not started: ${(err as Error).message}`,
+      );
       const lines = [
         '',
         'The stack stays up until Ctrl-C:',
+        dashboard,
         ...(temporal.uiUrl
           ? [`  Temporal UI   ${temporal.uiUrl}/namespaces/${temporal.namespace}/workflows`]
           : []),
@@ -354,4 +365,18 @@ function progressReporter(err: NodeJS.WritableStream & { isTTY?: boolean }) {
       if (started) bar?.stop();
     },
   };
+}
+
+/** `crs-sync dashboard` inside the demo: on its usual port, or any free one when that is taken. */
+async function startDemoDashboard(
+  pool: pg.Pool,
+  warehouse: string,
+): Promise<{ url: string; close(): Promise<void> }> {
+  const { DEFAULT_DASHBOARD_PORT, startDashboard } = await import('../dashboard/server.ts');
+  return startDashboard({ pool, port: DEFAULT_DASHBOARD_PORT, warehouse }).catch(
+    (err: NodeJS.ErrnoException) => {
+      if (err.code === 'EADDRINUSE') return startDashboard({ pool, port: 0, warehouse });
+      throw err;
+    },
+  );
 }

@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { DEFAULT_DASHBOARD_PORT, startDashboard } from '../../dashboard/server.ts';
 import { CrsError } from '../../errors.ts';
 import { loadContext, openConfiguredWarehouse } from '../context.ts';
 import { releaseForeignExitHooks } from '../process-hooks.ts';
@@ -7,8 +8,6 @@ interface DashboardOptions {
   port: string;
   host: string;
 }
-
-export const DEFAULT_DASHBOARD_PORT = 8787;
 
 export function registerDashboard(program: Command): void {
   program
@@ -50,7 +49,6 @@ export function registerDashboard(program: Command): void {
       }
       const ctx = loadContext();
       const wh = await openConfiguredWarehouse(ctx, { connections: 1, migrate: false });
-      const { startDashboard } = await import('../../dashboard/server.ts');
       const dash = await startDashboard({
         pool: wh.warehouse.pool,
         host: opts.host,
