@@ -1,8 +1,9 @@
 import type pg from 'pg';
 import { CrsError } from '../errors.ts';
 import type { LoadCounts } from '../shared/counts.ts';
+import { addDayDeletes, recordDayExport, recordDayLoaded } from '../warehouse/days.ts';
 import type { Warehouse } from '../warehouse/db.ts';
-import { addDayDeletes, dayRange } from '../warehouse/ledger.ts';
+import { dayRange } from '../warehouse/ledger.ts';
 import { refreshRollups } from '../warehouse/rollups.ts';
 
 /**
@@ -203,20 +204,18 @@ async function finalizeDay(
     await c.query('begin');
     const heldReason = await deleteStep(c, summary, f, guardPct);
     summary.deleted = await addDayDeletes(c, f.loadKey, summary.day, summary.deleted);
-    await upsertDay(c, summary, f, true);
-    await c.query(
-      `update sync_days set export_complete = $2, export_incomplete_reason = $3,
-       deletes_held = case when $2 then $4 else deletes_held end,
-       deletes_held_reason = case when $2 then $5 else deletes_held_reason end
-     where day = $1`,
-      [
-        summary.day,
-        summary.incompleteReason === null,
-        summary.incompleteReason,
-        summary.deletesHeld,
-        heldReason,
-      ],
-    );
+    const own = f.ledgerDay === summary.day;
+    await recordDayLoaded(c, summary, {
+      loadId: f.loadId,
+      complete: true,
+      bytes: own ? f.bytes : 0,
+      linesCommitted: own ? summary.rowsRead : 0,
+    });
+    await recordDayExport(c, summary.day, {
+      incompleteReason: summary.incompleteReason,
+      deletesHeld: summary.deletesHeld,
+      heldReason,
+    });
     await c.query('commit');
     return summary.deleted;
   } catch (err) {
@@ -303,36 +302,4 @@ async function deleteStep(
   );
   summary.deleted = del.rowCount ?? 0;
   return null;
-}
-
-async function upsertDay(
-  client: { query: (text: string, values: unknown[]) => Promise<unknown> },
-  d: DaySummary,
-  f: FinalizeInput,
-  complete: boolean,
-): Promise<void> {
-  await client.query(
-    `insert into sync_days (day, status, rows_read, rows_inserted, rows_updated, rows_unchanged, rows_rejected,
-       rows_deleted, bytes, lines_committed, started_at, finished_at, _load_id, attempts)
-     values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now(), now(), $11, 1)
-     on conflict (day) do update set status = excluded.status, rows_read = excluded.rows_read,
-       rows_inserted = excluded.rows_inserted, rows_updated = excluded.rows_updated,
-       rows_unchanged = excluded.rows_unchanged, rows_rejected = excluded.rows_rejected,
-       rows_deleted = excluded.rows_deleted, bytes = excluded.bytes,
-       lines_committed = greatest(sync_days.lines_committed, excluded.lines_committed),
-       finished_at = now(), last_error = null, _load_id = excluded._load_id, _loaded_at = now()`,
-    [
-      d.day,
-      complete ? 'complete' : 'pending',
-      d.rowsRead,
-      d.inserted,
-      d.updated,
-      d.unchanged,
-      d.rejected,
-      d.deleted,
-      f.ledgerDay === d.day ? f.bytes : 0,
-      f.ledgerDay === d.day ? d.rowsRead : 0,
-      f.loadId,
-    ],
-  );
 }
