@@ -53,6 +53,7 @@ const COMMANDS: Record<string, (program: Command) => Promise<void>> = {
   schedule: async (p) => (await import('./commands/schedule.ts')).registerSchedule(p),
   demo: async (p) => (await import('./commands/demo.ts')).registerDemo(p),
   dashboard: async (p) => (await import('./commands/dashboard.ts')).registerDashboard(p),
+  rollups: async (p) => (await import('./commands/rollups.ts')).registerRollups(p),
 };
 
 const program = new Command('crs-sync')

@@ -1,0 +1,163 @@
+import type { Command } from 'commander';
+import { CrsError } from '../../errors.ts';
+import { dayRange } from '../../warehouse/ledger.ts';
+import { ROLLUP_TABLES, rebuildRollups, refreshRollups, rollupsCurrent } from '../../warehouse/rollups.ts';
+import { loadContext, openConfiguredWarehouse } from '../context.ts';
+
+const DAY = /^\d{4}-\d{2}-\d{2}$/;
+// Days per transaction of a ranged rebuild: each chunk commits on its own, so an interrupted
+// rebuild keeps what it finished and the views stay exact throughout.
+const CHUNK_DAYS = 31;
+
+function checkDay(option: string, v: string): string {
+  const d = new Date(`${v}T00:00:00Z`);
+  if (!DAY.test(v) || Number.isNaN(d.getTime()) || d.toISOString().slice(0, 10) !== v)
+    throw new CrsError('USAGE', `${option} takes a date YYYY-MM-DD, not "${v}"`);
+  return v;
+}
+
+const seconds = (t0: number) => `${((performance.now() - t0) / 1000).toFixed(1)} s`;
+
+export function registerRollups(program: Command): void {
+  const rollups = program
+    .command('rollups')
+    .summary('the aggregate tables behind the BI views and the dashboard: status, refresh, rebuild')
+    .description(
+      'Rollups are per-day aggregate tables (rollup_daily, rollup_user_daily, rollup_thread_daily, ' +
+        'rollup_users, rollup_threads, rollup_citation_*) that keep BI queries off the raw tables. ' +
+        'Every load and every enrichment batch keeps them current by itself: triggers mark the days ' +
+        'and threads a write touched, and the end of the load (or batch) recomputes exactly those. ' +
+        'The BI views (daily_usage, user_activity, thread_summary, citation_sources) read them while ' +
+        'nothing is marked and the raw tables otherwise, so a view is never stale.\n\n' +
+        'You need this command after upgrading a warehouse that already holds data (`rebuild` once; ' +
+        'until then the views read the raw tables), after writing the raw tables with triggers off ' +
+        '(session_replication_role = replica), or to check the rollups against the raw tables ' +
+        '(`rebuild --from D --to D`). Columns: docs/data-dictionary.md, "Rollups".',
+    );
+
+  rollups
+    .command('status')
+    .summary('whether the rollups are current, when they were last refreshed and rebuilt, their sizes')
+    .option('--json', 'print JSON')
+    .action(async (o: { json?: boolean }) => {
+      const ctx = loadContext();
+      const wh = await openConfiguredWarehouse(ctx, { connections: 1 });
+      try {
+        const pool = wh.warehouse.pool;
+        const current = await rollupsCurrent(pool);
+        const state = await pool.query<{
+          rebuild_needed: boolean;
+          rebuilt_at: string | null;
+          refreshed_at: string | null;
+        }>('select rebuild_needed, rebuilt_at::text, refreshed_at::text from rollup_state');
+        const marks = await pool.query<{ days: number; threads: number }>(
+          `select (select count(distinct day) from rollup_dirty_days)::int as days,
+                  (select count(distinct thread_id) from rollup_dirty_threads)::int as threads`,
+        );
+        const rows: Record<string, number> = {};
+        for (const t of ROLLUP_TABLES) {
+          const r = await pool.query<{ n: number }>(`select count(*)::bigint as n from ${t}`);
+          rows[t] = Number(r.rows[0]?.n ?? 0);
+        }
+        const s = state.rows[0];
+        const out = {
+          current,
+          rebuildNeeded: s?.rebuild_needed ?? true,
+          markedDays: marks.rows[0]?.days ?? 0,
+          markedThreads: marks.rows[0]?.threads ?? 0,
+          refreshedAt: s?.refreshed_at ?? null,
+          rebuiltAt: s?.rebuilt_at ?? null,
+          rows,
+        };
+        if (o.json) {
+          process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
+          return;
+        }
+        process.stdout.write(
+          `rollups: ${current ? 'current' : 'not current (the views read the raw tables until the next refresh)'}\n` +
+            (out.rebuildNeeded ? 'a rebuild is pending: run `crs-sync rollups rebuild`\n' : '') +
+            `marked: ${out.markedDays} day(s), ${out.markedThreads} thread(s)\n` +
+            `last refresh: ${out.refreshedAt ?? 'never'}; last rebuild: ${out.rebuiltAt ?? 'never'}\n` +
+            Object.entries(rows)
+              .map(([t, n]) => `  ${t.padEnd(28)} ${n}`)
+              .join('\n') +
+            '\n',
+        );
+      } finally {
+        await wh.close();
+      }
+    });
+
+  rollups
+    .command('refresh')
+    .summary('recompute what loads and enrichment marked but did not refresh (normally nothing)')
+    .action(async () => {
+      const ctx = loadContext();
+      const wh = await openConfiguredWarehouse(ctx, { connections: 1 });
+      try {
+        const t0 = performance.now();
+        const r = await refreshRollups(wh.warehouse.pool, (step) => process.stderr.write(`  ${step}\n`));
+        process.stdout.write(
+          r.rebuilt
+            ? `rollups rebuilt in ${seconds(t0)}\n`
+            : `rollups refreshed: ${r.days} day(s), ${r.threads} thread(s), ${r.users} user(s) in ${seconds(t0)}\n`,
+        );
+      } finally {
+        await wh.close();
+      }
+    });
+
+  rollups
+    .command('rebuild')
+    .summary('recompute the rollups from the raw tables (all of them, or the days of a range)')
+    .description(
+      'Without --from/--to: empties every rollup table and fills it again from the raw tables, in one ' +
+        'transaction (readers see the old rollups until it commits), naming each table as it starts. ' +
+        'With a range: recomputes the days from --from to --to and every thread with export rows or ' +
+        'citations on them, 31 days per transaction, showing each chunk; an interrupted run keeps the ' +
+        'chunks it finished.\n\n' +
+        'Examples:\n' +
+        '  crs-sync rollups rebuild                                   # after an upgrade\n' +
+        '  crs-sync rollups rebuild --from 2026-11-01 --to 2026-11-30   # a month again',
+    )
+    .option('--from <day>', 'first day (YYYY-MM-DD) of the range to recompute')
+    .option('--to <day>', 'last day (YYYY-MM-DD) of the range; default: --from')
+    .action(async (o: { from?: string; to?: string }) => {
+      if (o.to !== undefined && o.from === undefined) throw new CrsError('USAGE', '--to needs --from');
+      const from = o.from === undefined ? undefined : checkDay('--from', o.from);
+      const to = o.to === undefined ? from : checkDay('--to', o.to);
+      if (from !== undefined && to !== undefined && to < from)
+        throw new CrsError('USAGE', `--to ${to} is before --from ${from}`);
+      const ctx = loadContext();
+      const wh = await openConfiguredWarehouse(ctx, { connections: 1 });
+      try {
+        const pool = wh.warehouse.pool;
+        const t0 = performance.now();
+        if (from === undefined || to === undefined) {
+          process.stderr.write('rebuilding every rollup table:\n');
+          const r = await rebuildRollups(pool, null, (table) =>
+            process.stderr.write(`  ${table} (${seconds(t0)})\n`),
+          );
+          process.stdout.write(
+            `rollups rebuilt: ${r.days} day(s), ${r.users} user(s), ${r.threads} thread(s) in ${seconds(t0)}\n`,
+          );
+          return;
+        }
+        const days = dayRange(from, to);
+        let done = 0;
+        for (let i = 0; i < days.length; i += CHUNK_DAYS) {
+          const chunk = days.slice(i, i + CHUNK_DAYS);
+          const a = chunk[0] ?? from;
+          const b = chunk[chunk.length - 1] ?? to;
+          await rebuildRollups(pool, { from: a, to: b });
+          done += chunk.length;
+          process.stderr.write(`  ${a} … ${b}: ${done}/${days.length} days (${seconds(t0)})\n`);
+        }
+        process.stdout.write(
+          `rollups recomputed for ${days.length} day(s), ${from} … ${to}, in ${seconds(t0)}\n`,
+        );
+      } finally {
+        await wh.close();
+      }
+    });
+}
