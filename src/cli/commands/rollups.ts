@@ -117,7 +117,7 @@ export function registerRollups(program: Command): void {
         'citations on them, 31 days per transaction, showing each chunk; an interrupted run keeps the ' +
         'chunks it finished.\n\n' +
         'Examples:\n' +
-        '  crs-sync rollups rebuild                                   # after an upgrade\n' +
+        '  crs-sync rollups rebuild                                     # after an upgrade\n' +
         '  crs-sync rollups rebuild --from 2026-11-01 --to 2026-11-30   # a month again',
     )
     .option('--from <day>', 'first day (YYYY-MM-DD) of the range to recompute')
