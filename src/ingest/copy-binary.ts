@@ -1,6 +1,6 @@
 import { daysFromCivil } from '../shared/civil-date.ts';
 import { recordHashOf } from './record-hash.ts';
-import type { ExportRecord } from './record-parser.ts';
+import { type ExportRecord, HEX_VALUE } from './record-parser.ts';
 
 /**
  * PostgreSQL's binary COPY format for `analytics_messages` rows, written straight into a reusable
@@ -98,13 +98,6 @@ export class ByteSink {
   }
 }
 
-const HEX = new Int8Array(128).fill(-1);
-for (let i = 0; i < 10; i++) HEX[48 + i] = i;
-for (let i = 0; i < 6; i++) {
-  HEX[97 + i] = 10 + i;
-  HEX[65 + i] = 10 + i;
-}
-
 function putUuid(s: ByteSink, uuid: string): void {
   const b = s.buf;
   let o = s.len;
@@ -113,7 +106,7 @@ function putUuid(s: ByteSink, uuid: string): void {
   // 8-4-4-4-12: skip the dashes at 8, 13, 18, 23 (the parser has checked the form).
   for (let i = 0; i < 36; i += 2) {
     if (i === 8 || i === 13 || i === 18 || i === 23) i++;
-    b[o++] = (HEX[uuid.charCodeAt(i)]! << 4) | HEX[uuid.charCodeAt(i + 1)]!;
+    b[o++] = ((HEX_VALUE[uuid.charCodeAt(i)] ?? 0) << 4) | (HEX_VALUE[uuid.charCodeAt(i + 1)] ?? 0);
   }
   s.len = o;
 }
@@ -198,6 +191,7 @@ export function putMessageTuple(
   putText(s, rec.input);
   const responseAt = s.len + 4;
   putText(s, rec.response);
+  const responseEnd = s.len;
   if (rec.recordHash === '') {
     rec.recordHash = recordHashOf(
       rec.messageId,
@@ -207,7 +201,7 @@ export function putMessageTuple(
       rec.input.length,
       s.view(inputAt, responseAt - 4),
       rec.response.length,
-      s.view(responseAt, s.len),
+      s.view(responseAt, responseEnd),
       rec.extra,
     );
   }
@@ -230,7 +224,7 @@ export function putMessageTuple(
   putText(s, lineHash);
   s.ensure(8);
   s.buf.writeInt32BE(4, s.len);
-  s.buf.writeInt32BE(responseChars(rec.response), s.len + 4);
+  s.buf.writeInt32BE(responseCharsOf(rec.response, s.buf, responseAt, responseEnd), s.len + 4);
   s.len += 8;
   return start;
 }
@@ -248,11 +242,33 @@ const HIGH_SURROGATES = /[\uD800-\uDBFF]/g;
  * parser has rejected lone surrogates), 0 for an empty or blank response.
  */
 export function responseChars(text: string): number {
+  const units = trimmedUnits(text);
+  if (units === 0 || !SURROGATE.test(text)) return units;
+  return units - (text.match(HIGH_SURROGATES)?.length ?? 0);
+}
+
+/**
+ * responseChars, given also the text's UTF-8 bytes `buf[at, end)`: a surrogate pair is a 4-byte
+ * sequence there, whose lead byte (0xF0-0xF4) occurs nowhere else in valid UTF-8, so the pairs
+ * are counted by a memchr per lead byte instead of a scan of the string in JavaScript (a third of
+ * the cost). The trimmed white space is ASCII, so every pair lies inside the trimmed part.
+ */
+export function responseCharsOf(text: string, buf: Buffer, at: number, end: number): number {
+  const units = trimmedUnits(text);
+  // Only ASCII when every unit is one byte: no pair.
+  if (units === 0 || end - at === text.length) return units;
+  const bytes = buf.subarray(at, end);
+  let pairs = 0;
+  for (let lead = 0xf0; lead <= 0xf4; lead++) {
+    for (let i = bytes.indexOf(lead); i !== -1; i = bytes.indexOf(lead, i + 4)) pairs++;
+  }
+  return units - pairs;
+}
+
+function trimmedUnits(text: string): number {
   let from = 0;
   let to = text.length;
   while (from < to && isTrimmed(text.charCodeAt(from))) from++;
   while (to > from && isTrimmed(text.charCodeAt(to - 1))) to--;
-  const units = to - from;
-  if (units === 0 || !SURROGATE.test(text)) return units;
-  return units - (text.slice(from, to).match(HIGH_SURROGATES)?.length ?? 0);
+  return to - from;
 }

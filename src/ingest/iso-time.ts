@@ -43,7 +43,9 @@ function daysInMonth(y: number, m: number): number {
   return m === 4 || m === 6 || m === 9 || m === 11 ? 30 : 31;
 }
 
-const pad2 = (n: number): string => (n < 10 ? '0' + n : String(n));
+// Two-digit fields from a table: this runs once per line.
+const PAD2: readonly string[] = Array.from({ length: 100 }, (_, i) => String(i).padStart(2, '0'));
+const pad2 = (n: number): string => PAD2[n] ?? String(n).padStart(2, '0');
 const pad4 = (n: number): string => String(n).padStart(4, '0');
 
 const SHAPE = 'expected YYYY-MM-DDTHH:MM:SS[.fff](Z|±hh:mm)';

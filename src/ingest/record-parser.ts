@@ -68,10 +68,47 @@ export function rejectCodeForLineProblem(problem: LineProblem): RejectCode {
 
 const NAMED = ['Message ID', 'Thread ID', 'User ID', 'Message Time', 'Input', 'Response'] as const;
 const NAMED_SET: ReadonlySet<string> = new Set(NAMED);
-const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
+
+/** The value of a hex digit's character code (either case), -1 for any other code below 128. */
+export const HEX_VALUE = new Int8Array(128).fill(-1);
+for (let i = 0; i < 10; i++) HEX_VALUE[48 + i] = i;
+for (let i = 0; i < 6; i++) {
+  HEX_VALUE[97 + i] = 10 + i;
+  HEX_VALUE[65 + i] = 10 + i;
+}
+
+/**
+ * Whether `s` is a UUID in the 8-4-4-4-12 hex form, either case (what
+ * /^[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$/ accepts): 0 when not, 1 when it is
+ * lower-case already, 2 when it holds an upper-case digit. By hand, as three regex tests and
+ * three toLowerCase calls cost a tenth of the parser's time per record.
+ */
+export function uuidForm(s: string): 0 | 1 | 2 {
+  if (s.length !== 36) return 0;
+  let upper = false;
+  for (let i = 0; i < 36; i++) {
+    const c = s.charCodeAt(i);
+    if (i === 8 || i === 13 || i === 18 || i === 23) {
+      if (c !== 45) return 0; // '-'
+    } else if (c > 127 || (HEX_VALUE[c] ?? -1) < 0) return 0;
+    else if (c <= 70 && c >= 65) upper = true; // 'A'-'F'
+  }
+  return upper ? 2 : 1;
+}
 
 const MAX_DETAIL = 300;
 const MAX_QUOTED = 80;
+
+export interface ParseOptions {
+  /** false: leave `recordHash` '' (the loader hashes the encoded bytes, copy-binary.ts). */
+  hash?: boolean;
+  /**
+   * true: `text` was decoded from valid UTF-8 (the line splitter checks every line), so it holds
+   * no lone surrogate and only a `\u` escape can put unstorable text into a value: the scan of
+   * the whole line for well-formedness is skipped. Wrong when the text did not come from bytes.
+   */
+  fromUtf8?: boolean;
+}
 
 // JSON.rawJSON and the reviver's source context exist in Node 24 (V8) but not in the es2024 typings.
 type SourceReviver = (this: unknown, key: string, value: unknown, context: { source?: string }) => unknown;
@@ -91,6 +128,7 @@ const json = JSON as unknown as {
  * - Text PostgreSQL cannot store (U+0000, a lone surrogate) anywhere, keys of `extra` included,
  *   gives `text_not_storable` with the path of the first such string.
  * - `recordHash` is left '' with `{ hash: false }`, for a caller that computes it later.
+ * - `{ fromUtf8: true }` skips a check only text not decoded from bytes needs (ParseOptions).
  * - `extra` keeps other keys verbatim. A number JSON.parse cannot hold exactly (an integer beyond
  *   2^53, a decimal beyond double precision) is kept as its source text via JSON.rawJSON, so
  *   JSON.stringify(extra) writes the original digits (a zero too, when the line has a negative
@@ -99,7 +137,7 @@ const json = JSON as unknown as {
  *   PostgreSQL's numeric, checked in the walk `extra` needs anyway: `nesting_too_deep`,
  *   `key_too_long`, `too_many_keys`, `number_out_of_range`.
  */
-export function parseRecord(text: string, opts: { hash?: boolean } = {}): ParseResult {
+export function parseRecord(text: string, opts: ParseOptions = {}): ParseResult {
   let value: unknown;
   try {
     value = JSON.parse(text);
@@ -128,11 +166,12 @@ export function parseRecord(text: string, opts: { hash?: boolean } = {}): ParseR
   const input = obj.Input as string;
   const response = obj.Response as string;
 
-  if (!UUID.test(rawMessageId))
-    return reject('invalid_uuid', `"Message ID": not a UUID: ${quote(rawMessageId)}`);
-  if (!UUID.test(rawThreadId))
-    return reject('invalid_uuid', `"Thread ID": not a UUID: ${quote(rawThreadId)}`);
-  if (!UUID.test(rawUserId)) return reject('invalid_uuid', `"User ID": not a UUID: ${quote(rawUserId)}`);
+  const messageForm = uuidForm(rawMessageId);
+  if (messageForm === 0) return reject('invalid_uuid', `"Message ID": not a UUID: ${quote(rawMessageId)}`);
+  const threadForm = uuidForm(rawThreadId);
+  if (threadForm === 0) return reject('invalid_uuid', `"Thread ID": not a UUID: ${quote(rawThreadId)}`);
+  const userForm = uuidForm(rawUserId);
+  if (userForm === 0) return reject('invalid_uuid', `"User ID": not a UUID: ${quote(rawUserId)}`);
 
   const time = parseOffsetTime(rawTime);
   if (!time.ok) return reject(time.code, `"Message Time": ${time.reason}: ${quote(rawTime)}`);
@@ -170,7 +209,7 @@ export function parseRecord(text: string, opts: { hash?: boolean } = {}): ParseR
 
   // Without a \u escape and with well-formed text, no parsed string can hold U+0000 (a raw
   // control character is invalid JSON) or a lone surrogate: the common case skips the walk.
-  if (text.includes('\\u') || !text.isWellFormed()) {
+  if (text.includes('\\u') || (opts.fromUtf8 !== true && !text.isWellFormed())) {
     const bad =
       storableProblem('"Input"', input) ??
       storableProblem('"Response"', response) ??
@@ -185,9 +224,9 @@ export function parseRecord(text: string, opts: { hash?: boolean } = {}): ParseR
     if (late !== undefined) return reject(late.code, late.detail);
   }
 
-  const messageId = rawMessageId.toLowerCase();
-  const threadId = rawThreadId.toLowerCase();
-  const userId = rawUserId.toLowerCase();
+  const messageId = messageForm === 2 ? rawMessageId.toLowerCase() : rawMessageId;
+  const threadId = threadForm === 2 ? rawThreadId.toLowerCase() : rawThreadId;
+  const userId = userForm === 2 ? rawUserId.toLowerCase() : rawUserId;
   return {
     ok: true,
     record: {
