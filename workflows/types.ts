@@ -1,3 +1,4 @@
+import type { EnrichCounts } from '../src/enrich/counts.ts';
 import { addCounts, emptyCounts, type LoadCounts } from '../src/shared/counts.ts';
 
 /**
@@ -41,15 +42,8 @@ export interface DayResult extends DayCounts {
   outcome: 'loaded' | 'attached';
 }
 
-export interface EnrichCounts {
-  threads: number;
-  done: number;
-  deleted: number;
-  forbidden: number;
-  failed: number;
-  messages: number;
-  artifacts: number;
-}
+/** Enrichment counts are the enrichment domain's own type; re-exported under the same names. */
+export { addEnrich, type EnrichCounts, emptyEnrichCounts } from '../src/enrich/counts.ts';
 
 export interface EnrichInput {
   loadId: string;
@@ -148,21 +142,11 @@ export function emptyTotals(): RunTotals {
   return { ...emptyCounts(), daysLoaded: 0, daysAttached: 0, daysFailed: 0 };
 }
 
-export function emptyEnrichCounts(): EnrichCounts {
-  return { threads: 0, done: 0, deleted: 0, forbidden: 0, failed: 0, messages: 0, artifacts: 0 };
-}
-
 /** A run's totals with one more day's result folded in (a new object: the old one may be published). */
 export function addDay(t: RunTotals, d: DayResult): RunTotals {
   const out = { ...t };
   addCounts(out, d);
   if (d.outcome === 'loaded') out.daysLoaded += 1;
   else out.daysAttached += 1;
-  return out;
-}
-
-export function addEnrich(a: EnrichCounts, b: EnrichCounts): EnrichCounts {
-  const out = { ...a };
-  for (const k of Object.keys(out) as (keyof EnrichCounts)[]) out[k] += b[k];
   return out;
 }

@@ -1,11 +1,11 @@
 import type { Kysely } from 'kysely';
-import type { EnrichCounts } from '../../workflows/types.ts';
 import type { HistoryEntry, ServiceClient } from '../api/index.ts';
 import { statusOf } from '../api/index.ts';
 import { CrsError, errorMessage, isCrsError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { Database } from '../warehouse/types.ts';
 import { parseArtifact } from './artifact.ts';
+import { type EnrichCounts, emptyEnrichCounts } from './counts.ts';
 import { type ParsedEntry, parseHistoryEntry } from './history-entry.ts';
 import type { PageWriter } from './page-writer.ts';
 import { rawText } from './storable.ts';
@@ -44,16 +44,6 @@ export interface EnrichThreadsInput {
 /** A final status, or a retryable failure (the thread stays pending) with its error code. */
 type Outcome = 'done' | 'deleted' | 'forbidden' | 'failed' | { retry: CrsError['code'] };
 
-const emptyCounts = (): EnrichCounts => ({
-  threads: 0,
-  done: 0,
-  deleted: 0,
-  forbidden: 0,
-  failed: 0,
-  messages: 0,
-  artifacts: 0,
-});
-
 /**
  * Enriches a batch of threads: for each, reads the history from one entry before the position
  * already stored (the entry there tells whether the history changed upstream; if it did, from 0),
@@ -65,7 +55,7 @@ const emptyCounts = (): EnrichCounts => ({
  * every other thread is stored, so that Temporal retries it and only the failed ones do work.
  */
 export async function enrichThreads(deps: EnrichDeps, input: EnrichThreadsInput): Promise<EnrichCounts> {
-  const counts = emptyCounts();
+  const counts = emptyEnrichCounts();
   // Names are needed only when a thread ends: the thread list is read while the first histories
   // are, not before them. A rejection (cancellation) is thrown below, after the workers.
   const names = deps.names.get(input.signal);

@@ -9,12 +9,12 @@
  */
 import type { Kysely } from 'kysely';
 import type pg from 'pg';
-import type { EnrichCounts } from '../../workflows/types.ts';
 import type { ServiceClient } from '../api/index.ts';
 import type { Logger } from '../log.ts';
 import { isRetryableDbError, toDbCrsError } from '../warehouse/db-errors.ts';
 import { refreshRollups } from '../warehouse/rollups.ts';
 import type { Database } from '../warehouse/types.ts';
+import type { EnrichCounts } from './counts.ts';
 import { type EnrichThreadsInput, enrichThreads } from './enrich-threads.ts';
 import { createPageWriter } from './page-writer.ts';
 import { listPendingThreads } from './store.ts';
