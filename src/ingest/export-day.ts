@@ -69,22 +69,8 @@ export async function loadExportDay(deps: ExportDayDeps, input: ExportDayInput):
       source: 'export',
       sourceName: `export:${day}`,
       open: async () => {
-        body = await client.exportMessages({
-          startDate: day,
-          endDate: day,
-          ...(input.signal ? { signal: input.signal } : {}),
-        });
-        const other = notAnExport(body.contentType);
-        if (other !== null) {
-          await body.cancel();
-          body = null;
-          // Retryable: the reopen loop asks again after a pause, then the activity's retries do.
-          throw new CrsError(
-            'EXPORT_NOT_JSONL',
-            `the export of ${day} answered 200 with content type ${JSON.stringify(other)}, not JSONL (an error or maintenance page?); nothing of it was loaded`,
-            { retryable: true, details: { contentType: other } },
-          );
-        }
+        body = null;
+        body = await openExport(client, day, input.signal);
         return hashing(body, (digest) => {
           checksum = digest;
         });
@@ -101,27 +87,7 @@ export async function loadExportDay(deps: ExportDayDeps, input: ExportDayInput):
     });
     await recordDayDownload(warehouse.db, day, { checksum, bytes: summary.bytesRead });
     const ledger = summary.days.find((d) => d.day === day);
-    if (ledger?.incompleteReason) {
-      log.warn({ reason: ledger.incompleteReason }, 'export not known complete: no row of the day deleted');
-    }
-    if (ledger?.deletesHeld) {
-      log.warn(
-        { deletesHeld: ledger.deletesHeld },
-        'deletes held by CRS_DELETE_GUARD: review with crs-sync deletes list',
-      );
-    }
-    log.info(
-      {
-        rows: summary.rowsRead,
-        inserted: summary.inserted,
-        updated: summary.updated,
-        rejected: summary.rejected,
-        deleted: summary.deleted,
-        ...(ledger?.deletesHeld ? { deletesHeld: ledger.deletesHeld } : {}),
-        ...(ledger?.incompleteReason ? { incompleteReason: ledger.incompleteReason } : {}),
-      },
-      'export day loaded',
-    );
+    logDayLoaded(log, summary, ledger);
     return {
       day,
       loadId,
@@ -140,6 +106,56 @@ export async function loadExportDay(deps: ExportDayDeps, input: ExportDayInput):
     }).catch(() => {});
     throw err;
   }
+}
+
+/**
+ * Asks for the export of one day. An answer that is not JSONL (an error or maintenance page sent
+ * with status 200) is cancelled unread and thrown as retryable: the reopen loop asks again after
+ * a pause, then the activity's retries do.
+ */
+async function openExport(
+  client: ServiceClient,
+  day: string,
+  signal: AbortSignal | undefined,
+): Promise<ExportBody> {
+  const body = await client.exportMessages({ startDate: day, endDate: day, ...(signal ? { signal } : {}) });
+  const other = notAnExport(body.contentType);
+  if (other === null) return body;
+  await body.cancel();
+  throw new CrsError(
+    'EXPORT_NOT_JSONL',
+    `the export of ${day} answered 200 with content type ${JSON.stringify(other)}, not JSONL (an error or maintenance page?); nothing of it was loaded`,
+    { retryable: true, details: { contentType: other } },
+  );
+}
+
+/** The day's figures in the log, with a warning for what an operator should look at. */
+function logDayLoaded(
+  log: Logger,
+  counts: LoadCounts,
+  ledger: { incompleteReason: string | null; deletesHeld: number } | undefined,
+): void {
+  if (ledger?.incompleteReason) {
+    log.warn({ reason: ledger.incompleteReason }, 'export not known complete: no row of the day deleted');
+  }
+  if (ledger?.deletesHeld) {
+    log.warn(
+      { deletesHeld: ledger.deletesHeld },
+      'deletes held by CRS_DELETE_GUARD: review with crs-sync deletes list',
+    );
+  }
+  log.info(
+    {
+      rows: counts.rowsRead,
+      inserted: counts.inserted,
+      updated: counts.updated,
+      rejected: counts.rejected,
+      deleted: counts.deleted,
+      ...(ledger?.deletesHeld ? { deletesHeld: ledger.deletesHeld } : {}),
+      ...(ledger?.incompleteReason ? { incompleteReason: ledger.incompleteReason } : {}),
+    },
+    'export day loaded',
+  );
 }
 
 async function* hashing(

@@ -33,31 +33,7 @@ export async function importFile(
   opts: ImportOptions,
 ): Promise<LoadSummary> {
   const fromStdin = opts.file === '-';
-  let totalBytes: number | null = null;
-  let sourceName = 'stdin';
-  let loadId = opts.loadId;
-  if (!fromStdin) {
-    const abs = path.resolve(opts.file);
-    let st: ReturnType<typeof statSync>;
-    try {
-      st = statSync(abs);
-    } catch (err) {
-      throw new CrsError('INPUT_UNREADABLE', `cannot read ${opts.file}: ${errorMessage(err)}`);
-    }
-    if (!st.isFile()) throw new CrsError('INPUT_UNREADABLE', `${opts.file} is not a file`);
-    totalBytes = st.size;
-    sourceName = abs;
-    if (!loadId) {
-      const fp = createHash('sha1').update(`${abs}\0${st.size}\0${st.mtimeMs}`).digest('hex').slice(0, 12);
-      loadId = `import-${fp}`;
-      if ((await runStatus(w.db, loadId)) === 'succeeded') loadId = `${loadId}-${Date.now().toString(36)}`;
-    }
-  }
-  loadId ??= `import-${new Date()
-    .toISOString()
-    .replace(/[-:.TZ]/g, '')
-    .slice(0, 14)}-${randomBytes(3).toString('hex')}`;
-
+  const { loadId, sourceName, totalBytes } = await identifyInput(w, opts);
   const resuming = (await runStatus(w.db, loadId)) !== undefined;
   opts.onStart?.({ loadId, totalBytes, resuming });
   await startRun(w.db, {
@@ -114,6 +90,38 @@ export async function importFile(
     );
     throw err;
   }
+}
+
+/**
+ * What the import reads (the file's absolute path, or stdin), its size when known, and its load
+ * id: the one given, else one derived from the file (a fresh one when that load already
+ * succeeded), else a fresh one for stdin.
+ */
+async function identifyInput(
+  w: Warehouse,
+  opts: ImportOptions,
+): Promise<{ loadId: string; sourceName: string; totalBytes: number | null }> {
+  const fresh = () =>
+    `import-${new Date()
+      .toISOString()
+      .replace(/[-:.TZ]/g, '')
+      .slice(0, 14)}-${randomBytes(3).toString('hex')}`;
+  if (opts.file === '-') return { loadId: opts.loadId ?? fresh(), sourceName: 'stdin', totalBytes: null };
+  const abs = path.resolve(opts.file);
+  let st: ReturnType<typeof statSync>;
+  try {
+    st = statSync(abs);
+  } catch (err) {
+    throw new CrsError('INPUT_UNREADABLE', `cannot read ${opts.file}: ${errorMessage(err)}`);
+  }
+  if (!st.isFile()) throw new CrsError('INPUT_UNREADABLE', `${opts.file} is not a file`);
+  let loadId = opts.loadId;
+  if (!loadId) {
+    const fp = createHash('sha1').update(`${abs}\0${st.size}\0${st.mtimeMs}`).digest('hex').slice(0, 12);
+    loadId = `import-${fp}`;
+    if ((await runStatus(w.db, loadId)) === 'succeeded') loadId = `${loadId}-${Date.now().toString(36)}`;
+  }
+  return { loadId, sourceName: abs, totalBytes: st.size };
 }
 
 const CHUNK_BYTES = 1 << 20;

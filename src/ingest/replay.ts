@@ -68,7 +68,7 @@ export async function replayRejects(
     const loadId = `replay-${new Date()
       .toISOString()
       .replace(/[-:.TZ]/g, '')
-      .slice(0, 14)}-${rows[0]!.id}`;
+      .slice(0, 14)}-${rows[0]?.id}`;
     result.replayLoadId = loadId;
     const body = Buffer.concat(
       lines.flatMap((r) => [
@@ -105,9 +105,10 @@ export async function replayRejects(
 
   if (threadRows.length > 0) {
     const rewind = new Map<string, number>();
-    for (const r of threadRows) {
-      const pos = r.source === 'history' && r.line_no !== null ? r.line_no : Number.POSITIVE_INFINITY;
-      rewind.set(r.thread_id!, Math.min(rewind.get(r.thread_id!) ?? Number.POSITIVE_INFINITY, pos));
+    for (const { source, line_no, thread_id } of threadRows) {
+      if (thread_id === null) continue;
+      const pos = source === 'history' && line_no !== null ? line_no : Number.POSITIVE_INFINITY;
+      rewind.set(thread_id, Math.min(rewind.get(thread_id) ?? Number.POSITIVE_INFINITY, pos));
     }
     await w.db.transaction().execute(async (trx) => {
       await requeueThreads(trx, rewind);

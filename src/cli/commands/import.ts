@@ -8,6 +8,10 @@ import { loadContext, openConfiguredWarehouse } from '../context.ts';
 
 const DATE = /^\d{4}-\d{2}-\d{2}$/;
 
+/**
+ * `crs-sync import`. Long only because commander's declarations, the help text and the progress
+ * bar's set-up sit in one place; the work is importFile's.
+ */
 export function registerImport(program: Command): void {
   program
     .command('import')
@@ -40,12 +44,7 @@ export function registerImport(program: Command): void {
         file: string,
         opts: { loadId?: string; from?: string; to?: string; json?: boolean; progress: boolean },
       ) => {
-        if ((opts.from === undefined) !== (opts.to === undefined)) {
-          throw new CrsError('USAGE', '--from and --to go together');
-        }
-        if (opts.from && (!DATE.test(opts.from) || !DATE.test(opts.to!) || opts.from > opts.to!)) {
-          throw new CrsError('USAGE', '--from and --to must be dates YYYY-MM-DD with --from <= --to');
-        }
+        const completeDays = completeDaysOf(opts);
         const ctx = loadContext();
         const wh = await openConfiguredWarehouse(ctx);
         const abort = new AbortController();
@@ -58,7 +57,7 @@ export function registerImport(program: Command): void {
           const summary = await importFile(wh.warehouse, ctx.config, ctx.log, {
             file,
             ...(opts.loadId ? { loadId: opts.loadId } : {}),
-            completeDays: opts.from ? { from: opts.from, to: opts.to! } : null,
+            completeDays,
             signal: abort.signal,
             onStart: ({ loadId, totalBytes, resuming }) => {
               ctx.log.info({ loadId, warehouse: wh.description, resuming }, 'import started');
@@ -108,6 +107,17 @@ export function registerImport(program: Command): void {
     );
 }
 
+/** The days --from/--to declare the file the complete export of, or null without them. */
+function completeDaysOf(opts: { from?: string; to?: string }): { from: string; to: string } | null {
+  const { from, to } = opts;
+  if ((from === undefined) !== (to === undefined)) throw new CrsError('USAGE', '--from and --to go together');
+  if (!from || to === undefined) return null;
+  if (!DATE.test(from) || !DATE.test(to) || from > to) {
+    throw new CrsError('USAGE', '--from and --to must be dates YYYY-MM-DD with --from <= --to');
+  }
+  return { from, to };
+}
+
 function printSummary(s: LoadSummary, json: boolean): void {
   if (json) {
     process.stdout.write(`${JSON.stringify(s, null, 2)}\n`);
@@ -135,7 +145,10 @@ function printSummary(s: LoadSummary, json: boolean): void {
   process.stdout.write(
     `${renderTable(
       ['import', ''],
-      rows.map((r) => [String(r[0]), typeof r[1] === 'number' ? r[1].toLocaleString('en-US') : r[1]!]),
+      rows.map(([label, v]) => [
+        String(label),
+        typeof v === 'number' ? v.toLocaleString('en-US') : String(v),
+      ]),
     )}\n`,
   );
   if (s.days.length > 0 && s.days.length <= 62) {

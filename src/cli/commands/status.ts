@@ -3,6 +3,7 @@ import { renderTable } from '../../shared/table.ts';
 import { readStatus } from '../../warehouse/status.ts';
 import { loadContext, openConfiguredWarehouse } from '../context.ts';
 
+/** `crs-sync status`. Long only because it prints each section of readStatus in turn. */
 export function registerStatus(program: Command): void {
   program
     .command('status')
