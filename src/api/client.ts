@@ -102,7 +102,8 @@ export interface ServiceClient {
    * `budget` names the shared budget (absent: this process's own).
    */
   readonly rate: { limit: number; windowMs: number; budget?: string };
-  stats(): TransportStats;
+  /** `budget`: leases asked of the shared budget, and grants dropped because a lease came back too late. */
+  stats(): TransportStats & { budget?: { leases: number; wasted: number } };
 }
 
 const DAY = /^(\d{4})-(\d{2})-(\d{2})$/;
@@ -140,7 +141,7 @@ export function createServiceClient(options: ServiceClientOptions, log: Logger):
   const scrubber = createSecretScrubber([o.serviceAccountToken, o.accessToken, o.clientSecret, o.apiKey]);
   const window = rateWindow(o.rateLimitRps, o.rateWindowMarginMs ?? DEFAULT_RATE_WINDOW_MARGIN_MS);
   const local = createRateLimiter(window);
-  const rate = o.budget
+  const shared = o.budget
     ? chainLimiters(
         local,
         createSharedRateLimiter({
@@ -151,7 +152,8 @@ export function createServiceClient(options: ServiceClientOptions, log: Logger):
           ...(o.budgetMaxBlock === undefined ? {} : { maxBlock: o.budgetMaxBlock }),
         }),
       )
-    : local;
+    : undefined;
+  const rate = shared ?? local;
   const concurrency = createConcurrencyLimiter(o.concurrency);
   const extraHeaders = o.extraHeaders ?? {};
 
@@ -255,7 +257,10 @@ export function createServiceClient(options: ServiceClientOptions, log: Logger):
       windowMs: window.windowMs,
       ...(o.budget ? { budget: o.budget.name } : {}),
     },
-    stats: () => ({ ...transport.stats }),
+    stats: () => ({
+      ...transport.stats,
+      ...(shared ? { budget: { leases: shared.leases, wasted: shared.wasted } } : {}),
+    }),
 
     async exportMessages(opts: ExportOptions): Promise<ExportBody> {
       const operation = 'exportMessages';

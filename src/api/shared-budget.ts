@@ -32,13 +32,19 @@ export const DEFAULT_BUDGET_HOLD_MS = 75;
 const MAX_DB_BACKOFF_MS = 5_000;
 
 interface Waiter {
-  resolve: () => void;
+  /** With the moment (`now()`) by which the grant's request must start. */
+  resolve: (until: number) => void;
   reject: (err: unknown) => void;
   signal: AbortSignal | undefined;
   onAbort: (() => void) | undefined;
 }
 
 export interface SharedRateLimiter extends RateLimiter {
+  /**
+   * A grant, with the moment (`performance.now()`) by which its request must start: a caller
+   * held up past it (a busy event loop, a process the OS did not schedule) must ask again.
+   */
+  acquireUntil(signal?: AbortSignal): Promise<number>;
   /** Retry-After from the service: nobody in the deployment starts a request for `ms`. */
   pause(ms: number): Promise<void>;
   /** Leases asked of the store so far (for benchmarks and logs). */
@@ -96,7 +102,7 @@ export function createSharedRateLimiter(o: SharedLimiterOptions): SharedRateLimi
       spare--;
       granted++;
       if (w.onAbort) w.signal?.removeEventListener('abort', w.onAbort);
-      w.resolve();
+      w.resolve(spareUntil);
     }
   }
 
@@ -167,6 +173,23 @@ export function createSharedRateLimiter(o: SharedLimiterOptions): SharedRateLimi
     else pump();
   }
 
+  function acquireUntil(signal?: AbortSignal): Promise<number> {
+    if (signal?.aborted) return Promise.reject(cancelled(signal));
+    return new Promise<number>((resolve, reject) => {
+      const w: Waiter = { resolve, reject, signal, onAbort: undefined };
+      if (signal) {
+        w.onAbort = () => {
+          const i = queue.indexOf(w);
+          if (i >= 0) queue.splice(i, 1);
+          reject(cancelled(signal));
+        };
+        signal.addEventListener('abort', w.onAbort, { once: true });
+      }
+      queue.push(w);
+      pump();
+    });
+  }
+
   return {
     limit,
     windowMs,
@@ -179,22 +202,13 @@ export function createSharedRateLimiter(o: SharedLimiterOptions): SharedRateLimi
     get wasted() {
       return wasted;
     },
-    acquire(signal?: AbortSignal): Promise<void> {
-      if (signal?.aborted) return Promise.reject(cancelled(signal));
-      return new Promise<void>((resolve, reject) => {
-        const w: Waiter = { resolve, reject, signal, onAbort: undefined };
-        if (signal) {
-          w.onAbort = () => {
-            const i = queue.indexOf(w);
-            if (i >= 0) queue.splice(i, 1);
-            reject(cancelled(signal));
-          };
-          signal.addEventListener('abort', w.onAbort, { once: true });
-        }
-        queue.push(w);
-        pump();
-      });
+    async acquire(signal?: AbortSignal): Promise<void> {
+      for (;;) {
+        if (now() <= (await acquireUntil(signal))) return;
+        wasted++;
+      }
     },
+    acquireUntil,
     async pause(ms: number): Promise<void> {
       if (!(ms > 0)) return;
       pausedUntil = Math.max(pausedUntil, now() + ms);
@@ -217,7 +231,10 @@ export function createSharedRateLimiter(o: SharedLimiterOptions): SharedRateLimi
  * The process-local limiter (the fast path, at the tenant's limit) in front of the shared one:
  * a caller takes a local grant first, then a shared one, and starts its request at once.
  */
-export function chainLimiters(local: RateLimiter, shared: SharedRateLimiter): SharedRateLimiter {
+export function chainLimiters(
+  local: RateLimiter,
+  shared: SharedRateLimiter,
+): SharedRateLimiter & RateLimiter {
   return {
     limit: shared.limit,
     windowMs: shared.windowMs,
@@ -233,6 +250,10 @@ export function chainLimiters(local: RateLimiter, shared: SharedRateLimiter): Sh
     async acquire(signal?: AbortSignal) {
       await local.acquire(signal);
       await shared.acquire(signal);
+    },
+    async acquireUntil(signal?: AbortSignal) {
+      await local.acquire(signal);
+      return shared.acquireUntil(signal);
     },
     pause: (ms) => shared.pause(ms),
   };

@@ -23,6 +23,7 @@ interface Done {
   ok: number;
   failed: number;
   starts: number[];
+  budget?: { leases: number; wasted: number };
 }
 
 interface Child {
@@ -65,7 +66,7 @@ function start(budget: string, requests: number, extra: Record<string, string> =
       REQUESTS: String(requests),
       ...extra,
     },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: ['pipe', 'pipe', 'pipe'],
   });
   const events: Array<Record<string, unknown>> = [];
   const waiting: Array<{ name: string; resolve: (e: Record<string, unknown>) => void }> = [];
@@ -110,6 +111,12 @@ async function arrivals(): Promise<Arrivals> {
   return (await res.json()) as Arrivals;
 }
 
+/** Starts the children's requests together, once every one of them is ready. */
+async function go(...cs: Child[]): Promise<void> {
+  await Promise.all(cs.map((c) => c.next('ready')));
+  for (const c of cs) c.proc.stdin?.write('go\n');
+}
+
 /** Arrivals in each whole second of the simulator's clock lying within [fromMs, toMs]. */
 function fullSeconds(a: Arrivals, fromMs: number, toMs: number): number[] {
   const out: number[] = [];
@@ -122,9 +129,10 @@ const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
 describe('one request budget for three worker processes (Postgres, simulator over HTTP)', () => {
   it(`when three processes with queued work share ${LIMIT} requests/s, then no second of the simulator's sees more than ${LIMIT}, at least 90% is used, and a process SIGKILLed mid-run leaves the whole budget to the others`, async () => {
     const before = await arrivals();
-    const a = start('limit', 170);
-    const b = start('limit', 170);
-    const c = start('limit', 170);
+    const a = start('limit', 220);
+    const b = start('limit', 220);
+    const c = start('limit', 220);
+    await go(a, b, c);
     // c leases a block every few requests, so when it dies it holds one (or had one within the
     // window); killed on its own word, so the simulator is not polled while it counts.
     await c.next('progress');
@@ -135,12 +143,13 @@ describe('one request budget for three worker processes (Postgres, simulator ove
     });
     c.proc.kill('SIGKILL');
     const killedAt = Date.now();
+    const doneAtKill = [a, b].map((x) => Math.max(0, ...x.events.map((e) => Number(e.ok ?? 0))));
     await c.exited;
     const [da, db] = (await Promise.all([a.next('done'), b.next('done')])) as unknown as Done[];
     const after = await arrivals();
     for (const d of [da, db]) {
       expect(d?.failed).toBe(0);
-      expect(d?.ok).toBe(170);
+      expect(d?.ok).toBe(220);
     }
     const load = os.loadavg()[0]?.toFixed(1);
     const seconds = Object.keys(after.perSecond)
@@ -157,7 +166,9 @@ describe('one request budget for three worker processes (Postgres, simulator ove
       `shared budget ${LIMIT}/s, 3 processes (load ${load} on ${os.cpus().length} cores): simulator arrivals per second ` +
         `${JSON.stringify(seconds)}; max per second ${Math.max(...perSecond)}, max in any sliding second ` +
         `${after.maxInAnySecond}; survivors' starts, max in any sliding second ${maxInAnyWindow(starts, 1000)}; ` +
-        `three queued ${JSON.stringify(whileThree)}, two left after the kill ${JSON.stringify(whileTwo)}`,
+        `three queued ${JSON.stringify(whileThree)}, two left after the kill ${JSON.stringify(whileTwo)}; ` +
+        `done when c (60) was killed: ${JSON.stringify(doneAtKill)}; ` +
+        `budget stats ${JSON.stringify([da?.budget, db?.budget])}`,
     );
     expect(maxInAnyWindow(starts, 1000)).toBeLessThanOrEqual(LIMIT);
     expect(Math.max(...perSecond)).toBeLessThanOrEqual(LIMIT);
@@ -170,15 +181,17 @@ describe('one request budget for three worker processes (Postgres, simulator ove
   it('when one process gets a 429 with Retry-After: 3, then no process starts a request until the pause ends', async () => {
     const before = await arrivals();
     const a = start('pause', 130, { THROTTLE_AFTER: '20', THROTTLE_SEC: '3' });
-    const b = start('pause', 130);
-    const c = start('pause', 130);
+    const b = start('pause', 200);
+    const c = start('pause', 200);
+    await go(a, b, c);
     const throttled = (await a.next('throttled')) as { at: number };
     const dones = (await Promise.all([a, b, c].map((x) => x.next('done')))) as unknown as Done[];
     const after = await arrivals();
-    for (const d of dones) {
-      expect(d.failed).toBe(0);
-      expect(d.ok).toBe(130);
-    }
+    expect(dones.map((d) => [d.ok, d.failed])).toEqual([
+      [130, 0],
+      [200, 0],
+      [200, 0],
+    ]);
     // The seconds well inside the pause (its start is when the 429 reached process a).
     const paused = fullSeconds(after, throttled.at + 300, throttled.at + 2_900).map(
       (n, i) => n - (before.perSecond[String(Math.ceil((throttled.at + 300) / 1000) + i)] ?? 0),

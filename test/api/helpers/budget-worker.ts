@@ -2,7 +2,7 @@
  * One worker process of the shared-budget test (test/api/shared-budget-processes.test.ts): a
  * service client on the warehouse's shared budget that asks the simulator for its thread list
  * REQUESTS times, all queued at once, and reports on stdout as JSON lines:
- *   {"event":"ready"}                        the client exists (its first lease is next)
+ *   {"event":"ready"}                        the client exists; it starts on a line "go" on stdin
  *   {"event":"throttled","at":<epoch ms>}    THROTTLE_AFTER: the 429 with Retry-After arrived
  *   {"event":"progress","ok":n}              every 20 requests done
  *   {"event":"done","first":…,"last":…,"ok":n,"failed":n,"starts":[epoch ms of each HTTP attempt]}
@@ -10,6 +10,7 @@
  * simulator's fault header (429 with Retry-After THROTTLE_SEC), through a second client sharing
  * the same budget, without retries: the pause it records must hold the other processes too.
  */
+import { createInterface } from 'node:readline';
 import { request } from 'undici';
 import { createServiceClient, type ServiceClientOptions } from '../../../src/api/index.ts';
 import { createLogger } from '../../../src/log.ts';
@@ -56,6 +57,9 @@ const options: ServiceClientOptions = {
 };
 const api = createServiceClient(options, log);
 say({ event: 'ready' });
+// All processes start together: a slow process start (a loaded machine) must not leave one
+// alone with the budget before the others exist.
+for await (const line of createInterface({ input: process.stdin })) if (line.trim() === 'go') break;
 
 let first = 0;
 let last = 0;
@@ -93,6 +97,6 @@ async function throttle(): Promise<void> {
 
 await Promise.all(Array.from({ length: requests }, () => one()));
 await throttled;
-say({ event: 'done', first, last, ok, failed, starts });
+say({ event: 'done', first, last, ok, failed, starts, budget: api.stats().budget });
 await budget.close();
 await warehouse.close();
