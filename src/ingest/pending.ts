@@ -1,6 +1,6 @@
+import { dayOfTimeText } from '../shared/iso-time.ts';
 import type { ByteSink } from './copy-binary.ts';
 import { putMessageTuple } from './copy-binary.ts';
-import { dayOfTimeText } from './iso-time.ts';
 import type { LineProblem, SourceLine } from './line-splitter.ts';
 import {
   type ExportRecord,

@@ -1,4 +1,4 @@
-import { civilFromDays, daysFromCivil } from '../shared/civil-date.ts';
+import { civilFromDays, daysFromCivil } from './civil-date.ts';
 
 /**
  * The export's "Message Time": an RFC 3339 profile of ISO 8601, checked by hand because it runs
