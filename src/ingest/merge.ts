@@ -132,12 +132,15 @@ function bump(days: BatchCounts['days'], day: string, slot: 1 | 2 | 3): void {
   c[slot]++;
 }
 
-/** What the warehouse holds for a key, as far as this batch knows (updated as its lines apply). */
+/**
+ * What the warehouse holds for a key, as far as this batch knows: the stored row, then the last
+ * row of the batch that applied to it (the row itself: no object per row for this).
+ */
 interface KeyState {
-  hash: string;
-  deleted: boolean;
+  recordHash: string;
+  deleted?: boolean;
   lineHash: string | null;
-  day: string;
+  messageDate: string;
 }
 
 /**
@@ -176,7 +179,7 @@ export async function mergeBatch(
         values: [rows.map(rowId)],
       });
       for (const f of found.rows) {
-        state.set(f.id, { hash: f.h, deleted: f.d, lineHash: f.lh, day: f.md });
+        state.set(f.id, { recordHash: f.h, deleted: f.d, lineHash: f.lh, messageDate: f.md });
         stored.add(f.id);
       }
     }
@@ -217,8 +220,8 @@ function decide(
         counts.fastHits++;
         counts.rowsRead++;
         counts.unchanged++;
-        bump(counts.days, cur.day, 3);
-        t.onSeen?.(pending.quickId, cur.day);
+        bump(counts.days, cur.messageDate, 3);
+        t.onSeen?.(pending.quickId, cur.messageDate);
         if (finalVersion.has(pending.quickId)) finalVersion.set(pending.quickId, i);
         continue;
       }
@@ -239,7 +242,7 @@ function decide(
       counts.inserted++;
       bump(counts.days, row.messageDate, 1);
       finalVersion.set(row.messageId, i);
-    } else if (cur.hash !== row.recordHash || cur.deleted) {
+    } else if (cur.recordHash !== row.recordHash || cur.deleted) {
       counts.updated++;
       bump(counts.days, row.messageDate, 2);
       finalVersion.set(row.messageId, i);
@@ -250,12 +253,7 @@ function decide(
       // version, which is what must be written then.
       if (finalVersion.has(row.messageId)) finalVersion.set(row.messageId, i);
     }
-    state.set(row.messageId, {
-      hash: row.recordHash,
-      deleted: false,
-      lineHash: row.lineHash,
-      day: row.messageDate,
-    });
+    state.set(row.messageId, row);
   }
   return finalVersion;
 }

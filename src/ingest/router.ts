@@ -66,7 +66,7 @@ export class LineRouter {
       if (line.lineNo > p.committed) {
         // Parsed in the batch, and only if the warehouse lacks a row loaded from these bytes;
         // till then the line waits as bytes in the batch's sink, not as a string on the heap.
-        await this.verifyPending(p);
+        if (p.verify.length > 0) await this.verify(p);
         if (p.addRaw(line.lineNo, hashHex, quickId, bytes)) await this.writer.send(p, line.lineNo);
         return;
       }
@@ -108,7 +108,7 @@ export class LineRouter {
       if (p.verify.length >= this.opts.batchSize) await this.verify(p);
       return;
     }
-    await this.verifyPending(p);
+    if (p.verify.length > 0) await this.verify(p);
     // Encoded now, so that the record's texts die young (see copy-binary.ts).
     const row: PendingRow = encodeRecord(p.sink, rec, line.lineNo, this.opts.loadId, hashHex);
     if (p.addRow(row)) await this.writer.send(p, line.lineNo);
@@ -116,7 +116,7 @@ export class LineRouter {
 
   /** Checks every partition's remaining skipped lines (the source has ended). */
   async verifyAll(): Promise<void> {
-    for (const p of this.partitions) await this.verifyPending(p);
+    for (const p of this.partitions) if (p.verify.length > 0) await this.verify(p);
   }
 
   private async takeReject(lineNo: number, rej: PendingReject): Promise<void> {
@@ -124,7 +124,7 @@ export class LineRouter {
     if (p === undefined) throw new RangeError(`no partition for line ${lineNo}`);
     // Merged by an earlier attempt: a reject is not checked again.
     if (lineNo <= p.committed) return;
-    await this.verifyPending(p);
+    if (p.verify.length > 0) await this.verify(p);
     if (p.addReject(rej)) await this.writer.send(p, lineNo);
   }
 
@@ -134,10 +134,8 @@ export class LineRouter {
     return p;
   }
 
-  private async verifyPending(p: Partition): Promise<void> {
-    if (p.verify.length > 0) await this.verify(p);
-  }
-
+  // Called only when there is something to check (`p.verify.length > 0`): an awaited call per line
+  // would cost a promise and a turn of the microtask queue for every line of a load.
   private async verify(p: Partition): Promise<void> {
     await this.writer.idle(p);
     this.reverified += await verifySkipped(p, this.opts.loadId);
