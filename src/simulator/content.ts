@@ -49,6 +49,24 @@ export interface ReplyDetails {
 
 export const CANCELLED_TEXT = 'User cancelled';
 
+/** A completed assistant entry of a thread's history (a stored reply, or a task's final message). */
+export function assistantEntry(
+  messageId: string,
+  content: string,
+  atMs: number,
+  details: ReplyDetails,
+): HistoryEntry {
+  return {
+    message_id: messageId,
+    role: 'assistant',
+    content,
+    created_at: new Date(atMs).toISOString(),
+    citations: details.citations,
+    artifact_ids: details.artifacts.map((a) => a.artifact_id),
+    status: 'completed',
+  };
+}
+
 const hex = (rng: Rng, words: number): string => {
   let s = '';
   for (let i = 0; i < words; i++) s += rng.word().toString(16).padStart(8, '0');

@@ -1,5 +1,5 @@
 import type { ArtifactRef, CitedFile, HistoryEntry, ReplyDetails } from './content.ts';
-import { CANCELLED_TEXT, replyDetails } from './content.ts';
+import { assistantEntry, CANCELLED_TEXT, replyDetails } from './content.ts';
 import {
   AVG_TURNS,
   DAY_MS,
@@ -449,15 +449,7 @@ export class Dataset {
       const content = renderResponse(this.pool, this.procResponsePlan(plan, i));
       const cites = (plan.fileTurns >> i) & 1 ? file : undefined;
       const details = this.procDetails(plan, i, content.length, cites);
-      out.push({
-        message_id: replyId,
-        role: 'assistant',
-        content,
-        created_at: new Date(at).toISOString(),
-        citations: details.citations,
-        artifact_ids: details.artifacts.map((a) => a.artifact_id),
-        status: 'completed',
-      });
+      out.push(assistantEntry(replyId, content, at, details));
     }
   }
 
@@ -494,15 +486,7 @@ export class Dataset {
       out.push(
         r.cancelled
           ? cancelledEntry(r.messageId, r.time)
-          : {
-              message_id: r.messageId,
-              role: 'assistant',
-              content: r.content,
-              created_at: new Date(r.time).toISOString(),
-              citations: r.details.citations,
-              artifact_ids: r.details.artifacts.map((a) => a.artifact_id),
-              status: 'completed',
-            },
+          : assistantEntry(r.messageId, r.content, r.time, r.details),
       );
     }
     const edit = ref.live?.historyEdit;

@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import type { Citation, CitedFile, ReplyDetails } from './content.ts';
-import { replyDetails } from './content.ts';
+import { assistantEntry, replyDetails } from './content.ts';
 import type { Dataset, LiveThread, LiveTurn } from './dataset.ts';
 
 /**
@@ -137,15 +137,7 @@ export class TaskRunner {
       task.turn.reply = { messageId: task.replyMessageId, content, time, cancelled: false, details };
       this.emit(task, 'final_message', {
         task_id: task.id,
-        message: {
-          message_id: task.replyMessageId,
-          role: 'assistant',
-          content,
-          created_at: new Date(time).toISOString(),
-          citations: details.citations,
-          artifact_ids: details.artifacts.map((a) => a.artifact_id),
-          status: 'completed',
-        },
+        message: assistantEntry(task.replyMessageId, content, time, details),
       });
       task.status = 'completed';
       this.emit(task, 'completion', {
