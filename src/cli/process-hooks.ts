@@ -15,3 +15,20 @@ export function releaseForeignExitHooks(): void {
     }
   }
 }
+
+/**
+ * Resolves at the first SIGINT or SIGTERM, and stops listening then: how a command that serves in
+ * the foreground (the simulator, the dashboard) waits to be stopped. Listening starts at the call,
+ * so call it before telling anyone the server is up.
+ */
+export function stopSignal(): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const stop = () => {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+      resolve();
+    };
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
+  });
+}

@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { DEFAULT_DASHBOARD_PORT, startDashboard } from '../../dashboard/server.ts';
 import { CrsError } from '../../errors.ts';
 import { loadContext, openConfiguredWarehouse } from '../context.ts';
-import { releaseForeignExitHooks } from '../process-hooks.ts';
+import { releaseForeignExitHooks, stopSignal } from '../process-hooks.ts';
 
 interface DashboardOptions {
   port: string;
@@ -70,15 +70,7 @@ export function registerDashboard(program: Command): void {
       process.stdout.write(
         `crs-sync dashboard: ${dash.url}/ (warehouse ${wh.description}); Ctrl-C stops it\n`,
       );
-      await new Promise<void>((resolve) => {
-        const stop = () => {
-          process.off('SIGINT', stop);
-          process.off('SIGTERM', stop);
-          resolve();
-        };
-        process.on('SIGINT', stop);
-        process.on('SIGTERM', stop);
-      });
+      await stopSignal();
       await dash.close();
       await wh.close();
     });

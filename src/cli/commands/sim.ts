@@ -9,7 +9,7 @@ import {
   parseFaultSpec,
   startSimulator,
 } from '../../simulator/index.ts';
-import { releaseForeignExitHooks } from '../process-hooks.ts';
+import { releaseForeignExitHooks, stopSignal } from '../process-hooks.ts';
 
 interface SimOptions {
   port: string;
@@ -96,15 +96,7 @@ export function registerSim(program: Command): void {
         throw err;
       });
       // Listening before the variables are printed: whoever reads them may stop the simulator at once.
-      const stopped = new Promise<void>((resolve) => {
-        const stop = () => {
-          process.off('SIGINT', stop);
-          process.off('SIGTERM', stop);
-          resolve();
-        };
-        process.on('SIGINT', stop);
-        process.on('SIGTERM', stop);
-      });
+      const stopped = stopSignal();
       const env = envText(sim.env());
       if (envFile) {
         try {
