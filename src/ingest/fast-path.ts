@@ -1,3 +1,5 @@
+import { uuidForm } from './record-parser.ts';
+
 /**
  * The fast path of a re-load: a line routed by the message id read straight from its bytes, and
  * parsed only if the warehouse lacks a row loaded from exactly these bytes (merge.ts decides).
@@ -5,7 +7,6 @@
  */
 
 const ID_KEY = Buffer.from('"Message ID"');
-const UUID_TEXT = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
 
 /**
  * The message id of an export line read straight from its text, for routing a line before it is
@@ -24,7 +25,8 @@ export function quickMessageId(line: Buffer): string | undefined {
   while (line[i] === 32) i++;
   if (line[i] !== 34 || line[i + 37] !== 34) return undefined; // '"'
   const id = line.toString('latin1', i + 1, i + 37);
-  return UUID_TEXT.test(id) ? id.toLowerCase() : undefined;
+  const form = uuidForm(id);
+  return form === 0 ? undefined : form === 2 ? id.toLowerCase() : id;
 }
 
 /**

@@ -98,7 +98,7 @@ export function encodeRecord(
 
 export type EncodeResult = { ok: true; row: EncodedRow } | { ok: false; code: RejectCode; detail: string };
 
-/** A line's text parsed and encoded into `sink`, or why it is not a record. */
+/** A line's text (decoded from its bytes) parsed and encoded into `sink`, or why it is not a record. */
 export function encodeText(
   text: string,
   sink: ByteSink,
@@ -106,8 +106,9 @@ export function encodeText(
   loadId: string,
   lineHash: string,
 ): EncodeResult {
-  // Hashed as it is encoded (copy-binary.ts), not by the parser.
-  const parsed = parseRecord(text, { hash: false });
+  // Hashed as it is encoded (copy-binary.ts), not by the parser; every text here was decoded from
+  // a line's bytes (valid UTF-8, so well-formed: the parser need not scan it for that).
+  const parsed = parseRecord(text, { hash: false, fromUtf8: true });
   if (!parsed.ok) return parsed;
   return { ok: true, row: encodeRecord(sink, parsed.record, lineNo, loadId, lineHash) };
 }

@@ -72,8 +72,9 @@ export class LineRouter {
       }
     }
     const text = bytes.toString('utf8');
-    // Hashed as it is encoded (copy-binary.ts), or below for a line to check, not to write.
-    const parsed = parseRecord(text, { hash: false });
+    // Hashed as it is encoded (copy-binary.ts), or below for a line to check, not to write. The
+    // text is valid UTF-8 decoded (the splitter checked), so well-formed: no scan for that.
+    const parsed = parseRecord(text, { hash: false, fromUtf8: true });
     if (!parsed.ok) {
       const day = this.opts.ledgerDay ?? dayOfRaw(text);
       await this.takeReject(line.lineNo, textReject(line.lineNo, parsed, text, line.byteLength, day));
