@@ -1,8 +1,9 @@
+import type { LoaderClient } from './days.ts';
 import type { Executor } from './types.ts';
 
 /**
- * Writes to `threads` outside the enrichment itself (whose reads and writes are in
- * src/enrich/store.ts and write-pages.ts; the loader queues threads in its finalize).
+ * `threads` and the loader's `thread_queue`, outside the enrichment itself (whose reads and
+ * writes of a thread's pages are in src/enrich/store.ts and write-pages.ts).
  */
 
 /**
@@ -22,4 +23,43 @@ export async function requeueThreads(db: Executor, rewind: ReadonlyMap<string, n
       .where('enrich_status', '<>', 'deleted')
       .execute();
   }
+}
+
+/**
+ * Moves the whole thread queue (the loader's batches append to it) into `threads` as pending,
+ * under the load id; deleted threads stay deleted. What a load that died before its finalize
+ * left in the queue goes too, so no touched thread is forgotten.
+ */
+export async function drainThreadQueue(client: LoaderClient, loadId: string): Promise<void> {
+  await client.query(
+    `with q as (delete from thread_queue returning thread_id, user_id),
+          d as (select distinct on (thread_id) thread_id, user_id from q order by thread_id, user_id nulls last)
+     insert into threads (thread_id, user_id, enrich_status, enrich_requested_at, _load_id)
+     select thread_id, user_id, 'pending', now(), $1 from d order by thread_id
+     on conflict (thread_id) do update set
+       enrich_status = case when threads.enrich_status = 'deleted' then 'deleted' else 'pending' end,
+       enrich_requested_at = now(),
+       user_id = coalesce(threads.user_id, excluded.user_id),
+       _load_id = excluded._load_id`,
+    [loadId],
+  );
+}
+
+/**
+ * Recomputes the aggregates (first and last message, count) of the threads a load queued, from
+ * all their live rows; returns how many of them are pending enrichment.
+ */
+export async function refreshQueuedThreads(client: LoaderClient, loadId: string): Promise<number> {
+  const r = await client.query<{ n: number }>(
+    `with a as (
+       select m.thread_id, min(m.message_time) first_at, max(m.message_time) last_at, count(*) n
+       from analytics_messages m
+       where m._deleted_at is null and m.thread_id in (select thread_id from threads where _load_id = $1)
+       group by m.thread_id)
+     update threads t set first_message_at = a.first_at, last_message_at = a.last_at, message_count = a.n
+     from a where t.thread_id = a.thread_id
+     returning (t.enrich_status = 'pending')::int as n`,
+    [loadId],
+  );
+  return r.rows.reduce((s, x) => s + x.n, 0);
 }
