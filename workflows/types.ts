@@ -144,7 +144,8 @@ export function emptyTotals(): RunTotals {
 
 /** A run's totals with one more day's result folded in (a new object: the old one may be published). */
 export function addDay(t: RunTotals, d: DayResult): RunTotals {
-  const out = { ...t };
+  // Over zeros first: totals carried over from a history recorded before a count existed lack it.
+  const out = { ...emptyTotals(), ...t };
   addCounts(out, d);
   if (d.outcome === 'loaded') out.daysLoaded += 1;
   else out.daysAttached += 1;

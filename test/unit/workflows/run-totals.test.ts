@@ -1,0 +1,47 @@
+import { describe, expect, it } from 'vitest';
+import { addDay, type DayResult, emptyTotals } from '../../../workflows/types.ts';
+
+const day = (outcome: DayResult['outcome'], n: number): DayResult => ({
+  day: '2026-11-01',
+  loadId: 'load-1',
+  outcome,
+  linesRead: n,
+  bytesRead: 10 * n,
+  rowsRead: n,
+  inserted: n,
+  updated: 0,
+  unchanged: 0,
+  rejected: 1,
+  deleted: 0,
+  threadsQueued: 2,
+});
+
+describe("a run's totals", () => {
+  it('when a loaded and an attached day are added, then every count sums and each outcome is counted once', () => {
+    const start = emptyTotals();
+    const t = addDay(addDay(start, day('loaded', 5)), day('attached', 7));
+    expect(t).toEqual({
+      linesRead: 12,
+      bytesRead: 120,
+      rowsRead: 12,
+      inserted: 12,
+      updated: 0,
+      unchanged: 0,
+      rejected: 2,
+      deleted: 0,
+      threadsQueued: 4,
+      daysLoaded: 1,
+      daysAttached: 1,
+      daysFailed: 0,
+    });
+    // The totals a workflow published before stay as they were.
+    expect(start).toEqual(emptyTotals());
+  });
+
+  it('when totals recorded by an older history lack a count, then adding a day still gives numbers', () => {
+    const { threadsQueued: _dropped, ...old } = emptyTotals();
+    const t = addDay(old as ReturnType<typeof emptyTotals>, day('loaded', 3));
+    expect(t.threadsQueued).toBe(2);
+    expect(Object.values(t).every(Number.isFinite)).toBe(true);
+  });
+});
