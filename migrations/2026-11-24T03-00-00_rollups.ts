@@ -158,6 +158,17 @@ export async function up(db: Kysely<any>): Promise<void> {
       primary key (day, citation_type, name)
     )`.execute(db);
 
+  // Per day and type: the citations chart. threads and sources are distinct within the day.
+  await sql`
+    create table rollup_citation_type_daily (
+      day date not null,
+      citation_type text not null,
+      citations bigint not null,
+      sources bigint not null,
+      threads bigint not null,
+      primary key (day, citation_type)
+    )`.execute(db);
+
   // The marks. Every trigger is per statement: its cost is one insert of the statement's distinct
   // keys, and nothing when the statement wrote nothing (an unchanged re-load).
   await sql`
@@ -415,6 +426,7 @@ export async function down(db: Kysely<any>): Promise<void> {
     await sql`drop function if exists ${sql.id(fn)}()`.execute(db);
   }
   for (const t of [
+    'rollup_citation_type_daily',
     'rollup_citation_daily',
     'rollup_citation_thread_days',
     'rollup_citation_sources',

@@ -46,6 +46,7 @@ export const ROLLUP_TABLES = [
   'rollup_citation_sources',
   'rollup_citation_thread_days',
   'rollup_citation_daily',
+  'rollup_citation_type_daily',
 ] as const;
 
 /** Recomputes the days and threads writes have marked since the last refresh. */
@@ -210,6 +211,13 @@ const citationThreadDaysSql = (threads: string) => `
          count(distinct artifact_id)::bigint
   from (${citedSql(threads)}) x where day is not null group by thread_id, day, citation_type, name`;
 
+// Per day and type, from the per-thread rows: distinct threads and sources of the day.
+const citationTypeDailySql = (keys: string) => `
+  select day, citation_type, sum(citations)::bigint, count(distinct name)::bigint, count(distinct thread_id)::bigint
+  from rollup_citation_thread_days
+  ${keys ? `where (day, citation_type) in (${keys})` : ''}
+  group by day, citation_type`;
+
 // ---------------------------------------------------------------------------------------------
 
 /** Empties every rollup and fills it from the raw tables; clears the marks and the flag. */
@@ -238,6 +246,7 @@ async function rebuildAll(c: Client, onStep?: Progress): Promise<RollupRefresh> 
               sum(artifacts)::bigint
        from rollup_citation_thread_days group by day, citation_type, name`,
     ],
+    ['rollup_citation_type_daily', citationTypeDailySql('')],
   ];
   for (const [table, select] of steps) {
     onStep?.(table);
@@ -285,7 +294,14 @@ async function replaceRows(
  */
 async function replaceByDelta(
   c: Client,
-  o: { perThread: string; select: string; totals: string; group: string[]; latest: boolean },
+  o: {
+    perThread: string;
+    select: string;
+    totals: string;
+    group: string[];
+    latest: boolean;
+    touched?: string;
+  },
 ): Promise<void> {
   const where = 'thread_id in (select thread_id from rd_threads)';
   const g = o.group.join(', ');
@@ -330,6 +346,11 @@ async function replaceByDelta(
     `delete from ${o.totals} s using rd_old o
      where ${o.group.map((k) => `s.${k} = o.${k}`).join(' and ')} and s.citations = 0`,
   );
+  if (o.touched) {
+    await c.query(
+      `insert into ${o.touched} select day, citation_type from rd_old union select day, citation_type from rd_new`,
+    );
+  }
   await c.query('drop table rd_old');
   await c.query('drop table rd_new');
 }
@@ -339,6 +360,7 @@ async function refreshMarked(c: Client, onStep?: Progress): Promise<RollupRefres
   await c.query('create temp table rd_days (day date primary key) on commit drop');
   await c.query('create temp table rd_threads (thread_id uuid primary key) on commit drop');
   await c.query('create temp table rd_users (user_id uuid primary key) on commit drop');
+  await c.query('create temp table rd_day_types (day date, citation_type text) on commit drop');
   // Taken first, so that a write committing after this statement leaves its mark for the next
   // refresh; whatever committed before it is seen by the reads below.
   await c.query(
@@ -349,6 +371,9 @@ async function refreshMarked(c: Client, onStep?: Progress): Promise<RollupRefres
     `with d as (delete from rollup_dirty_threads returning thread_id)
      insert into rd_threads select distinct thread_id from d`,
   );
+  // Temporary tables have no statistics until analyzed: without them the planner guesses their
+  // size and may scan a whole rollup or raw table instead of probing its index per key.
+  await c.query('analyze rd_days');
   const marked = await c.query<{ days: number; threads: number }>(
     'select (select count(*) from rd_days)::int as days, (select count(*) from rd_threads)::int as threads',
   );
@@ -380,6 +405,7 @@ async function refreshMarked(c: Client, onStep?: Progress): Promise<RollupRefres
   }
 
   const threads = 'select thread_id from rd_threads';
+  await c.query('analyze rd_threads');
   const t = await c.query<{ n: number }>('select count(*)::int as n from rd_threads');
   const threadCount = t.rows[0]?.n ?? 0;
   if (threadCount > 0) {
@@ -409,9 +435,18 @@ async function refreshMarked(c: Client, onStep?: Progress): Promise<RollupRefres
       totals: 'rollup_citation_daily',
       group: ['day', 'citation_type', 'name'],
       latest: false,
+      touched: 'rd_day_types',
+    });
+    await c.query('analyze rd_day_types');
+    const keys = 'select day, citation_type from rd_day_types';
+    await replaceRows(c, {
+      table: 'rollup_citation_type_daily',
+      where: `(day, citation_type) in (${keys})`,
+      select: citationTypeDailySql(keys),
     });
   }
 
+  await c.query('analyze rd_users');
   const u = await c.query<{ n: number }>('select count(*)::int as n from rd_users');
   const userCount = u.rows[0]?.n ?? 0;
   if (userCount > 0) {
