@@ -27,6 +27,8 @@ export type SectionResult = { ok: true; data: unknown } | { ok: false; error: st
 export interface PageData {
   page: PageName;
   range: DayRange;
+  /** Where the ranged figures were read: the rollups, or the raw tables while a refresh is due. */
+  source: Q.Source;
   extent: Q.DataExtent | null;
   sections: Record<string, SectionResult>;
 }
@@ -38,7 +40,7 @@ export interface ChartSpec {
   bars?: boolean;
 }
 
-type SectionQuery = (q: Q.Queryable, r: DayRange) => Promise<unknown>;
+type SectionQuery = (q: Q.Queryable, r: DayRange, source: Q.Source) => Promise<unknown>;
 
 export interface PageDef {
   name: PageName;
@@ -186,7 +188,7 @@ const users: PageDef = {
     totals: Q.usageTotals,
     daily: Q.usageDaily,
     newUsers: Q.newUsersDaily,
-    top: (q, r) => Q.topUsers(q, r),
+    top: Q.topUsers,
   },
   render(d) {
     const out: string[] = [];
@@ -247,7 +249,7 @@ const threads: PageDef = {
     totals: Q.usageTotals,
     statuses: Q.threadStatuses,
     depth: Q.threadDepth,
-    top: (q, r) => Q.topThreads(q, r),
+    top: Q.topThreads,
   },
   render(d) {
     const out: string[] = [];
@@ -341,7 +343,7 @@ const citations: PageDef = {
     totals: Q.usageTotals,
     types: Q.citationTypeTotals,
     daily: Q.citationTypesDaily,
-    top: (q, r) => Q.topCitationSources(q, r),
+    top: Q.topCitationSources,
   },
   render(d) {
     const out: string[] = [];

@@ -22,9 +22,10 @@ import type pg from 'pg';
 import type { Logger } from '../log.ts';
 import { redactText } from '../log.ts';
 import { dbFailureKind } from '../warehouse/db-errors.ts';
+import { rollupsCurrent } from '../warehouse/rollups.ts';
 import { errorPanel, esc } from './html.ts';
 import { PAGE_ORDER, PAGES, type PageData, type PageName, type SectionResult } from './pages.ts';
-import { type DataExtent, dataExtent } from './queries.ts';
+import { type DataExtent, dataExtent, type Source } from './queries.ts';
 import { presets, resolveRange } from './range.ts';
 
 /** The port `crs-sync dashboard` (and `crs-sync demo --keep`) listens on unless told otherwise. */
@@ -133,12 +134,17 @@ async function loadPage(opts: DashboardOptions, name: PageName, params: URLSearc
     const extent = ext.ok ? (ext.data as DataExtent) : null;
     const range = resolveRange(params, extent);
     if (!range.ok) return { status: 400, error: `the date range is not valid: ${range.error}`, queryMs: 0 };
+    // The rollups when they are current in this snapshot; the raw tables while a load's refresh
+    // is due, or on a warehouse whose schema predates them.
+    const current = await run(() => rollupsCurrent(client));
+    const source: Source = current.ok && current.data === true ? 'rollup' : 'raw';
     const sections: Record<string, SectionResult> = ext.ok ? {} : { extent: ext };
-    for (const [key, fn] of Object.entries(page.sections))
-      sections[key] = await run(() => fn(client, range.range));
+    for (const [key, fn] of Object.entries(page.sections)) {
+      sections[key] = await run(() => fn(client, range.range, source));
+    }
     return {
       status: 200,
-      data: { page: name, range: range.range, extent, sections },
+      data: { page: name, range: range.range, source, extent, sections },
       queryMs: performance.now() - started,
     };
   } catch (err) {
@@ -220,6 +226,10 @@ ${main}
 <footer>Read-only view of ${esc(opts.warehouse ?? 'the warehouse')}${
     extra.queryMs !== undefined
       ? ` · queries <span data-query-ms="${Math.round(extra.queryMs)}">${Math.round(extra.queryMs)} ms</span>`
+      : ''
+  }${
+    extra.data
+      ? ` · figures from <span data-source="${extra.data.source}">${extra.data.source === 'rollup' ? 'the rollups' : 'the raw tables (a rollup refresh is due)'}</span>`
       : ''
   } · data as JSON: <a href="/api/${esc(name ?? 'usage')}${qs}">/api/${esc(name ?? 'usage')}</a></footer>
 <script type="application/json" id="chart-data">${chartJson}</script>

@@ -4,6 +4,7 @@ import { sql } from 'kysely';
 import type { Browser, Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findChromium, launchChromium } from '../../src/dashboard/page-load.ts';
+import { DASHBOARD_QUERIES, RAW_DASHBOARD_QUERIES } from '../../src/dashboard/queries.ts';
 import { type Dashboard, startDashboard } from '../../src/dashboard/server.ts';
 import { openWarehouse } from '../../src/warehouse/db.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
@@ -128,6 +129,28 @@ describe('the dashboard over a warehouse loaded from the simulator', () => {
     expect(c?.enriched).toBeGreaterThan(0);
   });
 
+  it('when every dashboard query runs on the rollups and on the raw tables, then both give the same rows, for several ranges', async () => {
+    const [cur] = await q<{ n: number }>(
+      'select (select count(*) from rollup_dirty_days) + (select count(*) from rollup_dirty_threads) as n',
+    );
+    expect(cur?.n).toBe(0);
+    const ranges = [
+      all,
+      { from: lw.days[2] as string, to: lw.days[4] as string },
+      { from: '2020-01-01', to: '2020-01-31' },
+    ];
+    for (const r of ranges) {
+      for (const [name, run] of Object.entries(DASHBOARD_QUERIES)) {
+        const raw = RAW_DASHBOARD_QUERIES[name];
+        expect(raw, name).toBeDefined();
+        expect(await run(lw.tw.w.pool, r), `${name} ${r.from}..${r.to}`).toEqual(
+          await raw?.(lw.tw.w.pool, r),
+        );
+      }
+    }
+    expect(Object.keys(RAW_DASHBOARD_QUERIES).sort()).toEqual(Object.keys(DASHBOARD_QUERIES).sort());
+  });
+
   it('when the usage page is opened on the whole range, then its figures and its daily table equal the SQL and its charts are drawn', async () => {
     expect(await open(page, `/usage?${qs(all)}`)).toBe(200);
     await shot('usage');
@@ -152,6 +175,8 @@ describe('the dashboard over a warehouse loaded from the simulator', () => {
       ]),
     ).toEqual(daily.map((d) => [d.day, d.messages, d.users, d.threads, d.cancelled, dec(d.avg)]));
     expect(await page.$$eval('.chart[data-drawn] canvas', (c) => c.length)).toBe(3);
+    // Loads and enrichment refresh the rollups: the page read them.
+    expect(await page.$eval('[data-source]', (e) => e.getAttribute('data-source'))).toBe('rollup');
   });
 
   it('when a narrower range is applied with the form, then the address carries it and every figure is that range’s SQL', async () => {
@@ -253,16 +278,16 @@ describe('the dashboard over a warehouse loaded from the simulator', () => {
 
   it('when the citations page is opened, then citations by type and the top sources equal the SQL, and the range changes them', async () => {
     // A citation counts on its entry's day; an artifact's, on the entry that named it; else on
-    // its thread's first message day.
+    // its thread's first live message day.
     const bySql = async (r: { from: string; to: string }) =>
       q<{ type: string; n: number }>(
         `select coalesce(c.citation_type, '(none)') as type, count(*) as n
            from citations c
            left join artifacts ar on ar.artifact_id = c.artifact_id
            left join thread_messages h on h.message_id = coalesce(c.message_id, ar.message_id)
-           left join threads t on t.thread_id = c.thread_id
-          where coalesce(h.created_at, t.first_message_at) >= $1::date::timestamp at time zone 'UTC'
-            and coalesce(h.created_at, t.first_message_at) < ($2::date + 1)::timestamp at time zone 'UTC'
+           left join (select thread_id, min(message_date) as first_day from analytics_messages
+                       where _deleted_at is null group by thread_id) f on f.thread_id = c.thread_id
+          where coalesce((h.created_at at time zone 'UTC')::date, f.first_day) between $1 and $2
           group by 1 order by 2 desc, 1`,
         [r.from, r.to],
       );
@@ -280,9 +305,9 @@ describe('the dashboard over a warehouse loaded from the simulator', () => {
       `select coalesce(c.citation_type, '(none)') as type, coalesce(c.name, '(unnamed)') as name, count(*) as n
          from citations c left join artifacts ar on ar.artifact_id = c.artifact_id
          left join thread_messages h on h.message_id = coalesce(c.message_id, ar.message_id)
-         left join threads t on t.thread_id = c.thread_id
-        where coalesce(h.created_at, t.first_message_at) >= $1::date::timestamp at time zone 'UTC'
-          and coalesce(h.created_at, t.first_message_at) < ($2::date + 1)::timestamp at time zone 'UTC'
+         left join (select thread_id, min(message_date) as first_day from analytics_messages
+                     where _deleted_at is null group by thread_id) f on f.thread_id = c.thread_id
+        where coalesce((h.created_at at time zone 'UTC')::date, f.first_day) between $1 and $2
         group by 1, 2 order by 3 desc, 1, 2 limit 1`,
       [all.from, all.to],
     );
@@ -417,19 +442,24 @@ describe('the dashboard when the warehouse fails', () => {
     await broken?.dispose();
   });
 
-  it('when a view the page reads was dropped, then that part shows an error panel naming it and the rest of the page still shows', async () => {
-    await sql`drop view daily_usage`.execute(broken.w.db);
+  it('when a table a query reads was dropped, then that part shows an error panel naming it and the rest of the page still shows', async () => {
+    await sql`drop table rollup_user_daily cascade`.execute(broken.w.db);
     const res = await page.goto(`${brokenDash.url}/usage?from=2026-11-01&to=2026-11-07`, {
       waitUntil: 'load',
     });
     expect(res?.status()).toBe(200);
-    await page.screenshot({ path: path.join(SHOTS, 'error-dropped-view.png'), fullPage: true });
-    const panels = await page.$$eval('[data-error="daily"]', (els) => els.map((e) => e.textContent ?? ''));
+    await page.screenshot({ path: path.join(SHOTS, 'error-dropped-table.png'), fullPage: true });
+    const panels = await page.$$eval('[data-error]', (els) =>
+      els.map((e) => [e.getAttribute('data-error'), e.textContent ?? '']),
+    );
     expect(panels).toHaveLength(1);
-    expect(panels[0]).toContain('relation "daily_usage" does not exist');
-    expect(panels[0]).toContain('crs-sync migrate');
-    // The totals come from the table, not the view: they still show (an empty warehouse: 0).
-    expect(num(await figure(page, 'messages'))).toBe(0);
+    expect(panels[0]?.[0]).toBe('totals');
+    expect(panels[0]?.[1]).toContain('relation "rollup_user_daily" does not exist');
+    expect(panels[0]?.[1]).toContain('crs-sync migrate');
+    // The days come from another table: that part still shows (an empty warehouse: no day).
+    expect(await page.$eval('[data-empty="daily"]', (e) => e.textContent)).toBe(
+      'No day of the range has messages.',
+    );
   });
 
   it('when the warehouse cannot be reached, then every page says so, answers 503 and shows no password', async () => {

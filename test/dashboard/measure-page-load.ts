@@ -4,7 +4,10 @@
  * README quotes. The 10M-row figure is the BI bench's (npm run bench:bi), which calls the same
  * measurePageLoads.
  *
- *   node test/dashboard/measure-page-load.ts [--days 30] [--records-per-day 1000] [--runs 5] [--no-enrich] [--keep]
+ *   node test/dashboard/measure-page-load.ts [--days 30] [--records-per-day 1000] [--runs 5] [--no-enrich]
+ *     [--keep] [--screenshot PATH]
+ *
+ * --screenshot saves the usage page (1280x900) as a PNG: the README's picture.
  *
  * Uses DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test) in a schema of its own,
  * dropped at the end unless --keep.
@@ -13,7 +16,7 @@ import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { createServiceClient } from '../../src/api/index.ts';
 import { parseConfig } from '../../src/config.ts';
-import { measurePageLoads } from '../../src/dashboard/page-load.ts';
+import { launchChromium, measurePageLoads } from '../../src/dashboard/page-load.ts';
 import { startDashboard } from '../../src/dashboard/server.ts';
 import { createEnrichOps } from '../../src/enrich/index.ts';
 import { loadExportDay } from '../../src/ingest/export-day.ts';
@@ -30,6 +33,7 @@ const { values: a } = parseArgs({
     seed: { type: 'string', default: '42' },
     'no-enrich': { type: 'boolean', default: false },
     keep: { type: 'boolean', default: false },
+    screenshot: { type: 'string' },
   },
 });
 const log = createLogger({ level: 'warn', pretty: false });
@@ -82,6 +86,18 @@ try {
       console.log(
         `${l.page.padEnd(11)} ${l.ms.toFixed(0).padStart(7)}   ${(l.dbMs ?? 0).toFixed(0).padStart(6)}`,
       );
+    if (a.screenshot) {
+      const browser = await launchChromium();
+      try {
+        const page = await browser.newPage();
+        await page.goto(`${dash.url}/usage?${query}`, { waitUntil: 'load' });
+        await page.waitForSelector('body[data-charts-drawn]');
+        await page.screenshot({ path: a.screenshot });
+        console.log(`saved ${a.screenshot}`);
+      } finally {
+        await browser.close();
+      }
+    }
   } finally {
     await dash.close();
   }
