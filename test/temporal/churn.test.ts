@@ -46,6 +46,8 @@ describe('three workers on one task queue (real worker command, simulator, Postg
       days: DAYS + 1,
       recordsPerDay: RECORDS_PER_DAY,
       faults: 'none',
+      // Serves GET /_sim/requests: the simulator's own arrival counts per second.
+      admin: true,
     });
     counter = await startRequestCounter(sim.baseUrl);
   });
@@ -114,6 +116,11 @@ describe('three workers on one task queue (real worker command, simulator, Postg
     const activities = (w: WorkerProcess) =>
       [...(tally.byWorker.get(w.identity)?.values() ?? [])].reduce((a, b) => a + b, 0);
     const rates = rateFigures(counter.arrivals());
+    const served = (await (await fetch(`${sim.baseUrl}/_sim/requests`)).json()) as {
+      maxPerSecond: number;
+      maxInAnySecond: number;
+      total: number;
+    };
     process.stdout.write(
       `${[
         `churn seed ${seed}: ${DAYS} days, ${result.totals.rowsRead} rows, ${result.enrich?.threads ?? 0} threads`,
@@ -121,7 +128,8 @@ describe('three workers on one task queue (real worker command, simulator, Postg
           (w) =>
             `  ${w.name}${w === w2 ? ' (SIGKILLed)' : w === w4 ? ' (added)' : ''}: ${dayCount(w)} days, ${activities(w)} activities`,
         ),
-        `  requests ${rates.requests}; most in one second ${rates.maxPerSecond}, in any 1000 ms ${rates.maxSliding} (limit ${TENANT_RPS})`,
+        `  requests at the front door ${rates.requests}: most in one second ${rates.maxPerSecond}, in any 1000 ms ${rates.maxSliding} (limit ${TENANT_RPS})`,
+        `  requests the simulator counted ${served.total}: most in one second ${served.maxPerSecond}, in any 1000 ms ${served.maxInAnySecond}`,
       ].join('\n')}\n`,
     );
 
@@ -136,6 +144,11 @@ describe('three workers on one task queue (real worker command, simulator, Postg
     expect(cmp.compared.analytics_messages).toBeGreaterThan(DAYS * (RECORDS_PER_DAY / 2));
     expect(cmp.compared.threads).toBeGreaterThan(0);
     expect(Object.values(cmp.differences).flat()).toEqual([]);
+    // The tenant's limit, across every worker: as the service counts it, and at the front door.
+    expect(served.total).toBeGreaterThan(DAYS);
+    expect(served.maxPerSecond, 'most requests the simulator saw in one second').toBeLessThanOrEqual(
+      TENANT_RPS,
+    );
     expect(rates.maxPerSecond, `requests per second: ${rates.perSecond.join(' ')}`).toBeLessThanOrEqual(
       TENANT_RPS,
     );

@@ -1,5 +1,5 @@
 import type { Client } from '@temporalio/client';
-import { temporal } from '@temporalio/proto';
+import proto from '@temporalio/proto';
 
 /** Who ran what, and how big the histories are, read from the workflow histories themselves. */
 export interface HistoryTally {
@@ -11,6 +11,8 @@ export interface HistoryTally {
   sizes: { workflowId: string; type: string; events: number; bytes: number }[];
 }
 
+// A CommonJS module: its namespaces come through the default export under Node's ESM loader.
+const { temporal } = proto;
 const { EventType } = temporal.api.enums.v1;
 
 /**

@@ -15,6 +15,8 @@ export interface RequestCounter {
   env(simEnv: Record<string, string>, simBaseUrl: string): Record<string, string>;
   /** Arrival times (ms since the epoch) of every request so far. */
   arrivals(): readonly number[];
+  /** Every request so far: arrival time and path (without the query). */
+  requests(): readonly { at: number; path: string }[];
   close(): Promise<void>;
 }
 
@@ -22,8 +24,10 @@ export async function startRequestCounter(target: string): Promise<RequestCounte
   const to = new URL(target);
   const agent = new Agent({ keepAlive: true, maxSockets: 256 });
   const times: number[] = [];
+  const paths: string[] = [];
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     times.push(Date.now());
+    paths.push((req.url ?? '').split('?')[0] ?? '');
     const up = request(
       {
         host: to.hostname,
@@ -55,6 +59,7 @@ export async function startRequestCounter(target: string): Promise<RequestCounte
     env: (simEnv, simBaseUrl) =>
       Object.fromEntries(Object.entries(simEnv).map(([k, v]) => [k, v.split(simBaseUrl).join(baseUrl)])),
     arrivals: () => times,
+    requests: () => times.map((at, i) => ({ at, path: paths[i] ?? '' })),
     close: async () => {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeAllConnections();
