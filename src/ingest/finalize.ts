@@ -5,6 +5,7 @@ import { addDayDeletes, recordDayExport, recordDayLoaded } from '../warehouse/da
 import type { Warehouse } from '../warehouse/db.ts';
 import { dayRange } from '../warehouse/ledger.ts';
 import { refreshRollups } from '../warehouse/rollups.ts';
+import { drainThreadQueue, refreshQueuedThreads } from '../warehouse/threads.ts';
 
 /**
  * What a load does once every line is merged: soft-deletes rows of complete days that the
@@ -50,6 +51,61 @@ const REJECTED_ID = `substring(r.raw from '"Message ID"\\s*:\\s*"([0-9a-fA-F]{8}
 
 export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<FinalizeResult> {
   const pool = w.pool;
+  const { t, days } = await committedCounts(pool, f);
+  const complete = f.completeDays ? dayRange(f.completeDays.from, f.completeDays.to) : [];
+  let deleted = 0;
+  const guardPct = f.deleteGuardPct ?? DEFAULT_DELETE_GUARD_PCT;
+  // One connection for the days: the candidates of the whole window are found at once, in a
+  // temporary table of its session (per day, each day would scan every seen id again).
+  const client = complete.length > 0 ? await pool.connect() : null;
+  try {
+    if (client) {
+      if ((f.incompleteReason ?? null) === null) await findGone(client, f, complete);
+      for (const day of complete) {
+        const summary = days.get(day) ?? emptyDay(day);
+        days.set(day, summary);
+        deleted += await finalizeDay(client, summary, f, guardPct);
+      }
+    }
+  } finally {
+    if (client) {
+      await client.query('drop table if exists crs_gone').then(
+        () => client.release(),
+        (err: Error) => client.release(err),
+      );
+    }
+  }
+
+  if (f.seen) await pool.query('delete from load_seen where load_key = $1', [f.loadKey]);
+
+  // Threads queued by the batches become pending (the whole queue: also what a load that died
+  // before its finalize left there), then the aggregates of the threads this load queued.
+  await drainThreadQueue(pool, f.loadId);
+  const threadsQueued = await refreshQueuedThreads(pool, f.loadId);
+  // The rollups of the days and threads this load (or a load that died before here) changed:
+  // triggers marked them with the data, so a retried finalize finds them still marked.
+  await refreshRollups(pool);
+
+  return {
+    rowsRead: t.r,
+    inserted: t.i,
+    updated: t.u,
+    unchanged: t.n,
+    rejected: t.j,
+    deleted,
+    threadsQueued,
+    days: [...days.values()].sort((a, b) => a.day.localeCompare(b.day)),
+  };
+}
+
+/**
+ * The load's counts summed over its committed checkpoints, and per UTC day (rejects counted on
+ * their day where they have one).
+ */
+async function committedCounts(
+  pool: pg.Pool,
+  f: FinalizeInput,
+): Promise<{ t: { r: number; i: number; u: number; n: number; j: number }; days: Map<string, DaySummary> }> {
   const tot = await pool.query<{
     r: number;
     i: number;
@@ -105,75 +161,7 @@ export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<Fina
       incompleteReason: null,
     });
   }
-
-  const complete = f.completeDays ? dayRange(f.completeDays.from, f.completeDays.to) : [];
-  let deleted = 0;
-  const guardPct = f.deleteGuardPct ?? DEFAULT_DELETE_GUARD_PCT;
-  // One connection for the days: the candidates of the whole window are found at once, in a
-  // temporary table of its session (per day, each day would scan every seen id again).
-  const client = complete.length > 0 ? await pool.connect() : null;
-  try {
-    if (client) {
-      if ((f.incompleteReason ?? null) === null) await findGone(client, f, complete);
-      for (const day of complete) {
-        const summary = days.get(day) ?? emptyDay(day);
-        days.set(day, summary);
-        deleted += await finalizeDay(client, summary, f, guardPct);
-      }
-    }
-  } finally {
-    if (client) {
-      await client.query('drop table if exists crs_gone').then(
-        () => client.release(),
-        (err: Error) => client.release(err),
-      );
-    }
-  }
-
-  if (f.seen) await pool.query('delete from load_seen where load_key = $1', [f.loadKey]);
-
-  // Threads queued by the batches become pending. The whole queue is drained, also what a load
-  // that died before its finalize left there, so no touched thread is ever forgotten.
-  await pool.query(
-    `with q as (delete from thread_queue returning thread_id, user_id),
-          d as (select distinct on (thread_id) thread_id, user_id from q order by thread_id, user_id nulls last)
-     insert into threads (thread_id, user_id, enrich_status, enrich_requested_at, _load_id)
-     select thread_id, user_id, 'pending', now(), $1 from d order by thread_id
-     on conflict (thread_id) do update set
-       enrich_status = case when threads.enrich_status = 'deleted' then 'deleted' else 'pending' end,
-       enrich_requested_at = now(),
-       user_id = coalesce(threads.user_id, excluded.user_id),
-       _load_id = excluded._load_id`,
-    [f.loadId],
-  );
-
-  // Aggregates of the threads this load queued, from all their live rows.
-  const threads = await pool.query<{ n: number }>(
-    `with a as (
-       select m.thread_id, min(m.message_time) first_at, max(m.message_time) last_at, count(*) n
-       from analytics_messages m
-       where m._deleted_at is null and m.thread_id in (select thread_id from threads where _load_id = $1)
-       group by m.thread_id)
-     update threads t set first_message_at = a.first_at, last_message_at = a.last_at, message_count = a.n
-     from a where t.thread_id = a.thread_id
-     returning (t.enrich_status = 'pending')::int as n`,
-    [f.loadId],
-  );
-  const threadsQueued = threads.rows.reduce((s, r) => s + r.n, 0);
-  // The rollups of the days and threads this load (or a load that died before here) changed:
-  // triggers marked them with the data, so a retried finalize finds them still marked.
-  await refreshRollups(pool);
-
-  return {
-    rowsRead: t.r,
-    inserted: t.i,
-    updated: t.u,
-    unchanged: t.n,
-    rejected: t.j,
-    deleted,
-    threadsQueued,
-    days: [...days.values()].sort((a, b) => a.day.localeCompare(b.day)),
-  };
+  return { t, days };
 }
 
 function emptyDay(day: string): DaySummary {

@@ -184,35 +184,7 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
     ledgerDay,
   });
 
-  try {
-    await seen?.reset();
-    await readSource(req, router, writer, read, report);
-    // Every partition ends at the last line, so the checkpoint shows the whole source merged.
-    await router.verifyAll();
-    if (router.reverified > 0) {
-      log.warn(
-        { reverified: router.reverified },
-        'the source changed since the checkpoint: re-merged skipped lines',
-      );
-    }
-    for (const p of partitions) await writer.send(p, read.linesRead);
-    await writer.drain(partitions);
-    await seen?.finish();
-  } catch (err) {
-    writer.failure ??= err;
-    await Promise.allSettled(partitions.map((p) => p.inflight));
-  } finally {
-    // The first partition's connection holds the load's lock: runLoad releases it.
-    const failed = writer.failure !== null && !isCrsError(writer.failure);
-    for (const p of partitions) if (p.client !== first) p.client.release(failed);
-  }
-  if (writer.failure) {
-    // Best effort: the next attempt clears them anyway, but a load never run again would leave them.
-    await seen?.discard().catch(() => {});
-    if (isCrsError(writer.failure)) throw writer.failure;
-    // A lost connection or a timeout is retryable: run again, the load resumes at its checkpoint.
-    throw toDbCrsError(writer.failure, 'LOAD_FAILED', `load ${req.loadId} failed`);
-  }
+  await mergeSource({ req, first, partitions, seen, writer, router, read, report });
   report(true);
 
   const merged = Date.now();
@@ -239,6 +211,56 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
     reopens: read.reopens,
     elapsedMs: Date.now() - started,
   };
+}
+
+/** What one run of a load merges with: its partitions, their writer, the router feeding them. */
+interface Merging {
+  req: LoadRequest;
+  /** The first partition's connection, which holds the load's lock (runLoad releases it). */
+  first: pg.PoolClient;
+  partitions: Partition[];
+  seen: SeenSpill | null;
+  writer: BatchWriter;
+  router: LineRouter;
+  read: SourceRead;
+  report: () => void;
+}
+
+/**
+ * Every line of the source merged and committed, or the load's first failure thrown once every
+ * batch in flight has settled (and the partitions' connections are released either way).
+ */
+async function mergeSource(m: Merging): Promise<void> {
+  const { req, first, partitions, seen, writer, router, read, report } = m;
+  try {
+    await seen?.reset();
+    await readSource(req, router, writer, read, report);
+    // Every partition ends at the last line, so the checkpoint shows the whole source merged.
+    await router.verifyAll();
+    if (router.reverified > 0) {
+      req.log.warn(
+        { reverified: router.reverified },
+        'the source changed since the checkpoint: re-merged skipped lines',
+      );
+    }
+    for (const p of partitions) await writer.send(p, read.linesRead);
+    await writer.drain(partitions);
+    await seen?.finish();
+  } catch (err) {
+    writer.failure ??= err;
+    await Promise.allSettled(partitions.map((p) => p.inflight));
+  } finally {
+    // The first partition's connection holds the load's lock: runLoad releases it.
+    const failed = writer.failure !== null && !isCrsError(writer.failure);
+    for (const p of partitions) if (p.client !== first) p.client.release(failed);
+  }
+  if (writer.failure) {
+    // Best effort: the next attempt clears them anyway, but a load never run again would leave them.
+    await seen?.discard().catch(() => {});
+    if (isCrsError(writer.failure)) throw writer.failure;
+    // A lost connection or a timeout is retryable: run again, the load resumes at its checkpoint.
+    throw toDbCrsError(writer.failure, 'LOAD_FAILED', `load ${req.loadId} failed`);
+  }
 }
 
 /** One partition per checkpoint row, each on its own connection (the first is the lock's). */
