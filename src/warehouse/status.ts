@@ -43,10 +43,7 @@ export interface WarehouseStatus {
   incompleteExports: { day: string; reason: string | null; loadId: string | null }[];
 }
 
-/**
- * Reads every section of the status. Over 80 lines on purpose: one short query per section, in
- * the order `crs-sync status` shows them, then one mapping to the shape above.
- */
+/** Reads every section of the status, in the order `crs-sync status` shows them. */
 export async function readStatus(
   db: Executor,
   now = new Date(),
@@ -58,36 +55,8 @@ export async function readStatus(
     watermark === null
       ? null
       : Math.max(0, Math.round((Date.parse(yesterday) - Date.parse(watermark)) / 86_400_000));
-  const days = await db
-    .selectFrom('sync_days')
-    .select(['status', (eb) => eb.fn.countAll<number>().as('n')])
-    .where('status', '<>', 'running')
-    .groupBy('status')
-    .execute();
-  const running = await db
-    .selectFrom('sync_days as d')
-    .select(['d.day', 'd._load_id', 'd.attempts', DAY_ALIVE_AT.as('alive_at')])
-    .where('d.status', '=', 'running')
-    .orderBy('d.day')
-    .execute();
-  const abandonedDays = running.filter((d) => isStale(d.alive_at, now, staleAfterMs));
-  const dayCounts: Record<string, number> = Object.fromEntries(days.map((d) => [d.status, Number(d.n)]));
-  if (running.length > abandonedDays.length) dayCounts.running = running.length - abandonedDays.length;
-  if (abandonedDays.length > 0) dayCounts.abandoned = abandonedDays.length;
-  const failed = await db
-    .selectFrom('sync_days')
-    .select(['day', 'attempts', 'last_error'])
-    .where('status', '=', 'failed')
-    .orderBy('day')
-    .limit(20)
-    .execute();
-  const runs = await db
-    .selectFrom('sync_runs as r')
-    .selectAll()
-    .select(RUN_ALIVE_AT.as('alive_at'))
-    .orderBy('r.started_at', 'desc')
-    .limit(10)
-    .execute();
+  const days = await readDays(db, now, staleAfterMs);
+  const recentRuns = await readRecentRuns(db, now, staleAfterMs);
   const rejects = await db
     .selectFrom('rejected_records')
     .select([
@@ -123,30 +92,9 @@ export async function readStatus(
   return {
     watermark,
     lagDays,
-    days: dayCounts,
-    failedDays: failed.map((f) => ({ day: f.day, attempts: f.attempts, lastError: f.last_error })),
-    abandonedDays: abandonedDays.slice(0, 20).map((d) => ({
-      day: d.day,
-      loadId: d._load_id,
-      attempts: d.attempts,
-      lastSignOfLife: d.alive_at ? new Date(d.alive_at).toISOString() : null,
-    })),
+    ...days,
     staleAfterMinutes: staleAfterMs / 60_000,
-    recentRuns: runs.map((r) => ({
-      loadId: r.load_id,
-      kind: r.kind,
-      status: r.status === 'running' && isStale(r.alive_at, now, staleAfterMs) ? 'abandoned' : r.status,
-      window: r.window_start ? `${r.window_start}..${r.window_end}` : null,
-      rowsRead: r.rows_read,
-      inserted: r.rows_inserted,
-      updated: r.rows_updated,
-      rejected: r.rows_rejected,
-      deleted: r.rows_deleted,
-      startedAt: r.started_at.toISOString(),
-      finishedAt: r.finished_at ? r.finished_at.toISOString() : null,
-      lastSignOfLife: new Date(r.alive_at).toISOString(),
-      error: r.error,
-    })),
+    recentRuns,
     rejects: rejects.map((r) => ({
       source: r.source,
       errorCode: r.error_code,
@@ -162,4 +110,75 @@ export async function readStatus(
       loadId: d._load_id,
     })),
   };
+}
+
+/** Days by status (running ones with no sign of life counted as abandoned), failed and abandoned days. */
+async function readDays(
+  db: Executor,
+  now: Date,
+  staleAfterMs: number,
+): Promise<Pick<WarehouseStatus, 'days' | 'failedDays' | 'abandonedDays'>> {
+  const days = await db
+    .selectFrom('sync_days')
+    .select(['status', (eb) => eb.fn.countAll<number>().as('n')])
+    .where('status', '<>', 'running')
+    .groupBy('status')
+    .execute();
+  const running = await db
+    .selectFrom('sync_days as d')
+    .select(['d.day', 'd._load_id', 'd.attempts', DAY_ALIVE_AT.as('alive_at')])
+    .where('d.status', '=', 'running')
+    .orderBy('d.day')
+    .execute();
+  const abandonedDays = running.filter((d) => isStale(d.alive_at, now, staleAfterMs));
+  const dayCounts: Record<string, number> = Object.fromEntries(days.map((d) => [d.status, Number(d.n)]));
+  if (running.length > abandonedDays.length) dayCounts.running = running.length - abandonedDays.length;
+  if (abandonedDays.length > 0) dayCounts.abandoned = abandonedDays.length;
+  const failed = await db
+    .selectFrom('sync_days')
+    .select(['day', 'attempts', 'last_error'])
+    .where('status', '=', 'failed')
+    .orderBy('day')
+    .limit(20)
+    .execute();
+  return {
+    days: dayCounts,
+    failedDays: failed.map((f) => ({ day: f.day, attempts: f.attempts, lastError: f.last_error })),
+    abandonedDays: abandonedDays.slice(0, 20).map((d) => ({
+      day: d.day,
+      loadId: d._load_id,
+      attempts: d.attempts,
+      lastSignOfLife: d.alive_at ? new Date(d.alive_at).toISOString() : null,
+    })),
+  };
+}
+
+/** The last ten runs, a running one with no sign of life shown as abandoned. */
+async function readRecentRuns(
+  db: Executor,
+  now: Date,
+  staleAfterMs: number,
+): Promise<WarehouseStatus['recentRuns']> {
+  const runs = await db
+    .selectFrom('sync_runs as r')
+    .selectAll()
+    .select(RUN_ALIVE_AT.as('alive_at'))
+    .orderBy('r.started_at', 'desc')
+    .limit(10)
+    .execute();
+  return runs.map((r) => ({
+    loadId: r.load_id,
+    kind: r.kind,
+    status: r.status === 'running' && isStale(r.alive_at, now, staleAfterMs) ? 'abandoned' : r.status,
+    window: r.window_start ? `${r.window_start}..${r.window_end}` : null,
+    rowsRead: r.rows_read,
+    inserted: r.rows_inserted,
+    updated: r.rows_updated,
+    rejected: r.rows_rejected,
+    deleted: r.rows_deleted,
+    startedAt: r.started_at.toISOString(),
+    finishedAt: r.finished_at ? r.finished_at.toISOString() : null,
+    lastSignOfLife: new Date(r.alive_at).toISOString(),
+    error: r.error,
+  }));
 }
