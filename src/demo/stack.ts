@@ -19,8 +19,7 @@ export class Stack {
   /** Stops everything once; later calls wait for the same stop. */
   stop(timeoutMs = 20_000): Promise<void> {
     this.stopping ??= (async () => {
-      while (this.parts.length > 0) {
-        const p = this.parts.pop()!;
+      for (let p = this.parts.pop(); p !== undefined; p = this.parts.pop()) {
         let timer: NodeJS.Timeout | undefined;
         try {
           await Promise.race([

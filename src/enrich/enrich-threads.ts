@@ -3,6 +3,7 @@ import type { HistoryEntry, ServiceClient } from '../api/index.ts';
 import { statusOf } from '../api/index.ts';
 import { CrsError, errorMessage, isCrsError } from '../errors.ts';
 import type { Logger } from '../log.ts';
+import { present } from '../shared/checked.ts';
 import type { Database } from '../warehouse/types.ts';
 import { parseArtifact } from './artifact.ts';
 import { type EnrichCounts, emptyEnrichCounts } from './counts.ts';
@@ -69,7 +70,7 @@ export async function enrichThreads(deps: EnrichDeps, input: EnrichThreadsInput)
 
   async function worker(): Promise<void> {
     for (let id = queue.shift(); id !== undefined; id = queue.shift()) {
-      const state = states.get(id)!;
+      const state = present(states.get(id), `the state of thread ${id}`);
       counts.threads++;
       const outcome = await enrichThread(deps, state, names, input, counts).catch((err: unknown) => {
         firstError ??= err;

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { itemAt } from '../shared/checked.ts';
 import { type PageWrite, pageKeys, writePages } from './write-pages.ts';
 
 /**
@@ -38,13 +39,13 @@ export function createPageWriter(
     const keys = new Set<string>();
     const group: Waiting[] = [];
     for (let i = 0; i < queue.length && group.length < maxPages; ) {
-      const k = pageKeys(queue[i]!.page);
+      const k = pageKeys(itemAt(queue, i).page);
       if (k.some((x) => keys.has(x))) {
         i++;
         continue;
       }
       for (const x of k) keys.add(x);
-      group.push(queue.splice(i, 1)[0]!);
+      group.push(itemAt(queue.splice(i, 1), 0));
     }
     return group;
   }
@@ -58,7 +59,7 @@ export function createPageWriter(
       for (const w of group) w.resolve();
     } catch (err) {
       if (group.length === 1) {
-        group[0]!.reject(err);
+        itemAt(group, 0).reject(err);
         return;
       }
       // One page's failure must stay its own (its thread's batch stops, the others go on): the

@@ -1,3 +1,5 @@
+import { itemAt } from './checked.ts';
+
 /** A plain text table for command summaries (no colours: the output is often piped to a file). */
 export function renderTable(headers: string[], rows: (string | number)[][]): string {
   const cells = [headers, ...rows.map((r) => r.map((c) => (typeof c === 'number' ? formatNumber(c) : c)))];
@@ -6,12 +8,14 @@ export function renderTable(headers: string[], rows: (string | number)[][]): str
   const pad = (c: string, w: number) => ' '.repeat(Math.max(0, w - displayWidth(c)));
   const line = (r: string[]) =>
     r
-      .map((c, i) => (numeric[i] ? pad(c, widths[i]!) + c : c + pad(c, widths[i]!)))
+      .map((c, i) => (numeric[i] ? pad(c, itemAt(widths, i)) + c : c + pad(c, itemAt(widths, i))))
       .join('  ')
       .trimEnd();
-  return [line(cells[0]!), widths.map((w) => '-'.repeat(w)).join('  '), ...cells.slice(1).map(line)].join(
-    '\n',
-  );
+  return [
+    line(itemAt(cells, 0)),
+    widths.map((w) => '-'.repeat(w)).join('  '),
+    ...cells.slice(1).map(line),
+  ].join('\n');
 }
 
 export function formatNumber(n: number): string {

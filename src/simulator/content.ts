@@ -1,3 +1,4 @@
+import { itemAt } from '../shared/checked.ts';
 import { Rng } from './prng.ts';
 import { sentenceOf, topicOf } from './text.ts';
 
@@ -150,7 +151,7 @@ export function replyDetails(seed: number, textLength: number, at: number, file?
   for (let i = 0; i < n; i++) citations.push(citation(rng, rng.pick(OTHER_TYPES), textLength, at));
   citations.sort((a, b) => a.inline_offset - b.inline_offset);
   const artifacts: ArtifactRef[] = [];
-  const k = ARTIFACT_COUNTS[rng.int(ARTIFACT_COUNTS.length)]!;
+  const k = itemAt(ARTIFACT_COUNTS, rng.int(ARTIFACT_COUNTS.length));
   for (let i = 0; i < k; i++) {
     const type = rng.pick(['text', 'table', 'chart']);
     const title = rng.chance(0.2)

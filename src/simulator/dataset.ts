@@ -1,3 +1,4 @@
+import { f64At, itemAt, present, u8At } from '../shared/checked.ts';
 import type { ArtifactRef, CitedFile, HistoryEntry, ReplyDetails } from './content.ts';
 import { assistantEntry, CANCELLED_TEXT, replyDetails } from './content.ts';
 import {
@@ -119,9 +120,9 @@ export function newCursor(): ExportCursor {
 
 /** A record written through the API, rendered by JSON.stringify (rare: no fast path needed). */
 function liveLine(cursor: ExportCursor): string {
-  const live = cursor.live!;
-  const turn = cursor.liveTurn!;
-  const r = turn.reply!;
+  const live = present(cursor.live, 'the live thread of the cursor');
+  const turn = present(cursor.liveTurn, 'the live turn of the cursor');
+  const r = present(turn.reply, 'the reply of a live turn');
   return JSON.stringify({
     Input: turn.input,
     Response: r.cancelled ? '' : r.content,
@@ -240,7 +241,7 @@ export class Dataset {
   private procVisibleTurns(plan: ThreadPlan, live: LiveThread | undefined, now: number): number {
     const limit = live?.frozenAt !== undefined ? Math.min(now, live.frozenAt) : now;
     let n = 0;
-    while (n < plan.turns && plan.replyTime[n]! <= limit) n++;
+    while (n < plan.turns && f64At(plan.replyTime, n) <= limit) n++;
     return n;
   }
 
@@ -261,7 +262,7 @@ export class Dataset {
     const coord = decodeThreadId(this.seed, id);
     if (!coord || !this.procExists(coord.day, coord.index)) return { status: 'unknown', thread: undefined };
     const plan = planThread(this.seed, this.users, coord.day, coord.index, newPlan());
-    if (plan.userTime[0]! > now) return { status: 'unknown', thread: undefined };
+    if (f64At(plan.userTime, 0) > now) return { status: 'unknown', thread: undefined };
     if (this.procDeleted(plan, now) || live?.deletedAt !== undefined)
       return { status: 'deleted', thread: undefined };
     return {
@@ -270,7 +271,7 @@ export class Dataset {
         id,
         plan,
         live,
-        userId: this.userIds[plan.userIndex]!,
+        userId: itemAt(this.userIds, plan.userIndex),
         restricted: isRestrictedUser(plan.userIndex),
       },
     };
@@ -279,21 +280,22 @@ export class Dataset {
   /** The live state of a thread, created on first write (for procedural threads: the overlay). */
   liveOf(ref: ThreadRef): LiveThread {
     if (ref.live) return ref.live;
-    const plan = ref.plan!;
+    const plan = present(ref.plan, `the plan of thread ${ref.id}`);
+    const procKey = plan.day * KEY_STRIDE + plan.index;
     const live: LiveThread = {
       id: ref.id,
-      procKey: plan.day * KEY_STRIDE + plan.index,
+      procKey,
       name: undefined,
       renamedAt: undefined,
       userId: ref.userId,
-      createdAt: plan.userTime[0]!,
+      createdAt: f64At(plan.userTime, 0),
       frozenAt: undefined,
       turns: [],
       files: new Map(),
       deletedAt: undefined,
     };
     this.live.set(ref.id, live);
-    this.overlayByKey.set(live.procKey!, live);
+    this.overlayByKey.set(procKey, live);
     ref.live = live;
     return live;
   }
@@ -372,11 +374,11 @@ export class Dataset {
       name = this.baseName(plan, now);
       const n = this.procVisibleTurns(plan, live, now);
       count = n * 2;
-      created = plan.userTime[0]!;
-      updated = n > 0 ? plan.replyTime[n - 1]! : created;
+      created = f64At(plan.userTime, 0);
+      updated = n > 0 ? f64At(plan.replyTime, n - 1) : created;
       if (plan.renameAt >= 0 && plan.renameAt <= now) updated = Math.max(updated, plan.renameAt);
     } else {
-      name = live!.name ?? '';
+      name = present(live, `the live state of thread ${ref.id}`).name ?? '';
     }
     if (live) {
       if (live.name !== undefined) name = live.name;
@@ -404,14 +406,14 @@ export class Dataset {
     for (let day = this.startDay; day <= last; day++) {
       for (let index = 0; index < this.threadsPerDay; index++) {
         const plan = planThread(this.seed, this.users, day, index, this.scratch);
-        if (plan.userTime[0]! > now || this.procDeleted(plan, now)) continue;
+        if (f64At(plan.userTime, 0) > now || this.procDeleted(plan, now)) continue;
         const live = this.overlayByKey.get(day * KEY_STRIDE + index);
         if (live?.deletedAt !== undefined) continue;
         yield {
           id: live?.id ?? encodeThreadId(this.seed, day, index),
           plan: planThread(this.seed, this.users, day, index, newPlan()),
           live,
-          userId: this.userIds[plan.userIndex]!,
+          userId: itemAt(this.userIds, plan.userIndex),
           restricted: isRestrictedUser(plan.userIndex),
         };
       }
@@ -435,13 +437,13 @@ export class Dataset {
         message_id: uuidFromHash(this.seed, plan.day, this.turnCoord(plan, i), TAG_USER_MSG_ID),
         role: 'user',
         content: this.procInput(plan, i),
-        created_at: new Date(plan.userTime[i]!).toISOString(),
+        created_at: new Date(f64At(plan.userTime, i)).toISOString(),
         citations: [],
         artifact_ids: [],
         status: 'completed',
       });
       const replyId = this.procReplyId(plan, i);
-      const at = plan.replyTime[i]!;
+      const at = f64At(plan.replyTime, i);
       if (plan.cancelled[i]) {
         out.push(cancelledEntry(replyId, at));
         continue;
@@ -462,7 +464,7 @@ export class Dataset {
     return replyDetails(
       hash4(this.seed, plan.day, this.turnCoord(plan, i), TAG_DETAILS),
       length,
-      plan.replyTime[i]!,
+      f64At(plan.replyTime, i),
       file,
     );
   }
@@ -567,14 +569,19 @@ export class Dataset {
     for (let b = first; b <= last; b++) {
       for (let index = 0; index < this.threadsPerDay; index++) {
         planThread(this.seed, this.users, b, index, plan);
-        if (plan.userTime[0]! > now || plan.replyTime[0]! >= dayEnd || this.procDeleted(plan, now)) continue;
+        if (
+          f64At(plan.userTime, 0) > now ||
+          f64At(plan.replyTime, 0) >= dayEnd ||
+          this.procDeleted(plan, now)
+        )
+          continue;
         const live = hasOverlay ? this.overlayByKey.get(b * KEY_STRIDE + index) : undefined;
         if (live?.deletedAt !== undefined) continue;
         const frozen = live?.frozenAt ?? Number.POSITIVE_INFINITY;
         let threadId: string | undefined;
         for (let i = 0; i < plan.turns; i++) {
-          const t = plan.replyTime[i]!;
-          if (t < dayStart || t >= dayEnd || plan.arrival[i]! > now || t > frozen) continue;
+          const t = f64At(plan.replyTime, i);
+          if (t < dayStart || t >= dayEnd || f64At(plan.arrival, i) > now || t > frozen) continue;
           threadId ??= encodeThreadId(this.seed, b, index);
           cursor.threadId = threadId;
           cursor.plan = plan;
@@ -602,16 +609,16 @@ export class Dataset {
     const h = hash4(this.seed, plan.day, this.turnCoord(plan, i), TAG_REC);
     let mid = this.procReplyId(plan, i);
     let tid = threadId;
-    let uid = this.userIds[plan.userIndex]!;
+    let uid = itemAt(this.userIds, plan.userIndex);
     // About 5% of each id is written in upper case: UUIDs are case-insensitive and the export is loose.
     if ((h & 0xff) < 13) mid = mid.toUpperCase();
     if (((h >>> 8) & 0xff) < 13) tid = tid.toUpperCase();
     if (((h >>> 16) & 0xff) < 13) uid = uid.toUpperCase();
-    const time = formatWithOffset(plan.replyTime[i]!, plan.offsetIdx[i]!);
+    const time = formatWithOffset(f64At(plan.replyTime, i), u8At(plan.offsetIdx, i));
     let extra = '';
     // About 10% of records carry fields the spec does not name.
     if (h >>> 24 < 26) {
-      extra = `,"Model":"crs-research-2","Latency Ms":${plan.replyTime[i]! - plan.userTime[i]!}`;
+      extra = `,"Model":"crs-research-2","Latency Ms":${f64At(plan.replyTime, i) - f64At(plan.userTime, i)}`;
     }
     return `","Message ID":"${mid}","Message Time":"${time}","Thread ID":"${tid}","User ID":"${uid}"${extra}}`;
   }

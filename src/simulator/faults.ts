@@ -1,3 +1,4 @@
+import { itemAt } from '../shared/checked.ts';
 import { dayToString } from './plan.ts';
 import { hash4, stringHash, unit, uuidFromHash } from './prng.ts';
 
@@ -323,7 +324,7 @@ export class FaultEngine {
     if (p <= 0) return undefined;
     const h = hash4(this.seed, day, line, TAG_POISON);
     if (unit(h) >= p) return undefined;
-    return poisonLine(day, POISON_LINE_KINDS[hash4(h, 7, 7, 7) % POISON_LINE_KINDS.length]!, (w) =>
+    return poisonLine(day, itemAt(POISON_LINE_KINDS, hash4(h, 7, 7, 7) % POISON_LINE_KINDS.length), (w) =>
       uuidFromHash(this.seed, day, line * 4 + w, TAG_POISON_ID),
     );
   }

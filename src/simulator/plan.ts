@@ -1,3 +1,4 @@
+import { f64At, itemAt } from '../shared/checked.ts';
 import { civilFromDays } from '../shared/civil-date.ts';
 import { hash4, Rng, unit } from './prng.ts';
 
@@ -96,7 +97,7 @@ export function planThread(
     out.offsetIdx[0] = index === 0 ? 6 : 11;
     return out;
   }
-  const wanted = TURN_COUNTS[rng.int(TURN_COUNTS.length)]!;
+  const wanted = itemAt(TURN_COUNTS, rng.int(TURN_COUNTS.length));
   out.hasFile = rng.chance(0.15);
   let t = base + rng.int(DAY_MS);
   let turns = 0;
@@ -119,7 +120,7 @@ export function planThread(
     if (out.hasFile && (i === 0 || rng.chance(0.5))) out.fileTurns |= 1 << i;
   }
   out.turns = turns;
-  if (rng.chance(0.1)) out.renameAt = out.userTime[0]! + rng.range(600_000, 48 * 3600_000);
+  if (rng.chance(0.1)) out.renameAt = f64At(out.userTime, 0) + rng.range(600_000, 48 * 3600_000);
   if (rng.chance(0.03)) out.deleteAt = t + rng.range(3600_000, 72 * 3600_000);
   return out;
 }

@@ -1,3 +1,5 @@
+import { itemAt } from '../shared/checked.ts';
+
 /**
  * Counter-based randomness: every value of the data set is a pure function of the seed and a few
  * integer coordinates (day, thread, turn), so any day or thread can be generated on its own, in any
@@ -71,7 +73,12 @@ const HEX: string[] = [];
 for (let i = 0; i < 256; i++) HEX.push(i.toString(16).padStart(2, '0'));
 
 function hex32(w: number): string {
-  return HEX[(w >>> 24) & 255]! + HEX[(w >>> 16) & 255]! + HEX[(w >>> 8) & 255]! + HEX[w & 255]!;
+  return (
+    itemAt(HEX, (w >>> 24) & 255) +
+    itemAt(HEX, (w >>> 16) & 255) +
+    itemAt(HEX, (w >>> 8) & 255) +
+    itemAt(HEX, w & 255)
+  );
 }
 
 /** Formats four 32-bit words as a UUID, forcing version 4 and the RFC 4122 variant. */

@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { itemAt, present } from '../shared/checked.ts';
 import {
   AUD_ANALYTICS,
   AUD_V2,
@@ -322,7 +323,7 @@ async function v2(
       return listThreads(ctx, res);
     });
   }
-  const threadId = segment(parts[0]!, 'thread_id');
+  const threadId = segment(itemAt(parts, 0), 'thread_id');
   const sub = parts[1];
   if (parts.length === 1) {
     return route(method, ['PATCH', 'DELETE'], async () => {
@@ -432,7 +433,7 @@ async function v2(
   }
   if (parts.length === 3 && sub === 'artifacts') {
     return route(method, ['GET'], () => {
-      const artifactId = segment(parts[2]!, 'artifact_id');
+      const artifactId = segment(itemAt(parts, 2), 'artifact_id');
       checkArtifactIds(threadId, artifactId);
       const ref = resolveThread(ctx, threadId);
       const found = ds.artifact(ref, artifactId);
@@ -498,8 +499,8 @@ async function legacy(
   return route(method, ['GET'], () => {
     requireApiKey(ctx, req);
     if (art) {
-      const threadId = segment(art[1]!, 'thread_id');
-      const artifactId = segment(art[2]!, 'artifact_id');
+      const threadId = segment(itemAt(art, 1), 'thread_id');
+      const artifactId = segment(itemAt(art, 2), 'artifact_id');
       checkArtifactIds(threadId, artifactId);
       const ref = resolveThread(ctx, threadId);
       const found = ctx.ds.artifact(ref, artifactId);
@@ -512,7 +513,7 @@ async function legacy(
         requestSpec(ctx, req),
       );
     }
-    const agentId = segment(dyn![1]!, 'agent_id');
+    const agentId = segment(itemAt(present(dyn, 'the dynamic-output match'), 1), 'agent_id');
     if (!isUuid(agentId)) {
       throw invalid({ loc: ['path', 'agent_id'], msg: 'Input should be a valid UUID', type: 'uuid_parsing' });
     }

@@ -1,3 +1,4 @@
+import { itemAt } from '../shared/checked.ts';
 import { Rng } from './prng.ts';
 
 /**
@@ -165,7 +166,7 @@ export function buildTextPool(seed: number): TextPool {
       const words: string[] = [];
       const w = rng.range(7, 16);
       for (let k = 0; k < w; k++) words.push(rng.pick(WORDS));
-      const first = words[0]!;
+      const first = itemAt(words, 0);
       words[0] = first.charAt(0).toUpperCase() + first.slice(1);
       sentences.push(`${words.join(' ')}${rng.pick(['.', '.', '.', '!', '?', ' …'])}`);
     }
@@ -239,11 +240,11 @@ export function writeInput(w: ByteWriter, rng: Rng, fileId: string | undefined):
   const a = rng.int(ASKS.length);
   const t = rng.int(TOPICS.length);
   const tail = rng.int(TAILS.length);
-  w.bytes(B_ASKS[a]!);
+  w.bytes(itemAt(B_ASKS, a));
   w.bytes(B_SPACE);
-  w.bytes(B_TOPICS[t]!);
+  w.bytes(itemAt(B_TOPICS, t));
   w.bytes(B_QMARK);
-  w.bytes(B_TAILS[tail]!);
+  w.bytes(itemAt(B_TAILS, tail));
   if (fileId) {
     w.bytes(B_USE_FILE);
     w.ascii(fileId);
@@ -291,11 +292,11 @@ export function renderResponseEscaped(pool: TextPool, plan: ResponsePlan): strin
 /** renderResponseEscaped, written as UTF-8 bytes. */
 export function writeResponse(w: ByteWriter, pool: TextPool, plan: ResponsePlan): void {
   w.bytes(B_HEAD);
-  w.bytes(B_TOPICS[plan.topic]!);
+  w.bytes(itemAt(B_TOPICS, plan.topic));
   w.ascii(` (${plan.sources} sources reviewed).`);
   for (const p of plan.parts) {
     w.bytes(B_PARA);
-    w.bytes(pool.escapedBytes[p]!);
+    w.bytes(itemAt(pool.escapedBytes, p));
   }
 }
 
