@@ -131,7 +131,11 @@ const dailySql = (days: string) => `
          round(avg(x.answered), 1)::double precision,
          (percentile_cont(0.5) within group (order by x.answered))::double precision
   from analytics_messages a
-  left join thread_messages h on h.message_id = a.message_id
+  ${
+    days
+      ? 'left join lateral (select x.is_cancelled from thread_messages x where x.message_id = a.message_id) h on true'
+      : 'left join thread_messages h on h.message_id = a.message_id'
+  }
   cross join lateral (
     select case when a.response_chars = 0 or coalesce(h.is_cancelled, false) then null
                 else a.response_chars end as answered) x
@@ -188,28 +192,42 @@ const threadsSql = (threads: string) => {
  * The citations of a set of threads with the day each belongs to: the UTC day of the citing
  * history entry (an artifact's citation: the entry that named the artifact), else the day of
  * the thread's first live export row; null when neither is known (then it is in no daily row).
+ * For a set of threads, every lookup is a probe by key (lateral): a plain join lets the planner
+ * merge-join the whole history table in key order for a few thousand entries.
  */
-const citedSql = (threads: string) => `
+const citedSql = (threads: string) =>
+  threads
+    ? `
+  select c.thread_id, coalesce(c.citation_type, '(none)') as citation_type, coalesce(c.name, '(unnamed)') as name,
+         c.message_id, c.artifact_id, c.last_updated_at, coalesce(h.day, f.first_day) as day
+  from (${threads}) k
+  join citations c on c.thread_id = k.thread_id
+  cross join lateral (select min(r.message_date) as first_day from rollup_thread_daily r
+                      where r.thread_id = k.thread_id) f
+  left join lateral (
+    select (x.created_at at time zone 'UTC')::date as day from thread_messages x
+    where x.message_id = coalesce(c.message_id,
+      (select a.message_id from artifacts a where a.artifact_id = c.artifact_id))) h on true`
+    : `
   select c.thread_id, coalesce(c.citation_type, '(none)') as citation_type, coalesce(c.name, '(unnamed)') as name,
          c.message_id, c.artifact_id, c.last_updated_at,
          coalesce((h.created_at at time zone 'UTC')::date, f.first_day) as day
   from citations c
   left join artifacts a on c.message_id is null and a.artifact_id = c.artifact_id
   left join thread_messages h on h.message_id = coalesce(c.message_id, a.message_id)
-  left join (select thread_id, min(message_date) as first_day from rollup_thread_daily
-             ${threads ? `where thread_id in (${threads})` : ''} group by thread_id) f
-    on f.thread_id = c.thread_id
-  ${threads ? `where c.thread_id in (${threads})` : ''}`;
+  left join (select thread_id, min(message_date) as first_day from rollup_thread_daily group by thread_id) f
+    on f.thread_id = c.thread_id`;
 
-const citationThreadsSql = (threads: string) => `
+/** `cited`: a relation of citedSql's rows. */
+const citationThreadsSql = (cited: string) => `
   select citation_type, name, thread_id, count(*)::bigint, count(distinct message_id)::bigint,
          count(distinct artifact_id)::bigint, max(last_updated_at)
-  from (${citedSql(threads)}) x group by citation_type, name, thread_id`;
+  from ${cited} x group by citation_type, name, thread_id`;
 
-const citationThreadDaysSql = (threads: string) => `
+const citationThreadDaysSql = (cited: string) => `
   select thread_id, day, citation_type, name, count(*)::bigint, count(distinct message_id)::bigint,
          count(distinct artifact_id)::bigint
-  from (${citedSql(threads)}) x where day is not null group by thread_id, day, citation_type, name`;
+  from ${cited} x where day is not null group by thread_id, day, citation_type, name`;
 
 // Per day and type, from the per-thread rows: distinct threads and sources of the day.
 const citationTypeDailySql = (keys: string) => `
@@ -232,14 +250,14 @@ async function rebuildAll(c: Client, onStep?: Progress): Promise<RollupRefresh> 
     ['rollup_user_threads', userThreadsSql('')],
     ['rollup_users', usersSql('')],
     ['rollup_threads', threadsSql('')],
-    ['rollup_citation_threads', citationThreadsSql('')],
+    ['rollup_citation_threads', citationThreadsSql(`(${citedSql('')})`)],
     [
       'rollup_citation_sources',
       `select citation_type, name, sum(citations)::bigint, count(*)::bigint, sum(messages)::bigint,
               sum(artifacts)::bigint, max(last_updated_at)
        from rollup_citation_threads group by citation_type, name`,
     ],
-    ['rollup_citation_thread_days', citationThreadDaysSql('')],
+    ['rollup_citation_thread_days', citationThreadDaysSql(`(${citedSql('')})`)],
     [
       'rollup_citation_daily',
       `select day, citation_type, name, sum(citations)::bigint, count(*)::bigint, sum(messages)::bigint,
@@ -422,16 +440,18 @@ async function refreshMarked(c: Client, onStep?: Progress): Promise<RollupRefres
       where: `thread_id in (${threads})`,
       select: threadsSql(threads),
     });
+    // The touched threads' citations with their days, read once for both per-thread rollups.
+    await c.query(`create temp table rd_cited on commit drop as ${citedSql(threads)}`);
     await replaceByDelta(c, {
       perThread: 'rollup_citation_threads',
-      select: citationThreadsSql(threads),
+      select: citationThreadsSql('rd_cited'),
       totals: 'rollup_citation_sources',
       group: ['citation_type', 'name'],
       latest: true,
     });
     await replaceByDelta(c, {
       perThread: 'rollup_citation_thread_days',
-      select: citationThreadDaysSql(threads),
+      select: citationThreadDaysSql('rd_cited'),
       totals: 'rollup_citation_daily',
       group: ['day', 'citation_type', 'name'],
       latest: false,
