@@ -62,7 +62,7 @@ export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<Fina
     if (client) {
       if ((f.incompleteReason ?? null) === null) await findGone(client, f, complete);
       for (const day of complete) {
-        const summary = days.get(day) ?? emptyDay(day);
+        const summary = days.get(day) ?? daySummary(day, { r: 0, i: 0, u: 0, n: 0, j: 0 });
         days.set(day, summary);
         deleted += await finalizeDay(client, summary, f, guardPct);
       }
@@ -105,14 +105,8 @@ export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<Fina
 async function committedCounts(
   pool: pg.Pool,
   f: FinalizeInput,
-): Promise<{ t: { r: number; i: number; u: number; n: number; j: number }; days: Map<string, DaySummary> }> {
-  const tot = await pool.query<{
-    r: number;
-    i: number;
-    u: number;
-    n: number;
-    j: number;
-  }>(
+): Promise<{ t: Sums; days: Map<string, DaySummary> }> {
+  const tot = await pool.query<Sums>(
     `select coalesce(sum(rows_read),0)::bigint r, coalesce(sum(rows_inserted),0)::bigint i,
             coalesce(sum(rows_updated),0)::bigint u, coalesce(sum(rows_unchanged),0)::bigint n,
             coalesce(sum(rows_rejected),0)::bigint j
@@ -135,43 +129,31 @@ async function committedCounts(
   const rej = new Map(rejectsPerDay.rows.map((r) => [r.day, r.j]));
   const days = new Map<string, DaySummary>();
   for (const r of perDay.rows) {
-    days.set(r.day, {
-      day: r.day,
-      rowsRead: r.r + (rej.get(r.day) ?? 0),
-      inserted: r.i,
-      updated: r.u,
-      unchanged: r.n,
-      rejected: rej.get(r.day) ?? 0,
-      deleted: 0,
-      deletesHeld: 0,
-      incompleteReason: null,
-    });
+    const j = rej.get(r.day) ?? 0;
+    days.set(r.day, daySummary(r.day, { ...r, r: r.r + j, j }));
   }
-  if (f.ledgerDay) {
-    // Every line of a day's export belongs to that day, rejected ones included.
-    days.set(f.ledgerDay, {
-      day: f.ledgerDay,
-      rowsRead: t.r,
-      inserted: t.i,
-      updated: t.u,
-      unchanged: t.n,
-      rejected: t.j,
-      deleted: 0,
-      deletesHeld: 0,
-      incompleteReason: null,
-    });
-  }
+  // Every line of a day's export belongs to that day, rejected ones included.
+  if (f.ledgerDay) days.set(f.ledgerDay, daySummary(f.ledgerDay, t));
   return { t, days };
 }
 
-function emptyDay(day: string): DaySummary {
+/** Sums over committed batches, as the queries name them (read, inserted, updated, unchanged, rejected). */
+interface Sums {
+  r: number;
+  i: number;
+  u: number;
+  n: number;
+  j: number;
+}
+
+function daySummary(day: string, c: Sums): DaySummary {
   return {
     day,
-    rowsRead: 0,
-    inserted: 0,
-    updated: 0,
-    unchanged: 0,
-    rejected: 0,
+    rowsRead: c.r,
+    inserted: c.i,
+    updated: c.u,
+    unchanged: c.n,
+    rejected: c.j,
     deleted: 0,
     deletesHeld: 0,
     incompleteReason: null,
