@@ -51,6 +51,9 @@ export const ROLLUP_TABLES = [
 
 /** Recomputes the days and threads writes have marked since the last refresh. */
 export async function refreshRollups(pool: pg.Pool, onStep?: Progress): Promise<RollupRefresh> {
+  // One read when nothing is marked (an unchanged re-load): no transaction, lock or temporary
+  // table. A mark committed after this read belongs to a write whose own refresh follows it.
+  if (await rollupsCurrent(pool)) return { rebuilt: false, days: 0, threads: 0, users: 0 };
   return inTransaction(pool, async (c) => {
     const state = await c.query<{ rebuild_needed: boolean }>('select rebuild_needed from rollup_state');
     if (state.rows[0]?.rebuild_needed !== false) return rebuildAll(c, onStep);
