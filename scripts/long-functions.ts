@@ -20,7 +20,6 @@ import {
   isVariableDeclaration,
   isVariableStatement,
   type Node,
-  type SourceFile,
   SyntaxKind,
 } from 'typescript/unstable/ast';
 import { type ParsedFile, withSourceFiles } from './lib/source-ast.ts';
@@ -47,13 +46,13 @@ function isFunctionLike(n: Node): boolean {
   );
 }
 
-function nameOf(n: Node, sf: SourceFile): string {
+function nameOf(n: Node): string {
   const named = n as { name?: Node };
   if (named.name && isIdentifier(named.name)) return named.name.text;
   if (n.kind === SyntaxKind.Constructor) return 'constructor';
   const p = n.parent;
   if (p && (isVariableDeclaration(p) || isPropertyAssignment(p)) && isIdentifier(p.name)) return p.name.text;
-  return `<anonymous at ${sf.text.slice(getTokenPosOfNode(n, sf), getTokenPosOfNode(n, sf) + 30).split('\n')[0]}>`;
+  return '<anonymous>';
 }
 
 /** The node whose leading comment documents the function: its declaring statement for `const f = () => …`. */
@@ -78,7 +77,8 @@ export function longFunctions(files: ParsedFile[], max: number): LongFunction[] 
           // Everything between the previous token and the declaration: its comments and JSDoc.
           const leading = f.sf.text.slice(doc.pos, getTokenPosOfNode(doc, f.sf));
           const why = WHY.exec(leading)?.[1];
-          out.push({ file: f.path, line: f.lineOf(start), name: nameOf(n, f.sf), lines, why: why?.trim() });
+          const reason = why?.replace(/\s*\*\/\s*$/, '').trim();
+          out.push({ file: f.path, line: f.lineOf(start), name: nameOf(n), lines, why: reason });
         }
       }
       n.forEachChild(visit);

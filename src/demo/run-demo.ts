@@ -5,7 +5,7 @@ import type pg from 'pg';
 import { createActivities } from '../../activities/index.ts';
 import type { SyncProgress, SyncResult } from '../../workflows/types.ts';
 import { createServiceClient } from '../api/index.ts';
-import { parseConfig } from '../config.ts';
+import { type Config, parseConfig } from '../config.ts';
 import { CrsError } from '../errors.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { formatDuration } from '../shared/table.ts';
@@ -60,6 +60,9 @@ export interface DemoIo {
  * process; backfills the window with progress, creates the daily schedule, prints a summary and
  * a few BI query results. Everything started here is stopped here (also on Ctrl-C); with `keep`
  * it stays up until Ctrl-C. Returns the exit status.
+ *
+ * Long: it is the demo's one story, from the first server started to the last one stopped; its
+ * steps share the abort signal, the stop stack and the step reporter, and read best in order.
  */
 export async function runDemo(opts: DemoOptions, io: DemoIo): Promise<number> {
   const startedAt = Date.now();
@@ -163,22 +166,7 @@ export async function runDemo(opts: DemoOptions, io: DemoIo): Promise<number> {
     const taskQueue = temporal.own
       ? (io.env.TEMPORAL_TASK_QUEUE ?? 'crs-sync')
       : `crs-sync-demo-${randomBytes(4).toString('hex')}`;
-    const base: Record<string, string | undefined> = { ...io.env };
-    for (const k of SERVICE_VARIABLES) delete base[k];
-    if (temporal.own) for (const k of TEMPORAL_SECURITY_VARIABLES) delete base[k];
-    // The simulator's CRS_* variables (credentials included) go into this process's configuration
-    // only; nothing prints them.
-    const config = parseConfig({
-      ...base,
-      ...sim.env(),
-      DATABASE_URL: wh.url,
-      CRS_SCHEMA: schema,
-      TEMPORAL_ADDRESS: temporal.address,
-      TEMPORAL_NAMESPACE: temporal.namespace,
-      TEMPORAL_TASK_QUEUE: taskQueue,
-      // The simulator is local: the service's default budget (10/s) would only slow the demo.
-      CRS_RATE_LIMIT_RPS: io.env.CRS_RATE_LIMIT_RPS ?? '500',
-    });
+    const config = demoConfig(io.env, sim.env(), { url: wh.url, schema, temporal, taskQueue });
 
     const worker = await step(
       'worker',
@@ -274,16 +262,7 @@ export async function runDemo(opts: DemoOptions, io: DemoIo): Promise<number> {
         uiUrl: temporal.uiUrl ?? null,
         own: temporal.own,
       },
-      backfill: {
-        workflowId: handle.workflowId,
-        loadId: result.loadId,
-        rowsRead: result.totals.rowsRead,
-        inserted: result.totals.inserted,
-        updated: result.totals.updated,
-        unchanged: result.totals.unchanged,
-        rejected: result.totals.rejected,
-        failedDays: result.failedDays,
-      },
+      backfill: backfillFigures(handle.workflowId, result),
       schedule: { id: SCHEDULE_ID, action: scheduleAction, nextRun, removedAtExit: removeSchedule },
       figures,
       bi,
@@ -300,19 +279,9 @@ export async function runDemo(opts: DemoOptions, io: DemoIo): Promise<number> {
         },
         (err: unknown) => `  dashboard     not started: ${(err as Error).message}`,
       );
-      const lines = [
-        '',
-        'The stack stays up until Ctrl-C:',
-        dashboard,
-        ...(temporal.uiUrl
-          ? [`  Temporal UI   ${temporal.uiUrl}/namespaces/${temporal.namespace}/workflows`]
-          : []),
-        `  Temporal      ${temporal.address} (namespace ${temporal.namespace}, task queue ${taskQueue})`,
-        `  warehouse     ${wh.shownUrl} (schema ${schema})`,
-        `  psql          psql '${wh.shownUrl}' -c 'set search_path = ${schema}' -c 'select * from sync_health'`,
-        `  simulator     ${sim.baseUrl}/openapi.json`,
-      ];
-      say(lines.join('\n'));
+      say(
+        keptStackLines({ dashboard, temporal, taskQueue, warehouseUrl: wh.shownUrl, schema, sim }).join('\n'),
+      );
       keepWaiting = true;
       await aborted.catch(() => {});
       return 0;
@@ -329,6 +298,74 @@ export async function runDemo(opts: DemoOptions, io: DemoIo): Promise<number> {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
   }
+}
+
+/**
+ * The configuration the demo's worker runs with: the user's environment without the real
+ * service's settings (and without Temporal credentials when the demo owns the server), plus the
+ * simulator's CRS_* variables (credentials included; they go into this process only, nothing
+ * prints them), the demo's warehouse and Temporal.
+ */
+function demoConfig(
+  env: Record<string, string | undefined>,
+  simEnv: Record<string, string>,
+  at: {
+    url: string;
+    schema: string;
+    temporal: { own: boolean; address: string; namespace: string };
+    taskQueue: string;
+  },
+): Config {
+  const base: Record<string, string | undefined> = { ...env };
+  for (const k of SERVICE_VARIABLES) delete base[k];
+  if (at.temporal.own) for (const k of TEMPORAL_SECURITY_VARIABLES) delete base[k];
+  return parseConfig({
+    ...base,
+    ...simEnv,
+    DATABASE_URL: at.url,
+    CRS_SCHEMA: at.schema,
+    TEMPORAL_ADDRESS: at.temporal.address,
+    TEMPORAL_NAMESPACE: at.temporal.namespace,
+    TEMPORAL_TASK_QUEUE: at.taskQueue,
+    // The simulator is local: the service's default budget (10/s) would only slow the demo.
+    CRS_RATE_LIMIT_RPS: env.CRS_RATE_LIMIT_RPS ?? '500',
+  });
+}
+
+function backfillFigures(workflowId: string, result: SyncResult): DemoSummary['backfill'] {
+  return {
+    workflowId,
+    loadId: result.loadId,
+    rowsRead: result.totals.rowsRead,
+    inserted: result.totals.inserted,
+    updated: result.totals.updated,
+    unchanged: result.totals.unchanged,
+    rejected: result.totals.rejected,
+    failedDays: result.failedDays,
+  };
+}
+
+/** What `--keep` tells the user about the stack it leaves running. */
+function keptStackLines(k: {
+  dashboard: string;
+  temporal: { address: string; namespace: string; uiUrl?: string | undefined };
+  taskQueue: string;
+  warehouseUrl: string;
+  schema: string;
+  sim: { baseUrl: string };
+}): string[] {
+  return [
+    '',
+    'The stack stays up until Ctrl-C:',
+    k.dashboard,
+    ...(k.temporal.uiUrl
+      ? [`  Temporal UI   ${k.temporal.uiUrl}/namespaces/${k.temporal.namespace}/workflows`]
+      : []),
+    `  Temporal      ${k.temporal.address} (namespace ${k.temporal.namespace}, task queue ${k.taskQueue})`,
+    `  warehouse     ${k.warehouseUrl} (schema ${k.schema})`,
+    `  psql          psql '${k.warehouseUrl}' -c 'set search_path = ${k.schema}' -c 'select * from sync_health'`,
+    `  simulator     ${k.sim.baseUrl}/openapi.json`,
+  ];
 }
 
 function progressReporter(err: NodeJS.WritableStream & { isTTY?: boolean }) {

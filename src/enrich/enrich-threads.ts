@@ -105,6 +105,11 @@ export async function enrichThreads(deps: EnrichDeps, input: EnrichThreadsInput)
   return counts;
 }
 
+/**
+ * One thread: read its history from the stored position, page by page, write each page, end it
+ * with its final status. Long: the read loop, the upstream-rewrite check, the page writes and the
+ * error-to-status mapping share the thread's read position; apart, they would pass it around.
+ */
 async function enrichThread(
   deps: EnrichDeps,
   state: ThreadState,

@@ -206,6 +206,8 @@ function citationRows(
  * nothing twice (rows are upserts, citations of a re-read owner are replaced, rejects are unique
  * per thread position). The pages must be of different threads and name no message or artifact
  * twice (one statement cannot upsert a row twice): see `pageKeys`.
+ *
+ * Long: the statements of one transaction, in the order they must run; each is a single query.
  */
 export async function writePages(pool: Pick<pg.Pool, 'query'>, pages: readonly PageWrite[]): Promise<void> {
   if (pages.length === 0) return;

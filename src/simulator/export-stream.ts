@@ -27,6 +27,11 @@ export function exportFileName(now: Date): string {
   return `message_history_${ts}.jsonl`;
 }
 
+/**
+ * Streams the export of a window with the request's faults (cut, clean truncation, stall, poison
+ * lines, slow or chunked writes). Long: the faults act at line positions of one write loop, and
+ * splitting the loop would scatter the positions they share across functions.
+ */
 export async function streamExport(
   res: ServerResponse,
   ds: Dataset,

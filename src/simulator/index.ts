@@ -173,6 +173,10 @@ export function createTruth(ds: Dataset, engine?: FaultEngine): GroundTruth {
   };
 }
 
+/**
+ * Starts the simulator: data set, fault engine, HTTP server, and the handle tests and the CLI use.
+ * Long: the handle's methods are closures over the running server's state, built in one place.
+ */
 export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simulator> {
   const seed = (opts.seed ?? DEFAULT_SEED) >>> 0;
   const now = opts.now ?? (() => new Date());

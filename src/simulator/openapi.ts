@@ -253,6 +253,10 @@ const eventSchemas: Record<string, Json> = {
   },
 };
 
+/**
+ * The simulator's OpenAPI document. Long: it is the document itself, one literal in the order of
+ * the spec's sections, so that it reads (and is compared with the spec) top to bottom.
+ */
 export function buildOpenApiDocument(addr: OpenApiAddresses): Json {
   const legacyServers = [{ url: addr.legacyBaseUrl, description: '{legacy_base_url}' }];
   const tokenServer = [

@@ -297,6 +297,10 @@ function intQuery(url: URL, name: string, def: number, min: number, max: number)
   return n;
 }
 
+/**
+ * The routes under /v2. Long: one branch per endpoint in the order of the spec; each branch is a
+ * few lines, and one table of them is easier to check against the spec than many small files.
+ */
 async function v2(
   ctx: ServerContext,
   req: IncomingMessage,

@@ -29,6 +29,7 @@ async function withClient(
   }
 }
 
+/** Long: one commander definition of five subcommands, each a few lines. */
 export function registerSchedule(program: Command): void {
   const schedule = program
     .command('schedule')

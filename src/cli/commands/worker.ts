@@ -9,6 +9,7 @@ import { parseWorkerSettings } from '../../temporal/worker-settings.ts';
 import { loadContext, openConfiguredWarehouse } from '../context.ts';
 import { releaseForeignExitHooks } from '../process-hooks.ts';
 
+/** Long: one commander definition, its options then its action, read top to bottom. */
 export function registerWorker(program: Command): void {
   program
     .command('worker')
