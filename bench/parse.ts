@@ -1,79 +1,85 @@
 /**
- * Micro-benchmark of the export's hot path: splitLines + parseRecord on generated ~1.6 KB lines,
- * fed in 64 KiB chunks (the size of a file read stream's chunks). No database.
+ * Micro-benchmark of the loader's per-line work without a database, on the export bench:ingest
+ * loads (bench/lib/generate.ts, cached in bench/out/), fed in 64 KiB chunks (a file read
+ * stream's chunk size). Each stage adds to the one before, so the differences are its cost:
  *
- *   node bench/parse.ts [lines=200000] [rounds=3]
+ *   split    splitLines
+ *   decode   + the line's bytes to a string
+ *   parse    + parseRecord (as the loader calls it: no hash, text from UTF-8)
+ *   encode   + the line's sha1 and putMessageTuple (binary COPY tuple, record hash from its bytes)
+ *
+ *   node bench/parse.ts [lines=200000] [rounds=5]
+ *
+ * Reported as CPU microseconds per line (process.cpuUsage, so other processes on the machine move
+ * it less than wall time), the best of the rounds; and a sha1 of every tuple written, which must
+ * not change when the encoder's internals do.
  */
-import { randomUUID } from 'node:crypto';
+import { createHash, hash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { ByteSink, putMessageTuple } from '../src/ingest/copy-binary.ts';
 import { splitLines } from '../src/ingest/line-splitter.ts';
 import { parseRecord } from '../src/ingest/record-parser.ts';
+import { ensureExport } from './lib/generate.ts';
 
 const lineCount = Number(process.argv[2] ?? 200_000);
-const rounds = Number(process.argv[3] ?? 3);
+const rounds = Number(process.argv[3] ?? 5);
 const CHUNK = 64 * 1024;
+const STAGES = ['split', 'decode', 'parse', 'encode'] as const;
 
-const words =
-  'the churn rate of enterprise accounts rose by four percent in the third quarter while retention improved'.split(
-    ' ',
-  );
-
-function text(len: number, i: number): string {
-  let s = '';
-  let k = i;
-  while (s.length < len) {
-    s += words[k % words.length] + ' ';
-    k = (k * 7 + 3) % 9973;
-  }
-  // Some non-ASCII and an escape-needing character, as real answers have.
-  return s.slice(0, len) + (i % 5 === 0 ? ' é 😀 "quoted"\n' : '');
-}
-
-function generate(n: number): Buffer {
-  const thread = randomUUID();
-  const user = randomUUID().toUpperCase();
-  const parts: string[] = [];
-  for (let i = 0; i < n; i++) {
-    const rec: Record<string, unknown> = {
-      Input: text(300, i),
-      Response: text(1100, i + 1),
-      'Message ID': randomUUID(),
-      'Message Time': `2026-11-20T${String(i % 24).padStart(2, '0')}:${String(i % 60).padStart(2, '0')}:07.${String(i % 1000).padStart(3, '0')}+05:30`,
-      'Thread ID': i % 10 === 0 ? randomUUID() : thread,
-      'User ID': user,
-    };
-    if (i % 4 === 0) rec.Feedback = { score: i % 5, tags: ['a', 'b'] };
-    parts.push(JSON.stringify(rec));
-  }
-  return Buffer.from(parts.join('\n') + '\n');
-}
+const file = ensureExport(path.resolve(import.meta.dirname, 'out'), lineCount, 1);
+const data = readFileSync(file.path);
 
 async function* chunks(buf: Buffer): AsyncGenerator<Uint8Array> {
   for (let i = 0; i < buf.length; i += CHUNK) yield buf.subarray(i, Math.min(i + CHUNK, buf.length));
 }
 
-const data = generate(lineCount);
-const mb = data.length / 1e6;
+const sink = new ByteSink();
+
+/** Runs the stages up to `upto`; returns the lines seen, feeding every tuple to `digest` if given. */
+async function run(upto: number, digest?: ReturnType<typeof createHash>): Promise<number> {
+  let n = 0;
+  sink.reset();
+  for await (const lines of splitLines(chunks(data), { maxLineBytes: 1 << 20 })) {
+    for (const line of lines) {
+      n++;
+      if (upto < 1 || line.bytes === undefined) continue;
+      const text = line.bytes.toString('utf8');
+      if (upto < 2) continue;
+      const r = parseRecord(text, { hash: false, fromUtf8: true });
+      if (!r.ok) throw new Error(`line ${line.lineNo}: ${r.code} ${r.detail}`);
+      if (upto < 3) continue;
+      const lineHash = hash('sha1', line.bytes, 'hex');
+      if (sink.len > (1 << 21) - (1 << 16)) {
+        digest?.update(sink.view(0, sink.len));
+        sink.reset();
+      }
+      putMessageTuple(sink, r.record, line.lineNo, 'bench-load', lineHash);
+    }
+  }
+  digest?.update(sink.view(0, sink.len));
+  return n;
+}
+
+const check = createHash('sha1');
+const seen = await run(3, check);
+if (seen !== file.lines) throw new Error(`expected ${file.lines} lines, got ${seen}`);
 console.log(
-  `${lineCount} lines, ${mb.toFixed(1)} MB, ${(data.length / lineCount).toFixed(0)} B/line avg, node ${process.version}`,
+  `${file.lines.toLocaleString('en-US')} lines, ${(file.bytes / 1e6).toFixed(1)} MB (${Math.round(file.bytes / file.lines)} B/line), node ${process.version}; tuples sha1 ${check.digest('hex')}`,
 );
 
+const best = STAGES.map(() => Number.POSITIVE_INFINITY);
 for (let r = 1; r <= rounds; r++) {
-  let t0 = performance.now();
-  let lines = 0;
-  for await (const batch of splitLines(chunks(data), { maxLineBytes: 1 << 20 })) lines += batch.length;
-  const split = (performance.now() - t0) / 1000;
-
-  t0 = performance.now();
-  let ok = 0;
-  for await (const batch of splitLines(chunks(data), { maxLineBytes: 1 << 20 })) {
-    for (const line of batch) if (parseRecord(line.bytes!.toString('utf8')).ok) ok++;
+  const row: string[] = [];
+  for (let s = 0; s < STAGES.length; s++) {
+    const c0 = process.cpuUsage();
+    await run(s);
+    const c = process.cpuUsage(c0);
+    const us = (c.user + c.system) / file.lines;
+    best[s] = Math.min(best[s] ?? us, us);
+    row.push(`${STAGES[s]} ${us.toFixed(2)}`);
   }
-  const both = (performance.now() - t0) / 1000;
-  if (ok !== lineCount || lines !== lineCount)
-    throw new Error(`expected ${lineCount} lines, got ${lines} / ${ok} ok`);
-  const f = (n: number) => Math.round(n).toLocaleString('en-US');
-  console.log(
-    `round ${r}: splitter ${f(lines / split)} lines/s ${f(mb / split)} MB/s | ` +
-      `splitter+parser ${f(lineCount / both)} lines/s ${f(mb / both)} MB/s`,
-  );
+  console.log(`round ${r}: ${row.join(' | ')} µs CPU per line (cumulative)`);
 }
+const cost = best.map((b, i) => `${STAGES[i]} ${(i === 0 ? b : b - (best[i - 1] ?? 0)).toFixed(2)}`);
+console.log(`best, per stage: ${cost.join(' | ')} µs per line; all ${(best[3] ?? 0).toFixed(2)} µs`);
