@@ -38,6 +38,7 @@ const { values: flags } = parseArgs({
     reuse: { type: 'boolean', default: false },
     'skip-loader': { type: 'boolean', default: false },
     'skip-partition': { type: 'boolean', default: false },
+    'skip-queries': { type: 'boolean', default: false },
     help: { type: 'boolean', short: 'h', default: false },
   },
 });
@@ -46,7 +47,7 @@ if (flags.help) {
     'npm run bench:bi -- [--rows N (10000000)] [--days D (365)] [--users U (20000)]\n' +
       '                    [--loader-lines L (200000): the file of the loader-cost runs]\n' +
       '                    [--schema S (bench_bi)] [--keep (leave the schemas)] [--reuse (a kept S: no generation)]\n' +
-      '                    [--skip-loader] [--skip-partition]',
+      '                    [--skip-queries] [--skip-partition] [--skip-loader]',
   );
   process.exit(0);
 }
@@ -314,21 +315,23 @@ async function main(): Promise<void> {
       const r = await refreshRollups(big.pool);
       say(`reused schema ${SCHEMA} (refresh: ${JSON.stringify(r)})\n`);
     }
-    say('## Sizes\n');
-    say(table(['table', 'rows (estimate)', 'MB with indexes'], await sizes(big)));
+    if (!flags['skip-queries']) {
+      say('## Sizes\n');
+      say(table(['table', 'rows (estimate)', 'MB with indexes'], await sizes(big)));
 
-    say(`\n## BI views: raw tables vs rollups (load ${load()})\n`);
-    say('raw: one run (a 10M-row scan each); rollups: median of 5 runs; "same" = identical rows.\n');
-    say(table(['query', 'raw', 'rollups', 'speed-up', 'same'], await viewTimings(big)));
+      say(`\n## BI views: raw tables vs rollups (load ${load()})\n`);
+      say('raw: one run (a 10M-row scan each); rollups: median of 5 runs; "same" = identical rows.\n');
+      say(table(['query', 'raw', 'rollups', 'speed-up', 'same'], await viewTimings(big)));
 
-    say(`\n## Dashboard queries (src/dashboard/queries.ts): raw vs rollups (load ${load()})\n`);
-    const d = await dashboardTimings(big);
-    say(table(['query', 'range', 'raw', 'rollups', 'speed-up', 'same'], d.rows));
-    say(
-      `\nslowest dashboard query over rollups: ${fmtMs(d.worstMs)} (target ≤ 200 ms); smallest speed-up of a query that changed: ${
-        Number.isFinite(d.worstRatio) ? `${d.worstRatio.toFixed(0)}x` : 'n/a'
-      } (target ≥ 20x)`,
-    );
+      say(`\n## Dashboard queries (src/dashboard/queries.ts): raw vs rollups (load ${load()})\n`);
+      const d = await dashboardTimings(big);
+      say(table(['query', 'range', 'raw', 'rollups', 'speed-up', 'same'], d.rows));
+      say(
+        `\nslowest dashboard query over rollups: ${fmtMs(d.worstMs)} (target ≤ 200 ms); smallest speed-up of a query that changed: ${
+          Number.isFinite(d.worstRatio) ? `${d.worstRatio.toFixed(0)}x` : 'n/a'
+        } (target ≥ 20x)`,
+      );
+    }
 
     if (!flags['skip-partition']) {
       const monthShape: BiShape = { ...shape, rows: Math.round((shape.rows * 30) / shape.days), days: 30 };

@@ -12,7 +12,7 @@ import type pg from 'pg';
  * empty deletes.
  *
  * Order of the work, each step handing the keys it changed to the next:
- *   days    → rollup_daily, rollup_user_daily (changed users), rollup_thread_daily (changed threads)
+ *   days    → rollup_daily, rollup_thread_daily (changed threads), rollup_user_daily (changed users)
  *   threads → rollup_user_threads (changed users), rollup_threads, citation rollups (by delta)
  *   users   → rollup_users
  * Citation totals per source and per source and day are kept by difference (old rows of the
@@ -37,8 +37,8 @@ const LOCK_SQL = `select pg_advisory_xact_lock(hashtext('crs-sync:rollups:' || c
 /** Every table the rollups hold, in the order a rebuild fills them. */
 export const ROLLUP_TABLES = [
   'rollup_daily',
-  'rollup_user_daily',
   'rollup_thread_daily',
+  'rollup_user_daily',
   'rollup_user_threads',
   'rollup_users',
   'rollup_threads',
@@ -145,11 +145,12 @@ const dailySql = (days: string) => `
   where a._deleted_at is null ${days ? `and a.message_date in (${days})` : ''}
   group by a.message_date`;
 
+// From the thread rows of the day (one row per thread and user), not from the raw rows again:
+// a user's distinct threads of a day are its thread rows of that day.
 const userDailySql = (days: string) => `
-  select message_date, user_id, count(*)::bigint, count(distinct thread_id)::bigint,
-         min(message_time), max(message_time)
-  from analytics_messages
-  where _deleted_at is null ${days ? `and message_date in (${days})` : ''}
+  select message_date, user_id, sum(messages)::bigint, count(*)::bigint, min(first_at), max(last_at)
+  from rollup_thread_daily
+  ${days ? `where message_date in (${days})` : ''}
   group by message_date, user_id`;
 
 const threadDailySql = (days: string) => `
@@ -248,8 +249,8 @@ async function rebuildAll(c: Client, onStep?: Progress): Promise<RollupRefresh> 
   await c.query(`truncate ${ROLLUP_TABLES.join(', ')}`);
   const steps: Array<[string, string]> = [
     ['rollup_daily', dailySql('')],
-    ['rollup_user_daily', userDailySql('')],
     ['rollup_thread_daily', threadDailySql('')],
+    ['rollup_user_daily', userDailySql('')],
     ['rollup_user_threads', userThreadsSql('')],
     ['rollup_users', usersSql('')],
     ['rollup_threads', threadsSql('')],
@@ -296,14 +297,16 @@ async function replaceRows(
   await c.query(`delete from ${o.table} where ${o.where}`);
   await c.query(`insert into ${o.table} ${o.select}`);
   if (o.key && o.into) {
-    await c.query(
-      `insert into ${o.into}
-       select ${o.key} from (
+    const had = await c.query<{ any: boolean }>('select exists (select 1 from rd_old) as any');
+    // Nothing there before (a first load of the keys): every new row is a change.
+    const changed =
+      had.rows[0]?.any === false
+        ? `select ${o.key} from ${o.table} where ${o.where}`
+        : `select ${o.key} from (
          (select * from rd_old except all select * from ${o.table} where ${o.where})
          union all
-         (select * from ${o.table} where ${o.where} except all select * from rd_old)) x
-       on conflict do nothing`,
-    );
+         (select * from ${o.table} where ${o.where} except all select * from rd_old)) x`;
+    await c.query(`insert into ${o.into} ${changed} on conflict do nothing`);
     await c.query('drop table rd_old');
   }
 }
@@ -410,18 +413,18 @@ async function refreshMarked(c: Client, onStep?: Progress): Promise<RollupRefres
       select: dailySql(days),
     });
     await replaceRows(c, {
-      table: 'rollup_user_daily',
-      where: `message_date in (${days})`,
-      select: userDailySql(days),
-      key: 'user_id',
-      into: 'rd_users',
-    });
-    await replaceRows(c, {
       table: 'rollup_thread_daily',
       where: `message_date in (${days})`,
       select: threadDailySql(days),
       key: 'thread_id',
       into: 'rd_threads',
+    });
+    await replaceRows(c, {
+      table: 'rollup_user_daily',
+      where: `message_date in (${days})`,
+      select: userDailySql(days),
+      key: 'user_id',
+      into: 'rd_users',
     });
   }
 
