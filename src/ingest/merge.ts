@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
+import { itemAt } from '../shared/checked.ts';
 import type { LoadCounts } from '../shared/counts.ts';
 import { type ByteSink, COPY_HEADER, COPY_TRAILER, TUPLE_COLUMNS } from './copy-binary.ts';
 import {
@@ -209,7 +210,7 @@ function decide(
 ): Map<string, number> {
   const finalVersion = new Map<string, number>();
   for (let i = 0; i < rows.length; i++) {
-    const pending = rowAt(rows, i);
+    const pending = itemAt(rows, i);
     let row: Exclude<PendingRow, { kind: 'raw' }>;
     if (pending.kind === 'raw') {
       // Fast path: the same bytes as the stored row's line (and nothing changed the key since
@@ -357,12 +358,6 @@ async function writeBookkeeping(
   }
 }
 
-function rowAt(rows: PendingRow[], i: number): PendingRow {
-  const row = rows[i];
-  if (row === undefined) throw new RangeError(`no row ${i} in a batch of ${rows.length}`);
-  return row;
-}
-
 /**
  * The row at `i`, encoded if it has no tuple yet (and put back encoded): a fast-path row chosen as
  * a key's final version without being parsed (it restores the stored row after an earlier line of
@@ -370,7 +365,7 @@ function rowAt(rows: PendingRow[], i: number): PendingRow {
  * re-checked line of a resumed load.
  */
 function encodedAt(rows: PendingRow[], i: number, t: BatchTarget): EncodedRow {
-  const row = rowAt(rows, i);
+  const row = itemAt(rows, i);
   if (row.kind === 'encoded') return row;
   const text = row.kind === 'raw' ? t.sink.buf.toString('utf8', row.rawAt, row.rawEnd) : row.text;
   const enc = encodeText(text, t.sink, row.lineNo, t.loadId, row.lineHash);

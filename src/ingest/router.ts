@@ -1,4 +1,5 @@
 import { hash } from 'node:crypto';
+import { itemAt } from '../shared/checked.ts';
 import type { BatchWriter } from './batch-writer.ts';
 import { type FastPathGate, quickMessageId } from './fast-path.ts';
 import type { SourceLine } from './line-splitter.ts';
@@ -121,8 +122,7 @@ export class LineRouter {
   }
 
   private async takeReject(lineNo: number, rej: PendingReject): Promise<void> {
-    const p = this.partitions[lineNo % this.partitions.length];
-    if (p === undefined) throw new RangeError(`no partition for line ${lineNo}`);
+    const p = itemAt(this.partitions, lineNo % this.partitions.length);
     // Merged by an earlier attempt: a reject is not checked again.
     if (lineNo <= p.committed) return;
     if (p.verify.length > 0) await this.verify(p);
@@ -130,9 +130,7 @@ export class LineRouter {
   }
 
   private partitionOf(messageId: string): Partition {
-    const p = this.partitions[partOf(messageId, this.partitions.length)];
-    if (p === undefined) throw new RangeError(`no partition for ${messageId}`);
-    return p;
+    return itemAt(this.partitions, partOf(messageId, this.partitions.length));
   }
 
   // Called only when there is something to check (`p.verify.length > 0`): an awaited call per line
