@@ -428,6 +428,22 @@ async function refreshMarked(c: Client, onStep?: Progress): Promise<RollupRefres
     });
   }
 
+  const threadCount = await refreshThreads(c, onStep);
+
+  await c.query('analyze rd_users');
+  const u = await c.query<{ n: number }>('select count(*)::int as n from rd_users');
+  const userCount = u.rows[0]?.n ?? 0;
+  if (userCount > 0) {
+    onStep?.(`${userCount} user(s)`);
+    const users = 'select user_id from rd_users';
+    await replaceRows(c, { table: 'rollup_users', where: `user_id in (${users})`, select: usersSql(users) });
+  }
+  await c.query('update rollup_state set refreshed_at = now()');
+  return { rebuilt: false, days: m.days, threads: threadCount, users: userCount };
+}
+
+/** The threads marked, or changed by the day step: their rollups and their citations'. */
+async function refreshThreads(c: Client, onStep?: Progress): Promise<number> {
   const threads = 'select thread_id from rd_threads';
   await c.query('analyze rd_threads');
   const t = await c.query<{ n: number }>('select count(*)::int as n from rd_threads');
@@ -471,15 +487,5 @@ async function refreshMarked(c: Client, onStep?: Progress): Promise<RollupRefres
       select: citationTypeDailySql(keys),
     });
   }
-
-  await c.query('analyze rd_users');
-  const u = await c.query<{ n: number }>('select count(*)::int as n from rd_users');
-  const userCount = u.rows[0]?.n ?? 0;
-  if (userCount > 0) {
-    onStep?.(`${userCount} user(s)`);
-    const users = 'select user_id from rd_users';
-    await replaceRows(c, { table: 'rollup_users', where: `user_id in (${users})`, select: usersSql(users) });
-  }
-  await c.query('update rollup_state set refreshed_at = now()');
-  return { rebuilt: false, days: m.days, threads: threadCount, users: userCount };
+  return threadCount;
 }

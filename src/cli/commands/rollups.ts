@@ -34,7 +34,12 @@ export function registerRollups(program: Command): void {
         '(session_replication_role = replica), or to check the rollups against the raw tables ' +
         '(`rebuild --from D --to D`). Columns: docs/data-dictionary.md, "Rollups".',
     );
+  registerStatus(rollups);
+  registerRefresh(rollups);
+  registerRebuild(rollups);
+}
 
+function registerStatus(rollups: Command): void {
   rollups
     .command('status')
     .summary('whether the rollups are current, when they were last refreshed and rebuilt, their sizes')
@@ -87,7 +92,9 @@ export function registerRollups(program: Command): void {
         await wh.close();
       }
     });
+}
 
+function registerRefresh(rollups: Command): void {
   rollups
     .command('refresh')
     .summary('recompute what loads and enrichment marked but did not refresh (normally nothing)')
@@ -106,7 +113,9 @@ export function registerRollups(program: Command): void {
         await wh.close();
       }
     });
+}
 
+function registerRebuild(rollups: Command): void {
   rollups
     .command('rebuild')
     .summary('recompute the rollups from the raw tables (all of them, or the days of a range)')
