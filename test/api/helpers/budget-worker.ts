@@ -28,7 +28,18 @@ const say = (o: Record<string, unknown>) => process.stdout.write(`${JSON.stringi
 
 const log = createLogger({ level: 'warn', pretty: false, destination: process.stderr });
 const warehouse = openWarehouse({ url: env('DATABASE_URL'), schema: env('CRS_SCHEMA'), max: 1 });
-const budget = openRateBudget(warehouse, env('CRS_RATE_BUDGET'), log);
+const store = openRateBudget(warehouse, env('CRS_RATE_BUDGET'), log);
+// How long each lease takes (one statement on the budget's own connection), for the measurements.
+const leaseMs: number[] = [];
+const budget: typeof store = {
+  ...store,
+  lease: async (want, limit, windowMs) => {
+    const t = performance.now();
+    const r = await store.lease(want, limit, windowMs);
+    leaseMs.push(performance.now() - t);
+    return r;
+  },
+};
 const requests = Number(env('REQUESTS'));
 const throttleAfter = Number(process.env.THROTTLE_AFTER ?? '0');
 const starts: number[] = [];
@@ -97,6 +108,18 @@ async function throttle(): Promise<void> {
 
 await Promise.all(Array.from({ length: requests }, () => one()));
 await throttled;
-say({ event: 'done', first, last, ok, failed, starts, budget: api.stats().budget });
+leaseMs.sort((x, y) => x - y);
+const pct = (p: number) => Number((leaseMs[Math.min(leaseMs.length - 1, Math.floor(p * leaseMs.length))] ?? 0).toFixed(2));
+say({
+  event: 'done',
+  first,
+  last,
+  ok,
+  failed,
+  starts,
+  budget: { ...api.stats().budget, leaseMsP50: pct(0.5), leaseMsP99: pct(0.99) },
+});
 await budget.close();
 await warehouse.close();
+// stdin (the "go" line) is still open and would keep the process alive.
+process.stdin.destroy();
