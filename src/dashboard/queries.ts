@@ -42,13 +42,15 @@ export interface DataExtent {
 }
 
 /** The first and last export day with live rows: the default range ends at the last. */
-export async function dataExtent(q: Queryable): Promise<DataExtent> {
+export async function dataExtent(q: Queryable, source: Source = 'rollup'): Promise<DataExtent> {
+  // min()/max() rather than order by … limit 1: PostgreSQL answers each from the date index.
   const [r] = await rows<DataExtent>(
     q,
-    `select (select message_date::text from analytics_messages where _deleted_at is null
-              order by message_date limit 1) as "firstDay",
-            (select message_date::text from analytics_messages where _deleted_at is null
-              order by message_date desc limit 1) as "lastDay"`,
+    source === 'rollup'
+      ? `select min(message_date)::text as "firstDay", max(message_date)::text as "lastDay"
+           from rollup_daily where messages > 0`
+      : `select min(message_date)::text as "firstDay", max(message_date)::text as "lastDay"
+           from analytics_messages where _deleted_at is null`,
   );
   return r ?? { firstDay: null, lastDay: null };
 }
@@ -346,9 +348,9 @@ export async function citationTypesDaily(
 ): Promise<CitationTypeDay[]> {
   const text =
     source === 'rollup'
-      ? `select day::text as day, citation_type as "citationType", sum(citations)::bigint as citations
-           from rollup_citation_daily where day between $1::date and $2::date
-          group by 1, 2 order by 1, 2`
+      ? `select day::text as day, citation_type as "citationType", citations
+           from rollup_citation_type_daily where day between $1::date and $2::date
+          order by 1, 2`
       : `with ${CITED_IN_RANGE}
          select day::text as day, citation_type as "citationType", count(*) as citations
            from in_range group by 1, 2 order by 1, 2`;
@@ -358,10 +360,15 @@ export async function citationTypesDaily(
 export interface CitationTypeTotal {
   citationType: string;
   citations: number;
+  /** Distinct sources (names) of the type cited in the range. */
   sources: number;
-  threads: number;
 }
 
+/**
+ * Citations and sources per type in the range. Distinct threads per type over a range are left
+ * out on purpose: only a scan of every thread-day row of the range can count them, which a
+ * 10M-row warehouse cannot afford per page view.
+ */
 export async function citationTypeTotals(
   q: Queryable,
   r: DayRange,
@@ -369,16 +376,11 @@ export async function citationTypeTotals(
 ): Promise<CitationTypeTotal[]> {
   const text =
     source === 'rollup'
-      ? `with c as (select citation_type, sum(citations)::bigint as citations, count(distinct name) as sources
-                      from rollup_citation_daily where day between $1::date and $2::date group by 1),
-              t as (select citation_type, count(distinct thread_id) as threads
-                      from rollup_citation_thread_days where day between $1::date and $2::date group by 1)
-         select c.citation_type as "citationType", c.citations, c.sources, coalesce(t.threads, 0) as threads
-           from c left join t on t.citation_type = c.citation_type
-          order by 2 desc, 1`
+      ? `select citation_type as "citationType", sum(citations)::bigint as citations, count(distinct name) as sources
+           from rollup_citation_daily where day between $1::date and $2::date
+          group by 1 order by 2 desc, 1`
       : `with ${CITED_IN_RANGE}
-         select citation_type as "citationType", count(*) as citations,
-                count(distinct name) as sources, count(distinct thread_id) as threads
+         select citation_type as "citationType", count(*) as citations, count(distinct name) as sources
            from in_range group by 1 order by 2 desc, 1`;
   return rows<CitationTypeTotal>(q, text, [r.from, r.to]);
 }
@@ -386,8 +388,10 @@ export async function citationTypeTotals(
 export interface CitationSource {
   citationType: string;
   name: string;
+  /** Citations of the source in the range. */
   citations: number;
-  threads: number;
+  /** Distinct threads that ever cited it (all days: see citationTypeTotals for why). */
+  threadsAllTime: number;
 }
 
 export async function topCitationSources(
@@ -400,16 +404,22 @@ export async function topCitationSources(
     source === 'rollup'
       ? `with s as (select citation_type, name, sum(citations)::bigint as citations
                       from rollup_citation_daily where day between $1::date and $2::date
-                     group by 1, 2 order by 3 desc, 1, 2 limit $3),
-              t as (select d.citation_type, d.name, count(distinct d.thread_id) as threads
-                      from rollup_citation_thread_days d join s using (citation_type, name)
-                     where d.day between $1::date and $2::date group by 1, 2)
-         select s.citation_type as "citationType", s.name, s.citations, coalesce(t.threads, 0) as threads
-           from s left join t using (citation_type, name)
+                     group by 1, 2 order by 3 desc, 1, 2 limit $3)
+         select s.citation_type as "citationType", s.name, s.citations, coalesce(a.threads, 0) as "threadsAllTime"
+           from s left join rollup_citation_sources a using (citation_type, name)
           order by 3 desc, 1, 2`
-      : `with ${CITED_IN_RANGE}
-         select citation_type as "citationType", name, count(*) as citations, count(distinct thread_id) as threads
-           from in_range group by 1, 2 order by 3 desc, 1, 2 limit $3`;
+      : `with ${CITED_IN_RANGE},
+         s as (select citation_type, name, count(*) as citations
+                 from in_range group by 1, 2 order by 3 desc, 1, 2 limit $3),
+         a as (select coalesce(c.citation_type, '(none)') as citation_type, coalesce(c.name, '(unnamed)') as name,
+                      count(distinct c.thread_id) as threads
+                 from citations c
+                where (coalesce(c.citation_type, '(none)'), coalesce(c.name, '(unnamed)'))
+                      in (select citation_type, name from s)
+                group by 1, 2)
+         select s.citation_type as "citationType", s.name, s.citations, coalesce(a.threads, 0) as "threadsAllTime"
+           from s left join a using (citation_type, name)
+          order by 3 desc, 1, 2`;
   return rows<CitationSource>(q, text, [r.from, r.to, limit]);
 }
 
@@ -598,7 +608,6 @@ type Query = (q: Queryable, r: DayRange) => Promise<unknown>;
 
 /** The queries of the current state, the same whatever the source (the ledger's small tables). */
 const STATE_QUERIES: Record<string, Query> = {
-  dataExtent: (q) => dataExtent(q),
   syncHealth: (q) => syncHealth(q),
   ledgerDays,
   failedDays: (q) => failedDays(q),
@@ -610,6 +619,7 @@ const STATE_QUERIES: Record<string, Query> = {
 
 function ranged(source: Source): Record<string, Query> {
   return {
+    dataExtent: (q) => dataExtent(q, source),
     usageDaily: (q, r) => usageDaily(q, r, source),
     usageTotals: (q, r) => usageTotals(q, r, source),
     topUsers: (q, r) => topUsers(q, r, source),

@@ -130,14 +130,14 @@ async function loadPage(opts: DashboardOptions, name: PageName, params: URLSearc
         return { ok: false, error: f.message };
       }
     };
-    const ext = await run(() => dataExtent(client));
-    const extent = ext.ok ? (ext.data as DataExtent) : null;
-    const range = resolveRange(params, extent);
-    if (!range.ok) return { status: 400, error: `the date range is not valid: ${range.error}`, queryMs: 0 };
     // The rollups when they are current in this snapshot; the raw tables while a load's refresh
     // is due, or on a warehouse whose schema predates them.
     const current = await run(() => rollupsCurrent(client));
     const source: Source = current.ok && current.data === true ? 'rollup' : 'raw';
+    const ext = await run(() => dataExtent(client, source));
+    const extent = ext.ok ? (ext.data as DataExtent) : null;
+    const range = resolveRange(params, extent);
+    if (!range.ok) return { status: 400, error: `the date range is not valid: ${range.error}`, queryMs: 0 };
     const sections: Record<string, SectionResult> = ext.ok ? {} : { extent: ext };
     for (const [key, fn] of Object.entries(page.sections)) {
       sections[key] = await run(() => fn(client, range.range, source));
