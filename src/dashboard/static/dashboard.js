@@ -15,7 +15,16 @@
       height: 220,
       tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), 'Etc/UTC'),
       scales: { x: { time: true } },
-      axes: [{}, { size: 60 }],
+      // Daily data: ticks on whole days (1, 2, 7, 14 days, ~a month, ~a year apart), shown as dates.
+      axes: [
+        {
+          incrs: [1, 2, 7, 14, 30, 91, 365].map((d) => d * 86400),
+          // Month-day on the axis (the legend shows the full date of the day under the cursor).
+          values: (_u, ticks) => ticks.map((t) => new Date(t * 1000).toISOString().slice(5, 10)),
+          space: 50,
+        },
+        { size: 60 },
+      ],
       legend: { live: true },
       series: [
         {
