@@ -107,8 +107,9 @@ export async function enrichThreads(deps: EnrichDeps, input: EnrichThreadsInput)
 
 /**
  * One thread: read its history from the stored position, page by page, write each page, end it
- * with its final status. Long: the read loop, the upstream-rewrite check, the page writes and the
- * error-to-status mapping share the thread's read position; apart, they would pass it around.
+ * with its final status (a failure: threadFailed). Long: the read loop, the upstream-rewrite
+ * check that may restart it from 0, and the page write share the read position; apart, they would
+ * hand it back and forth.
  */
 async function enrichThread(
   deps: EnrichDeps,
@@ -156,33 +157,7 @@ async function enrichThread(
             { details: { operation: 'listMessages', stored } },
           );
         }
-        const messages: Array<{ position: number; entry: ParsedEntry }> = [];
-        const rejects: RejectRow[] = [];
-        const ids = new Set<string>();
-        entries.forEach((raw: HistoryEntry, i) => {
-          const position = fromIndex + i;
-          let r = parseHistoryEntry(raw);
-          // One statement cannot upsert the same key twice: a repeated id within a page is quarantined.
-          if (r.ok && ids.has(r.value.message_id)) {
-            r = {
-              ok: false,
-              code: 'history_duplicate_message_id',
-              reason: 'message_id repeats an earlier entry of the page',
-            };
-          }
-          if (r.ok) {
-            ids.add(r.value.message_id);
-            messages.push({ position, entry: r.value });
-          } else
-            rejects.push({
-              source: 'history',
-              sourceName: `thread/${threadId}`,
-              lineNo: position,
-              raw: rawText(raw),
-              code: r.code,
-              detail: r.reason,
-            });
-        });
+        const { messages, rejects } = parsePage(threadId, entries, fromIndex);
         const artifacts = await fetchArtifacts(deps, threadId, messages, rejects, signal);
         // The last page ends the thread in the same statement: one round trip fewer per thread.
         await deps.pages.write({
@@ -225,36 +200,91 @@ async function enrichThread(
     );
     return 'done';
   } catch (err) {
-    const status = statusOf(err);
-    if (status === 404 || status === 403) {
-      const outcome = status === 404 ? 'deleted' : 'forbidden';
-      log.info({ status }, `thread ${outcome}`);
-      await deps.pages.write(
-        finishOnly(threadId, loadId, {
-          status: outcome,
-          requestedAt: state.requested_at,
-          name: (await names).get(threadId),
-          error: errorMessage(err),
-        }),
-      );
-      return outcome;
-    }
-    // Cancellation and anything that is not an API error (the warehouse) end the batch.
-    if (!isCrsError(err) || err.code === 'CANCELLED' || !err.code.startsWith('HTTP_')) throw err;
-    // A 401 after the client's one refresh says the credentials or the token service failed,
-    // not that the thread is bad: it uses up an attempt like a retryable error, so the thread is
-    // tried again (a revoked credential shows as the same error on every thread meanwhile).
-    const permanent = !err.retryable && err.code !== 'HTTP_UNAUTHORIZED';
-    const now = await failThread(deps.db, threadId, {
-      error: err.message,
-      maxAttempts: deps.maxAttempts ?? DEFAULT_MAX_THREAD_ATTEMPTS,
-      permanent,
-      // Throttling is the service's state, never the thread's fault: it must not use up attempts.
-      counts: err.code !== 'HTTP_THROTTLED',
-    });
-    log.warn({ code: err.code, status, enrichStatus: now }, 'thread enrichment failed');
-    return now === 'failed' ? 'failed' : { retry: err.code };
+    return await threadFailed(deps, state, names, loadId, log, err);
   }
+}
+
+/**
+ * What a failed read or write makes of the thread: `deleted` on a 404, `forbidden` on a 403 (both
+ * final); another API error uses up an attempt (or ends the thread `failed`); anything else (a
+ * cancellation, the warehouse) is thrown and ends the batch.
+ */
+async function threadFailed(
+  deps: EnrichDeps,
+  state: ThreadState,
+  names: Promise<Map<string, string>>,
+  loadId: string,
+  log: Logger,
+  err: unknown,
+): Promise<Outcome> {
+  const threadId = state.thread_id;
+  const status = statusOf(err);
+  if (status === 404 || status === 403) {
+    const outcome = status === 404 ? 'deleted' : 'forbidden';
+    log.info({ status }, `thread ${outcome}`);
+    await deps.pages.write(
+      finishOnly(threadId, loadId, {
+        status: outcome,
+        requestedAt: state.requested_at,
+        name: (await names).get(threadId),
+        error: errorMessage(err),
+      }),
+    );
+    return outcome;
+  }
+  // Cancellation and anything that is not an API error (the warehouse) end the batch.
+  if (!isCrsError(err) || err.code === 'CANCELLED' || !err.code.startsWith('HTTP_')) throw err;
+  // A 401 after the client's one refresh says the credentials or the token service failed,
+  // not that the thread is bad: it uses up an attempt like a retryable error, so the thread is
+  // tried again (a revoked credential shows as the same error on every thread meanwhile).
+  const permanent = !err.retryable && err.code !== 'HTTP_UNAUTHORIZED';
+  const now = await failThread(deps.db, threadId, {
+    error: err.message,
+    maxAttempts: deps.maxAttempts ?? DEFAULT_MAX_THREAD_ATTEMPTS,
+    permanent,
+    // Throttling is the service's state, never the thread's fault: it must not use up attempts.
+    counts: err.code !== 'HTTP_THROTTLED',
+  });
+  log.warn({ code: err.code, status, enrichStatus: now }, 'thread enrichment failed');
+  return now === 'failed' ? 'failed' : { retry: err.code };
+}
+
+/**
+ * The entries of one page as message rows and quarantine rows. One statement cannot upsert the
+ * same key twice, so an id repeated within the page is quarantined.
+ */
+function parsePage(
+  threadId: string,
+  entries: readonly HistoryEntry[],
+  fromIndex: number,
+): { messages: Array<{ position: number; entry: ParsedEntry }>; rejects: RejectRow[] } {
+  const messages: Array<{ position: number; entry: ParsedEntry }> = [];
+  const rejects: RejectRow[] = [];
+  const ids = new Set<string>();
+  entries.forEach((raw: HistoryEntry, i) => {
+    const position = fromIndex + i;
+    let r = parseHistoryEntry(raw);
+    if (r.ok && ids.has(r.value.message_id)) {
+      r = {
+        ok: false,
+        code: 'history_duplicate_message_id',
+        reason: 'message_id repeats an earlier entry of the page',
+      };
+    }
+    if (r.ok) {
+      ids.add(r.value.message_id);
+      messages.push({ position, entry: r.value });
+    } else
+      rejects.push({
+        source: 'history',
+        sourceName: `thread/${threadId}`,
+        lineNo: position,
+        raw: rawText(raw),
+        code: r.code,
+        detail: r.reason,
+      });
+  });
+  return { messages, rejects };
 }
 
 function isObject(v: unknown): v is Record<string, unknown> {
