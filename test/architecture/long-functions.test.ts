@@ -1,0 +1,38 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { withSourceFiles } from '../../scripts/lib/source-ast.ts';
+import { longFunctions } from '../../scripts/long-functions.ts';
+
+const body = (n: number) => Array.from({ length: n }, (_, i) => `  const v${i} = ${i};`).join('\n');
+
+describe('scripts/long-functions.ts', () => {
+  let root = '';
+  beforeAll(async () => {
+    root = mkdtempSync(path.join(tmpdir(), 'crs-long-functions-'));
+    await mkdir(path.join(root, 'src'));
+    writeFileSync(path.join(root, 'tsconfig.json'), JSON.stringify({ include: ['src'] }));
+    writeFileSync(
+      path.join(root, 'src/a.ts'),
+      [
+        `export function short(): void {\n${body(10)}\n}`,
+        `export function unexplained(): void {\n${body(85)}\n}`,
+        `/**\n * Does a lot. Long: one table, read top to bottom.\n */\nexport function explained(): void {\n${body(90)}\n}`,
+        `export const arrow = (): void => {\n${body(81)}\n};`,
+      ].join('\n\n'),
+    );
+  });
+  afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+  it('when functions are over the limit, then each is listed with its length and its reason if it gives one', () => {
+    const found = withSourceFiles(root, (files) => longFunctions(files, 80));
+    expect(found.map((f) => [f.name, f.lines, f.why])).toEqual([
+      ['explained', 92, 'Long: one table, read top to bottom.'],
+      ['unexplained', 87, undefined],
+      ['arrow', 83, undefined],
+    ]);
+    expect(found.every((f) => f.file === 'src/a.ts')).toBe(true);
+  });
+});
