@@ -12,7 +12,9 @@ import { type Kysely, sql } from 'kysely';
  * `rate_budget_lease` is the whole protocol in one call: lock the row, drop blocks older than
  * the window, grant up to `p_want` of what the window has left, append the block, and say how
  * long until more is free (or until the pause ends). A worker that dies holding a block loses
- * nothing for longer than one window: its block ages out like any other.
+ * nothing for longer than one window: its block ages out like any other. `stamp` names the block
+ * (its time as text, to the microsecond), so that a worker whose lease came back too late to use
+ * can give it back at once.
  * Frozen in time: never import application code here.
  */
 export async function up(db: Kysely<any>): Promise<void> {
@@ -29,7 +31,7 @@ export async function up(db: Kysely<any>): Promise<void> {
     )`.execute(db);
   await sql`
     create function rate_budget_lease(p_name text, p_limit integer, p_window_ms integer, p_want integer)
-      returns table (granted integer, wait_ms integer, paused_ms integer)
+      returns table (granted integer, wait_ms integer, paused_ms integer, stamp text)
       language plpgsql
       set search_path from current
     as $$
@@ -48,7 +50,7 @@ export async function up(db: Kysely<any>): Promise<void> {
       -- the clock is read after the lock: a lease that waited is stamped when it is granted
       t := clock_timestamp();
       if r.paused_until is not null and r.paused_until > t then
-        return query select 0, 0, ceil(extract(epoch from (r.paused_until - t)) * 1000)::integer;
+        return query select 0, 0, ceil(extract(epoch from (r.paused_until - t)) * 1000)::integer, null::text;
         return;
       end if;
       for i in 1 .. coalesce(array_length(r.lease_at, 1), 0) loop
@@ -68,11 +70,11 @@ export async function up(db: Kysely<any>): Promise<void> {
              window_ms = p_window_ms, updated_at = t
        where b.name = p_name;
       if used + take < p_limit or array_length(keep_at, 1) is null then
-        return query select take, 0, 0;
+        return query select take, 0, 0, t::text;
       else
         -- full: more is free when the oldest block leaves the window
         return query select take,
-          greatest(1, ceil(extract(epoch from (keep_at[1] + win - t)) * 1000))::integer, 0;
+          greatest(1, ceil(extract(epoch from (keep_at[1] + win - t)) * 1000))::integer, 0, t::text;
       end if;
     end
     $$`.execute(db);

@@ -7,6 +7,8 @@ import { cancelled, type RateLimiter, type RateWindow } from './rate-limiter.ts'
 export interface BudgetStore {
   readonly name: string;
   lease(want: number, limit: number, windowMs: number): Promise<RateBudgetLease>;
+  /** Gives back an unused block (a lease that came back too late); optional. */
+  release?(stamp: string): Promise<void>;
   pause(ms: number): Promise<void>;
 }
 
@@ -159,13 +161,29 @@ export function createSharedRateLimiter(o: SharedLimiterOptions): SharedRateLimi
     spare = answer.granted;
     spareUntil = sentAt + holdMs;
     if (spare > 0 && receivedAt > spareUntil) {
-      // Too late to start within the hold (a slow database or a busy event loop): unused.
+      // Too late to start within the hold (a slow database or a busy event loop): given back
+      // unused, so that the budget does not lose it for a whole window.
       wasted += spare;
       spare = 0;
       log.debug(
         { wasted: answer.granted, leaseMs: receivedAt - sentAt },
         'shared rate budget: lease too slow',
       );
+      if (answer.stamp !== undefined && o.store.release) {
+        // One call to the store at a time, as for leases.
+        leasing = true;
+        await o.store
+          .release(answer.stamp)
+          .finally(() => {
+            leasing = false;
+          })
+          .catch((err: unknown) => {
+            log.debug(
+              { error: (err as Error).message },
+              'shared rate budget: could not give a late block back',
+            );
+          });
+      }
     }
     give();
     if (queue.length === 0) return;

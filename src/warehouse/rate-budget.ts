@@ -9,6 +9,8 @@ export interface RateBudgetLease {
   waitMs: number;
   /** When the deployment is paused by a Retry-After: ms until the pause ends (0: not paused). */
   pausedMs: number;
+  /** The block's database time, as text (to the microsecond): what `release` names it by. */
+  stamp?: string | undefined;
 }
 
 /** The shared budget of one deployment, kept in the warehouse (the row `rate_budget.name`). */
@@ -16,6 +18,8 @@ export interface RateBudgetStore {
   readonly name: string;
   /** Leases up to `want` grants of `limit` per `windowMs` (one statement, one row lock). */
   lease(want: number, limit: number, windowMs: number): Promise<RateBudgetLease>;
+  /** Gives back a block leased at `stamp` that was never used (no-op once it has left the window). */
+  release(stamp: string): Promise<void>;
   /** No grant for anyone before `ms` from now (database clock); a longer pause already set stays. */
   pause(ms: number): Promise<void>;
   close(): Promise<void>;
@@ -53,13 +57,34 @@ export function rateBudgetOnPool(
   return {
     name,
     async lease(want, limit, windowMs) {
-      const { rows } = await pool.query<{ granted: number; wait_ms: number; paused_ms: number }>(
-        'select granted, wait_ms, paused_ms from rate_budget_lease($1, $2, $3, $4)',
-        [name, limit, Math.ceil(windowMs), want],
-      );
+      const { rows } = await pool.query<{
+        granted: number;
+        wait_ms: number;
+        paused_ms: number;
+        stamp: string | null;
+      }>('select granted, wait_ms, paused_ms, stamp from rate_budget_lease($1, $2, $3, $4)', [
+        name,
+        limit,
+        Math.ceil(windowMs),
+        want,
+      ]);
       const r = rows[0];
       if (!r) return { granted: 0, waitMs: 1, pausedMs: 0 };
-      return { granted: r.granted, waitMs: r.wait_ms, pausedMs: r.paused_ms };
+      return { granted: r.granted, waitMs: r.wait_ms, pausedMs: r.paused_ms, stamp: r.stamp ?? undefined };
+    },
+    async release(stamp) {
+      // The position is looked up on the locked row itself: blocks before it may have aged out
+      // since the lease.
+      await pool.query(
+        `update rate_budget b
+            set lease_at = b.lease_at[:array_position(b.lease_at, $2::timestamptz) - 1]
+                           || b.lease_at[array_position(b.lease_at, $2::timestamptz) + 1:],
+                lease_n = b.lease_n[:array_position(b.lease_at, $2::timestamptz) - 1]
+                          || b.lease_n[array_position(b.lease_at, $2::timestamptz) + 1:],
+                updated_at = clock_timestamp()
+          where b.name = $1 and array_position(b.lease_at, $2::timestamptz) is not null`,
+        [name, stamp],
+      );
     },
     async pause(ms) {
       await pool.query(

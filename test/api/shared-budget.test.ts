@@ -28,12 +28,24 @@ describe('the budget row (rate_budget_lease)', () => {
     const a = await store.lease(30, 50, 60_000);
     const b = await store.lease(30, 50, 60_000);
     const c = await store.lease(5, 50, 60_000);
-    expect(a).toEqual({ granted: 30, waitMs: 0, pausedMs: 0 });
+    expect(a).toMatchObject({ granted: 30, waitMs: 0, pausedMs: 0 });
     expect(b.granted).toBe(20);
     expect(c.granted).toBe(0);
     // The window is a minute: the oldest block leaves it within that minute, not before a second.
     expect(c.waitMs).toBeGreaterThan(1_000);
     expect(c.waitMs).toBeLessThanOrEqual(60_000);
+  });
+
+  it('when a block is given back unused, then its grants can be leased again at once, and the other blocks stay', async () => {
+    const store = rateBudgetOnPool(tw.w.pool, 'released');
+    const first = await store.lease(20, 50, 60_000);
+    const late = await store.lease(30, 50, 60_000);
+    expect([first.granted, late.granted]).toEqual([20, 30]);
+    expect(late.stamp).toBeDefined();
+    await store.release(late.stamp ?? '');
+    // Giving it back twice changes nothing: the block is gone.
+    await store.release(late.stamp ?? '');
+    expect((await store.lease(50, 50, 60_000)).granted).toBe(30);
   });
 
   it('when two budgets have different names, then each has its own limit', async () => {

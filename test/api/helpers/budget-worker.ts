@@ -6,6 +6,9 @@
  *   {"event":"throttled","at":<epoch ms>}    THROTTLE_AFTER: the 429 with Retry-After arrived
  *   {"event":"progress","ok":n}              every 20 requests done
  *   {"event":"done","first":…,"last":…,"ok":n,"failed":n,"starts":[epoch ms of each HTTP attempt]}
+ * With HOLD=1 it only leases the whole budget (CRS_RATE_LIMIT_RPS grants), says
+ *   {"event":"holding","granted":n}
+ * and waits to be killed: a worker that dies holding grants.
  * With THROTTLE_AFTER=n, once n of its requests are done it sends one more request carrying the
  * simulator's fault header (429 with Retry-After THROTTLE_SEC), through a second client sharing
  * the same budget, without retries: the pause it records must hold the other processes too.
@@ -55,7 +58,9 @@ const options: ServiceClientOptions = {
   apiKey: undefined,
   timeoutMs: 10_000,
   rateLimitRps: Number(env('CRS_RATE_LIMIT_RPS')),
-  concurrency: 16,
+  // Far more than the budget needs at the simulator's latency on a loaded machine: the budget,
+  // not the connections, must be what holds the process back.
+  concurrency: 64,
   maxRetries: 6,
   baseBackoffMs: 20,
   maxBackoffMs: 200,
@@ -66,6 +71,12 @@ const options: ServiceClientOptions = {
     return request(url, o);
   },
 };
+if (process.env.HOLD === '1') {
+  const limit = Number(env('CRS_RATE_LIMIT_RPS'));
+  const { granted } = await store.lease(limit, limit, 1_075);
+  say({ event: 'holding', granted });
+  await new Promise(() => setInterval(() => {}, 60_000));
+}
 const api = createServiceClient(options, log);
 say({ event: 'ready' });
 // All processes start together: a slow process start (a loaded machine) must not leave one
@@ -109,7 +120,8 @@ async function throttle(): Promise<void> {
 await Promise.all(Array.from({ length: requests }, () => one()));
 await throttled;
 leaseMs.sort((x, y) => x - y);
-const pct = (p: number) => Number((leaseMs[Math.min(leaseMs.length - 1, Math.floor(p * leaseMs.length))] ?? 0).toFixed(2));
+const pct = (p: number) =>
+  Number((leaseMs[Math.min(leaseMs.length - 1, Math.floor(p * leaseMs.length))] ?? 0).toFixed(2));
 say({
   event: 'done',
   first,
