@@ -44,8 +44,8 @@ export interface PlanResult {
 
 /**
  * The activities of crs-sync, built from the worker's dependencies. Arguments and results are
- * dates, ids and counts; credentials stay in `deps` on the worker. One long closure on purpose:
- * every activity shares the worker's deps, the day-load semaphore and the liveness writer, and
+ * dates, ids and counts; credentials stay in `deps` on the worker. Long: one closure on purpose,
+ * as every activity shares the worker's deps, the day-load semaphore and the liveness writer, and
  * each stays short (argument checks, heartbeat, one call into src, errors mapped).
  */
 export function createActivities(deps: ActivityDeps) {

@@ -12,6 +12,7 @@ import {
 } from '../warehouse/quarantine.ts';
 import { closeRun, startRun } from '../warehouse/runs.ts';
 import { requeueThreads } from '../warehouse/threads.ts';
+import type { RejectedRecord } from '../warehouse/types.ts';
 import { runLoad } from './load.ts';
 
 /**
@@ -103,22 +104,28 @@ export async function replayRejects(
     await closeRun(w.db, loadId, 'succeeded', summary);
   }
 
-  if (threadRows.length > 0) {
-    const rewind = new Map<string, number>();
-    for (const { source, line_no, thread_id } of threadRows) {
-      if (thread_id === null) continue;
-      const pos = source === 'history' && line_no !== null ? line_no : Number.POSITIVE_INFINITY;
-      rewind.set(thread_id, Math.min(rewind.get(thread_id) ?? Number.POSITIVE_INFINITY, pos));
-    }
-    await w.db.transaction().execute(async (trx) => {
-      await requeueThreads(trx, rewind);
-      await markReplayed(
-        trx,
-        threadRows.map((r) => r.id),
-        'thread re-queued for enrichment',
-      );
-    });
-    result.threadsRequeued = rewind.size;
-  }
+  if (threadRows.length > 0) result.threadsRequeued = await requeueFromRejects(w, threadRows);
   return result;
+}
+
+/**
+ * Re-queues the threads of history and artifact rejects, each rewound to its earliest rejected
+ * history entry, and marks those rejects replayed, in one transaction; returns how many threads.
+ */
+async function requeueFromRejects(w: Warehouse, threadRows: readonly RejectedRecord[]): Promise<number> {
+  const rewind = new Map<string, number>();
+  for (const { source, line_no, thread_id } of threadRows) {
+    if (thread_id === null) continue;
+    const pos = source === 'history' && line_no !== null ? line_no : Number.POSITIVE_INFINITY;
+    rewind.set(thread_id, Math.min(rewind.get(thread_id) ?? Number.POSITIVE_INFINITY, pos));
+  }
+  await w.db.transaction().execute(async (trx) => {
+    await requeueThreads(trx, rewind);
+    await markReplayed(
+      trx,
+      threadRows.map((r) => r.id),
+      'thread re-queued for enrichment',
+    );
+  });
+  return rewind.size;
 }

@@ -16,7 +16,7 @@ function checkDay(v: string): string {
   return v;
 }
 
-/** `crs-sync deletes list|apply`. Long only because commander's declarations and the tables are. */
+/** `crs-sync deletes list|apply`. Long: one commander definition of two subcommands, each with its table. */
 export function registerDeletes(program: Command): void {
   const deletes = program
     .command('deletes')

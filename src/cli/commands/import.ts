@@ -9,8 +9,8 @@ import { loadContext, openConfiguredWarehouse } from '../context.ts';
 const DATE = /^\d{4}-\d{2}-\d{2}$/;
 
 /**
- * `crs-sync import`. Long only because commander's declarations, the help text and the progress
- * bar's set-up sit in one place; the work is importFile's.
+ * `crs-sync import`. Long: commander's declarations, the help text and the progress bar's
+ * set-up sit in one place; the work is importFile's.
  */
 export function registerImport(program: Command): void {
   program

@@ -48,7 +48,7 @@ function withFilters(cmd: Command): Command {
     .option('--limit <n>', 'at most this many');
 }
 
-/** `crs-sync rejects list|replay`. Long only because commander's declarations and the table are. */
+/** `crs-sync rejects list|replay`. Long: one commander definition of two subcommands, each with its table. */
 export function registerRejects(program: Command): void {
   const rejects = program
     .command('rejects')

@@ -1,9 +1,8 @@
 import type { Command } from 'commander';
 import { renderTable } from '../../shared/table.ts';
-import { readStatus } from '../../warehouse/status.ts';
+import { readStatus, type WarehouseStatus } from '../../warehouse/status.ts';
 import { loadContext, openConfiguredWarehouse } from '../context.ts';
 
-/** `crs-sync status`. Long only because it prints each section of readStatus in turn. */
 export function registerStatus(program: Command): void {
   program
     .command('status')
@@ -21,122 +20,91 @@ export function registerStatus(program: Command): void {
       const wh = await openConfiguredWarehouse(ctx, { connections: 1 });
       try {
         const s = await readStatus(wh.warehouse.db);
-        if (opts.json) {
-          process.stdout.write(`${JSON.stringify(s, null, 2)}\n`);
-          return;
-        }
-        const out: string[] = [];
-        out.push(`warehouse   ${wh.description}`);
-        out.push(
-          `watermark   ${s.watermark ?? '(no complete day yet)'}${s.lagDays === null ? '' : `   lag ${s.lagDays} day(s)`}`,
+        process.stdout.write(
+          opts.json ? `${JSON.stringify(s, null, 2)}\n` : `${formatStatus(s, wh.description)}\n`,
         );
-        out.push(
-          `days        ${
-            Object.entries(s.days)
-              .map(([k, v]) => `${k} ${v}`)
-              .join(', ') || '(none)'
-          }`,
-        );
-        out.push(
-          `messages    ${s.messages.live.toLocaleString('en-US')} live, ${s.messages.deleted.toLocaleString('en-US')} marked deleted`,
-        );
-        out.push(
-          `threads     ${
-            Object.entries(s.threads)
-              .map(([k, v]) => `${k} ${v}`)
-              .join(', ') || '(none)'
-          }`,
-        );
-        if (s.failedDays.length > 0) {
-          out.push('', 'Failed days:');
-          out.push(
-            renderTable(
-              ['day', 'attempts', 'last error'],
-              s.failedDays.map((f) => [f.day, f.attempts, (f.lastError ?? '').slice(0, 100)]),
-            ),
-          );
-        }
-        if (s.abandonedDays.length > 0) {
-          out.push(
-            '',
-            `Abandoned days (marked running, no sign of life for ${s.staleAfterMinutes} min; the next load of each takes it over):`,
-          );
-          out.push(
-            renderTable(
-              ['day', 'load id', 'attempts', 'last sign of life (UTC)'],
-              s.abandonedDays.map((d) => [
-                d.day,
-                d.loadId ?? '',
-                d.attempts,
-                (d.lastSignOfLife ?? '').slice(0, 19).replace('T', ' '),
-              ]),
-            ),
-          );
-        }
-        if (s.heldDeletes.length > 0) {
-          out.push(
-            '',
-            'Held deletes (past CRS_DELETE_GUARD; review: crs-sync deletes list, apply: crs-sync deletes apply):',
-          );
-          out.push(
-            renderTable(
-              ['day', 'held', 'still live', 'live rows', 'reason'],
-              s.heldDeletes.map((h) => [h.day, h.held, h.applicable, h.live, h.reason ?? '']),
-            ),
-          );
-        }
-        if (s.incompleteExports.length > 0) {
-          out.push('', 'Exports not known complete (loaded, nothing of the day deleted):');
-          out.push(
-            renderTable(
-              ['day', 'load id', 'why'],
-              s.incompleteExports.map((d) => [d.day, d.loadId ?? '', (d.reason ?? '').slice(0, 100)]),
-            ),
-          );
-        }
-        if (s.recentRuns.length > 0) {
-          out.push('', 'Recent runs:');
-          out.push(
-            renderTable(
-              [
-                'load id',
-                'kind',
-                'status',
-                'window',
-                'read',
-                'inserted',
-                'updated',
-                'rejected',
-                'deleted',
-                'started (UTC)',
-              ],
-              s.recentRuns.map((r) => [
-                r.loadId,
-                r.kind,
-                r.status,
-                r.window ?? '',
-                r.rowsRead,
-                r.inserted,
-                r.updated,
-                r.rejected,
-                r.deleted,
-                r.startedAt.slice(0, 19).replace('T', ' '),
-              ]),
-            ),
-          );
-        }
-        if (s.rejects.length > 0) {
-          out.push('', 'Quarantine (rejected_records):');
-          out.push(
-            renderTable(
-              ['source', 'error code', 'open', 'replayed'],
-              s.rejects.map((r) => [r.source, r.errorCode, r.open, r.replayed]),
-            ),
-          );
-        }
-        process.stdout.write(`${out.join('\n')}\n`);
       } finally {
         await wh.close();
       }
     });
+}
+
+/** The status as text: a summary, then each section that has rows, as a table. */
+function formatStatus(s: WarehouseStatus, warehouse: string): string {
+  const byKey = (o: Record<string, number>) =>
+    Object.entries(o)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ') || '(none)';
+  const out = [
+    `warehouse   ${warehouse}`,
+    `watermark   ${s.watermark ?? '(no complete day yet)'}${s.lagDays === null ? '' : `   lag ${s.lagDays} day(s)`}`,
+    `days        ${byKey(s.days)}`,
+    `messages    ${s.messages.live.toLocaleString('en-US')} live, ${s.messages.deleted.toLocaleString('en-US')} marked deleted`,
+    `threads     ${byKey(s.threads)}`,
+  ];
+  for (const t of sections(s)) {
+    if (t.rows.length > 0) out.push('', t.title, renderTable(t.head, t.rows));
+  }
+  return out.join('\n');
+}
+
+const utc = (iso: string) => iso.slice(0, 19).replace('T', ' ');
+
+/** The tables of the status, in the order shown. */
+function sections(s: WarehouseStatus): { title: string; head: string[]; rows: (string | number)[][] }[] {
+  return [
+    {
+      title: 'Failed days:',
+      head: ['day', 'attempts', 'last error'],
+      rows: s.failedDays.map((f) => [f.day, f.attempts, (f.lastError ?? '').slice(0, 100)]),
+    },
+    {
+      title: `Abandoned days (marked running, no sign of life for ${s.staleAfterMinutes} min; the next load of each takes it over):`,
+      head: ['day', 'load id', 'attempts', 'last sign of life (UTC)'],
+      rows: s.abandonedDays.map((d) => [d.day, d.loadId ?? '', d.attempts, utc(d.lastSignOfLife ?? '')]),
+    },
+    {
+      title:
+        'Held deletes (past CRS_DELETE_GUARD; review: crs-sync deletes list, apply: crs-sync deletes apply):',
+      head: ['day', 'held', 'still live', 'live rows', 'reason'],
+      rows: s.heldDeletes.map((h) => [h.day, h.held, h.applicable, h.live, h.reason ?? '']),
+    },
+    {
+      title: 'Exports not known complete (loaded, nothing of the day deleted):',
+      head: ['day', 'load id', 'why'],
+      rows: s.incompleteExports.map((d) => [d.day, d.loadId ?? '', (d.reason ?? '').slice(0, 100)]),
+    },
+    {
+      title: 'Recent runs:',
+      head: [
+        'load id',
+        'kind',
+        'status',
+        'window',
+        'read',
+        'inserted',
+        'updated',
+        'rejected',
+        'deleted',
+        'started (UTC)',
+      ],
+      rows: s.recentRuns.map((r) => [
+        r.loadId,
+        r.kind,
+        r.status,
+        r.window ?? '',
+        r.rowsRead,
+        r.inserted,
+        r.updated,
+        r.rejected,
+        r.deleted,
+        utc(r.startedAt),
+      ]),
+    },
+    {
+      title: 'Quarantine (rejected_records):',
+      head: ['source', 'error code', 'open', 'replayed'],
+      rows: s.rejects.map((r) => [r.source, r.errorCode, r.open, r.replayed]),
+    },
+  ];
 }
