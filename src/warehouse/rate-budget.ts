@@ -61,13 +61,9 @@ export function rateBudgetOnPool(
         granted: number;
         wait_ms: number;
         paused_ms: number;
-        stamp: string | null;
-      }>('select granted, wait_ms, paused_ms, stamp from rate_budget_lease($1, $2, $3, $4)', [
-        name,
-        limit,
-        Math.ceil(windowMs),
-        want,
-      ]);
+        // absent from the function as first written on 2026-11-24 (a schema migrated then)
+        stamp?: string | null;
+      }>('select * from rate_budget_lease($1, $2, $3, $4)', [name, limit, Math.ceil(windowMs), want]);
       const r = rows[0];
       if (!r) return { granted: 0, waitMs: 1, pausedMs: 0 };
       return { granted: r.granted, waitMs: r.wait_ms, pausedMs: r.paused_ms, stamp: r.stamp ?? undefined };
