@@ -2,6 +2,7 @@ import { dayOfTimeText } from '../shared/iso-time.ts';
 import type { ByteSink } from './copy-binary.ts';
 import { putMessageTuple } from './copy-binary.ts';
 import type { LineProblem, SourceLine } from './line-splitter.ts';
+import { recordHash } from './record-hash.ts';
 import {
   type ExportRecord,
   parseRecord,
@@ -93,6 +94,32 @@ export function encodeRecord(
     recordHash: rec.recordHash,
     at,
     end: sink.len,
+  };
+}
+
+/**
+ * A parsed line of a resumed load, to be checked against the warehouse: hashed from its texts
+ * (no tuple is encoded unless it must be merged after all), its text kept for that.
+ */
+export function checkedRow(rec: ExportRecord, lineNo: number, lineHash: string, text: string): CheckedRow {
+  return {
+    kind: 'checked',
+    lineNo,
+    lineHash,
+    messageId: rec.messageId,
+    threadId: rec.threadId,
+    userId: rec.userId,
+    messageDate: rec.messageDate,
+    recordHash: recordHash(
+      rec.messageId,
+      rec.threadId,
+      rec.userId,
+      rec.messageTime,
+      rec.input,
+      rec.response,
+      rec.extra,
+    ),
+    text,
   };
 }
 

@@ -5,6 +5,7 @@ import { type FastPathGate, quickMessageId } from './fast-path.ts';
 import type { SourceLine } from './line-splitter.ts';
 import { type Partition, partOf } from './partition.ts';
 import {
+  checkedRow,
   dayOfRaw,
   encodeRecord,
   lineReject,
@@ -12,7 +13,6 @@ import {
   type PendingRow,
   textReject,
 } from './pending.ts';
-import { recordHash } from './record-hash.ts';
 import { parseRecord } from './record-parser.ts';
 import { verifySkipped } from './resume.ts';
 import type { SeenSpill } from './seen-spill.ts';
@@ -87,26 +87,7 @@ export class LineRouter {
     if (line.lineNo <= p.committed) {
       // Merged by an earlier attempt, if the source still says what it said then: checked in
       // bulk, and encoded only if it must be merged after all.
-      rec.recordHash = recordHash(
-        rec.messageId,
-        rec.threadId,
-        rec.userId,
-        rec.messageTime,
-        rec.input,
-        rec.response,
-        rec.extra,
-      );
-      p.verify.push({
-        kind: 'checked',
-        lineNo: line.lineNo,
-        lineHash: hashHex,
-        messageId: rec.messageId,
-        threadId: rec.threadId,
-        userId: rec.userId,
-        messageDate: rec.messageDate,
-        recordHash: rec.recordHash,
-        text,
-      });
+      p.verify.push(checkedRow(rec, line.lineNo, hashHex, text));
       if (p.verify.length >= this.opts.batchSize) await this.verify(p);
       return;
     }
