@@ -65,6 +65,21 @@ export async function dataExtent(q: Queryable, source: Source = 'rollup'): Promi
  */
 export type Source = 'rollup' | 'raw';
 
+/**
+ * Whether the range holds every day that has live rows. Then the all-time rollups (rollup_users,
+ * rollup_threads: one row per user or thread) give the same figures as the per-day ones without
+ * counting distinct keys over every day: "all" on a year of data stays one small table's read.
+ */
+async function coversAll(q: Queryable, r: DayRange): Promise<boolean> {
+  const [c] = await rows<{ covers: boolean | null }>(
+    q,
+    `select $1::date <= min(message_date) and $2::date >= max(message_date) as covers
+       from rollup_daily where messages > 0`,
+    [r.from, r.to],
+  );
+  return c?.covers === true;
+}
+
 export interface UsageDay {
   day: string;
   messages: number;
@@ -114,14 +129,20 @@ export async function usageTotals(
   r: DayRange,
   source: Source = 'rollup',
 ): Promise<UsageTotals> {
+  const all = source === 'rollup' && (await coversAll(q, r));
   const text =
     source === 'rollup'
       ? `select (select coalesce(sum(messages), 0)::bigint from rollup_daily
                   where message_date between $1::date and $2::date) as messages,
-                (select count(distinct user_id) from rollup_user_daily
-                  where message_date between $1::date and $2::date) as users,
-                (select count(distinct thread_id) from rollup_thread_daily
-                  where message_date between $1::date and $2::date) as threads,
+                ${
+                  all
+                    ? `(select count(*) from rollup_users where messages > 0) as users,
+                       (select count(*) from rollup_threads where messages > 0) as threads,`
+                    : `(select count(distinct user_id) from rollup_user_daily
+                         where message_date between $1::date and $2::date) as users,
+                       (select count(distinct thread_id) from rollup_thread_daily
+                         where message_date between $1::date and $2::date) as threads,`
+                }
                 (select count(*) from rollup_daily
                   where message_date between $1::date and $2::date and messages > 0) as days`
       : `select count(*) as messages, count(distinct user_id) as users, count(distinct thread_id) as threads,
@@ -150,6 +171,16 @@ export async function topUsers(
   source: Source = 'rollup',
   limit = TOP_N,
 ): Promise<TopUser[]> {
+  if (source === 'rollup' && (await coversAll(q, r))) {
+    return rows<TopUser>(
+      q,
+      `select user_id::text as "userId", messages, threads, days_active as "daysActive",
+              to_json(first_seen_at)#>>'{}' as "firstSeenAt", to_json(last_seen_at)#>>'{}' as "lastSeenAt"
+         from rollup_users where messages > 0
+        order by messages desc, user_id limit $1`,
+      [limit],
+    );
+  }
   const text =
     source === 'rollup'
       ? `with u as (
@@ -205,12 +236,16 @@ export async function newUsersDaily(
 
 // ---------------------------------------------------------------- threads
 
-/** The threads with a live message in the range. */
-const THREADS_IN_RANGE: Record<Source, string> = {
-  rollup: `select distinct thread_id from rollup_thread_daily where message_date between $1::date and $2::date`,
-  raw: `select distinct thread_id from analytics_messages
-         where _deleted_at is null and message_date between $1::date and $2::date`,
-};
+/** The threads with a live message in the range (all of them: rollup_threads' live ones). */
+async function threadsInRange(q: Queryable, r: DayRange, source: Source): Promise<string> {
+  if (source === 'raw') {
+    return `select distinct thread_id from analytics_messages
+             where _deleted_at is null and message_date between $1::date and $2::date`;
+  }
+  return (await coversAll(q, r))
+    ? `select thread_id from rollup_threads where messages > 0 and $1::date <= $2::date`
+    : `select distinct thread_id from rollup_thread_daily where message_date between $1::date and $2::date`;
+}
 
 export interface ThreadStatusCount {
   status: string;
@@ -225,7 +260,7 @@ export async function threadStatuses(
 ): Promise<ThreadStatusCount[]> {
   return rows<ThreadStatusCount>(
     q,
-    `with r as (${THREADS_IN_RANGE[source]})
+    `with r as (${await threadsInRange(q, r, source)})
      select coalesce(t.enrich_status, '(not queued)') as status, count(*) as threads
        from r left join threads t on t.thread_id = r.thread_id
       group by 1
@@ -255,7 +290,7 @@ export async function threadDepth(
              on h.thread_id = r.thread_id`;
   return rows<DepthBucket>(
     q,
-    `with r as (${THREADS_IN_RANGE[source]}),
+    `with r as (${await threadsInRange(q, r, source)}),
           d as (${depth}),
           b as (select case when n = 0 then 0 when n <= 2 then 1 when n <= 5 then 2
                             when n <= 10 then 3 when n <= 20 then 4 else 5 end as k from d)
@@ -283,9 +318,18 @@ export async function topThreads(
   source: Source = 'rollup',
   limit = TOP_N,
 ): Promise<TopThread[]> {
+  const all = source === 'rollup' && (await coversAll(q, r));
   const text =
-    source === 'rollup'
-      ? `with r as (select thread_id, sum(messages)::bigint as messages, min(first_at) as first_at, max(last_at) as last_at
+    source === 'rollup' && all
+      ? `select s.thread_id::text as "threadId", t.thread_name as "threadName", t.enrich_status as status,
+                s.messages, to_json(s.first_message_at)#>>'{}' as "firstMessageAt",
+                to_json(s.last_message_at)#>>'{}' as "lastMessageAt",
+                s.history_entries as "historyEntries", s.citations
+           from rollup_threads s left join threads t on t.thread_id = s.thread_id
+          where s.messages > 0 and $1::date <= $2::date
+          order by s.messages desc, s.thread_id limit $3`
+      : source === 'rollup'
+        ? `with r as (select thread_id, sum(messages)::bigint as messages, min(first_at) as first_at, max(last_at) as last_at
                       from rollup_thread_daily
                      where message_date between $1::date and $2::date
                      group by thread_id
@@ -297,7 +341,7 @@ export async function topThreads(
            from r left join threads t on t.thread_id = r.thread_id
            left join rollup_threads s on s.thread_id = r.thread_id
           order by r.messages desc, r.thread_id`
-      : `with r as (select thread_id, count(*) as messages, min(message_time) as first_at, max(message_time) as last_at
+        : `with r as (select thread_id, count(*) as messages, min(message_time) as first_at, max(message_time) as last_at
                       from analytics_messages
                      where _deleted_at is null and message_date between $1::date and $2::date
                      group by thread_id
