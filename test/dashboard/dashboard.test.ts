@@ -442,6 +442,28 @@ describe('the dashboard when the warehouse fails', () => {
     await broken?.dispose();
   });
 
+  it('when a rollup refresh is due, then the pages read the raw tables and say so', async () => {
+    // What a load leaves between its commit and its refresh: a day marked for the rollups.
+    await sql`insert into rollup_dirty_days values (date '2026-11-02')`.execute(broken.w.db);
+    try {
+      expect((await page.goto(`${brokenDash.url}/threads?from=2026-11-01&to=2026-11-07`))?.status()).toBe(
+        200,
+      );
+      expect(await page.$eval('[data-source]', (e) => e.getAttribute('data-source'))).toBe('raw');
+      expect(await errorPanels(page)).toEqual([]);
+      const api = (await (
+        await fetch(`${brokenDash.url}/api/usage?from=2026-11-01&to=2026-11-07`)
+      ).json()) as {
+        source: string;
+      };
+      expect(api.source).toBe('raw');
+    } finally {
+      await sql`delete from rollup_dirty_days`.execute(broken.w.db);
+    }
+    await page.goto(`${brokenDash.url}/threads?from=2026-11-01&to=2026-11-07`);
+    expect(await page.$eval('[data-source]', (e) => e.getAttribute('data-source'))).toBe('rollup');
+  });
+
   it('when a table a query reads was dropped, then that part shows an error panel naming it and the rest of the page still shows', async () => {
     await sql`drop table rollup_user_daily cascade`.execute(broken.w.db);
     const res = await page.goto(`${brokenDash.url}/usage?from=2026-11-01&to=2026-11-07`, {
