@@ -1,3 +1,4 @@
+import pg from 'pg';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServiceClient, type HttpRequest } from '../../src/api/index.ts';
@@ -113,6 +114,43 @@ describe('a client on the shared budget', () => {
     expect(other.pausedMs).toBeGreaterThan(20_000);
     await server.close();
     server = undefined;
+  });
+
+  it('when the budget row stays locked past lock_timeout, then calls wait (logged as the warehouse not answering) and go out once it is free', async () => {
+    server = await startScriptedServer((_req, res) => sendJson(res, 200, { threads: [] }));
+    // The budget's own connection gives up on a lock after 100 ms, as a worker's does after 5 s.
+    const pool = new pg.Pool({
+      connectionString: tw.url,
+      options: `-c search_path=${tw.schema} -c lock_timeout=100`,
+      max: 1,
+    });
+    const locker = await tw.w.pool.connect();
+    try {
+      const { log, text } = captureLog();
+      const api = createServiceClient(
+        { ...options(server.url), budget: rateBudgetOnPool(pool, 'locked') },
+        log,
+      );
+      await api.listThreads();
+      await locker.query('begin');
+      await locker.query(`select * from rate_budget where name = 'locked' for update`);
+      const calls = Promise.all([api.listThreads(), api.listThreads()]);
+      for (let i = 0; i < 100 && !text().includes('did not answer'); i++)
+        await new Promise((r) => setTimeout(r, 20));
+      expect(text()).toContain('shared rate budget: the warehouse did not answer');
+      expect(text()).toContain('"kind":"timeout"');
+      expect(server.seen).toHaveLength(1);
+      await locker.query('commit');
+      await expect(calls).resolves.toEqual([[], []]);
+      expect(server.seen).toHaveLength(3);
+      expect(text()).toContain('the warehouse answers again');
+    } finally {
+      await locker.query('rollback').catch(() => {});
+      locker.release();
+      await pool.end();
+      await server.close();
+      server = undefined;
+    }
   });
 
   it('when the warehouse has no budget table yet, then calls wait (logged) instead of failing, and go out once it exists', async () => {
