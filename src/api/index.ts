@@ -21,7 +21,11 @@
  *       GET /v2/threads/{id}/artifacts/{aid} → {artifact}; when v2 answers 404 or 405 and an API
  *       key and legacy address are configured, GET {legacy}/client/v2/thread/{id}/artifact/{aid}
  *       with x-api-key → {artifact_id, artifact}. Result says fetched_via 'v2' | 'legacy'.
- *   api.rate: { limit, windowMs }; api.stats(): { requests, retries, tokenRefreshes }
+ *   api.rate: { limit, windowMs, budget? }; api.stats(): { requests, retries, tokenRefreshes, budget? }
+ *
+ * A worker builds it with createDeploymentClient (deployment-client.ts): CRS_RATE_LIMIT_RPS is
+ * then the tenant's limit, shared by every worker through the warehouse (shared-budget.ts), and
+ * a Retry-After pauses them all. Without a `budget` the rate budget is this process's alone.
  *
  * Auth (spec §5): export → Bearer CRS_SERVICE_ACCOUNT_TOKEN; v2 → Bearer CRS_ACCESS_TOKEN, or a
  * token from RFC 8693 exchange at CRS_TOKEN_URL (subject_token = the service-account JWT), cached
