@@ -24,7 +24,14 @@ const requests = Number(process.env.REQUESTS ?? 400);
 const schema = `bm_${randomBytes(4).toString('hex')}`;
 const w = openWarehouse({ url, schema, max: 2 });
 await migrateToLatest(w);
-const sim = await startSimulator({ port: 0, seed: 14, days: 1, recordsPerDay: 20, faults: 'none', admin: true });
+const sim = await startSimulator({
+  port: 0,
+  seed: 14,
+  days: 1,
+  recordsPerDay: 20,
+  faults: 'none',
+  admin: true,
+});
 
 interface Done {
   first: number;
@@ -75,7 +82,8 @@ const report = (await (await fetch(`${sim.baseUrl}/_sim/requests`)).json()) as {
 };
 const allQueuedUntil = Math.min(...dones.map((d) => d.last));
 const full: number[] = [];
-for (let s = Math.ceil(goAt / 1000); (s + 1) * 1000 <= allQueuedUntil; s++) full.push(report.perSecond[String(s)] ?? 0);
+for (let s = Math.ceil(goAt / 1000); (s + 1) * 1000 <= allQueuedUntil; s++)
+  full.push(report.perSecond[String(s)] ?? 0);
 const used = full.reduce((a, b) => a + b, 0) / (full.length * limit);
 const starts = dones.flatMap((d) => d.starts).sort((a, b) => a - b);
 console.log(

@@ -21,7 +21,10 @@ const worker = await Worker.create({
   workflowsPath: path.join(import.meta.dirname, 'budget-temporal-workflow.ts'),
 });
 await worker.runUntil(async () => {
-  const h = await env.client.workflow.start('budgetWorkflow', { taskQueue: 'budget-measure', workflowId: 'budget' });
+  const h = await env.client.workflow.start('budgetWorkflow', {
+    taskQueue: 'budget-measure',
+    workflowId: 'budget',
+  });
   const times: number[] = [];
   // Three callers at once, like three workers leasing.
   await Promise.all(
