@@ -1,7 +1,12 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { sql } from 'kysely';
-import { FileMigrationProvider, type MigrationResultSet, Migrator } from 'kysely/migration';
+import {
+  FileMigrationProvider,
+  type MigrationInfo,
+  type MigrationResultSet,
+  Migrator,
+} from 'kysely/migration';
 import { CrsError } from '../errors.ts';
 import { DEFAULT_DB_TIMEOUTS, openWarehouse, type Warehouse } from './db.ts';
 import { isRetryableDbError, toDbCrsError } from './db-errors.ts';
@@ -39,8 +44,7 @@ export async function migrateToLatest(base: Warehouse): Promise<MigrateResult> {
       provider: new FileMigrationProvider({ fs, path, migrationFolder }),
       migrationTableSchema: w.schema,
     });
-    const before = await migrator.getMigrations();
-    const res: MigrationResultSet = await migrator.migrateToLatest();
+    const { before, res } = await migrateOnce(migrator);
     if (res.error) {
       const failed = res.results?.find((r) => r.status === 'Error')?.migrationName;
       // A lost connection or a timeout is no fault of the migration (it rolled back): run it again.
@@ -66,6 +70,35 @@ export async function migrateToLatest(base: Warehouse): Promise<MigrateResult> {
       .catch(() => {});
     lockClient.release();
     await w.close();
+  }
+}
+
+// Kysely's migrator finds its own tables by listing every table of every schema, and the
+// statement that lists them fails with "schema … does not exist" (3F000) or "relation … does not
+// exist" (42P01) when another schema is dropped at that moment (tests and demos drop theirs). No
+// migration has run then, so listing again is safe.
+const LIST_RACE_CODES = new Set(['3F000', '42P01']);
+const LIST_ATTEMPTS = 10;
+
+function isListRace(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && LIST_RACE_CODES.has(code);
+}
+
+async function migrateOnce(
+  migrator: Migrator,
+): Promise<{ before: readonly MigrationInfo[]; res: MigrationResultSet }> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const before = await migrator.getMigrations();
+      const res = await migrator.migrateToLatest();
+      const nothingRan = (res.results ?? []).length === 0;
+      if (!(res.error && nothingRan && isListRace(res.error) && attempt < LIST_ATTEMPTS))
+        return { before, res };
+    } catch (err) {
+      if (!(isListRace(err) && attempt < LIST_ATTEMPTS)) throw err;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 20 * attempt));
   }
 }
 
