@@ -135,6 +135,11 @@ function isObject(v: unknown): v is Record<string, unknown> {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
 }
 
+/**
+ * The client (see index.ts for its interface).
+ *
+ * Long: one closure per client, whose methods share its limiters, credentials and connections.
+ */
 export function createServiceClient(options: ServiceClientOptions, log: Logger): ServiceClient {
   const o = options;
   const clog = log.child({ component: 'crs-api' });

@@ -67,6 +67,9 @@ export interface SharedRateLimiter extends RateLimiter {
  * waits, and the lease is retried with backoff (100 ms doubling to 5 s) until the database
  * answers. A worker without its warehouse commits nothing anyway, and a guessed local share
  * could exceed the tenant's limit when several workers guess at once.
+ *
+ * Long: one closure over the queue, the spare grants and the pause, shared by its small inner
+ * functions (pump, lease, give), as in the process-local limiter.
  */
 export function createSharedRateLimiter(o: SharedLimiterOptions): SharedRateLimiter {
   const { limit, windowMs } = o.window;

@@ -110,6 +110,12 @@ class TimeoutSignal extends Error {
   }
 }
 
+/**
+ * Every HTTP attempt of a client: credentials, a concurrency slot, a rate grant, the request,
+ * and what its outcome means (retry, refresh, fail).
+ *
+ * Long: one closure whose helpers (failure, wait, run) share the client's options and counters.
+ */
 export function createTransport(o: TransportOptions): Transport {
   const stats: TransportStats = { requests: 0, retries: 0, tokenRefreshes: 0 };
   const scrub = (s: string) => o.scrubber.scrub(s);
@@ -166,6 +172,11 @@ export function createTransport(o: TransportOptions): Transport {
 
   async function run(spec: SendSpec, mode: 'json'): Promise<JsonResult>;
   async function run(spec: SendSpec, mode: 'stream'): Promise<OpenStream>;
+  /**
+   * One call, attempt after attempt.
+   *
+   * Long: the attempt loop read top to bottom, each outcome's branch where it is decided.
+   */
   async function run(spec: SendSpec, mode: 'json' | 'stream'): Promise<JsonResult | OpenStream> {
     let retry = 0;
     let attempts = 0;
