@@ -23,7 +23,6 @@ import { writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs, promisify } from 'node:util';
-import type { Client } from '@temporalio/client';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Runtime } from '@temporalio/worker';
 import pg from 'pg';
@@ -35,7 +34,7 @@ import { addDays } from '../workflows/dates.ts';
 import { backfill } from '../workflows/index.ts';
 import { type HistoryTally, tallyHistories } from './lib/backfill/histories.ts';
 import { type RequestCounter, rateFigures, startRequestCounter } from './lib/backfill/request-counter.ts';
-import { startWorker, type WorkerProcess } from './lib/backfill/workers.ts';
+import { startPollingWorker, type WorkerProcess } from './lib/backfill/workers.ts';
 import { compareWithTruth } from './lib/chaos/compare.ts';
 import { table } from './lib/report.ts';
 
@@ -64,6 +63,8 @@ const LATENCY = Number(flags.latency);
 const WORKER_COUNTS = flags.workers.split(',').map(Number);
 const SEED = Number(flags.seed);
 const THREE_YEARS = 1096;
+/** Longest a Temporal pass may take before the bench gives up on it. */
+const PASS_TIMEOUT_MIN = 20;
 /** Days loaded at once by the backfill: two per worker (the worker's default) for three workers. */
 const CONCURRENCY = 6;
 const serverUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -164,20 +165,6 @@ async function barePass(sim: Simulator, counter: RequestCounter, days: string[])
   return pass;
 }
 
-/** Until `n` distinct workers poll the task queue for activities (so timing starts with all of them up). */
-async function waitForPollers(client: Client, taskQueue: string, n: number): Promise<void> {
-  for (let i = 0; i < 240; i++) {
-    const r = await client.workflowService.describeTaskQueue({
-      namespace: 'default',
-      taskQueue: { name: taskQueue },
-      taskQueueType: 2, // activity
-    });
-    if (new Set((r.pollers ?? []).map((p) => p.identity)).size >= n) return;
-    await new Promise((resolve) => setTimeout(resolve, 250));
-  }
-  throw new Error(`fewer than ${n} workers poll ${taskQueue}`);
-}
-
 async function temporalPass(
   env: TestWorkflowEnvironment,
   sim: Simulator,
@@ -189,25 +176,36 @@ async function temporalPass(
   const w = await freshWarehouse(schema);
   const taskQueue = `bench-backfill-${n}-${Date.now()}`;
   const workers: WorkerProcess[] = [];
-  for (let i = 1; i <= n; i++) {
-    workers.push(
-      startWorker(`w${i}`, {
-        ...serviceEnv(sim, counter, schema),
-        TEMPORAL_ADDRESS: env.address,
-        TEMPORAL_NAMESPACE: 'default',
-        TEMPORAL_TASK_QUEUE: taskQueue,
-      }),
-    );
-  }
   try {
-    await waitForPollers(env.client, taskQueue, n);
+    // One after another, so timing starts with all of them polling.
+    for (let i = 1; i <= n; i++) {
+      workers.push(
+        await startPollingWorker(env.client, { namespace: 'default', taskQueue }, `w${i}`, {
+          ...serviceEnv(sim, counter, schema),
+          TEMPORAL_ADDRESS: env.address,
+          TEMPORAL_NAMESPACE: 'default',
+          TEMPORAL_TASK_QUEUE: taskQueue,
+        }),
+      );
+    }
     const start = counter.requests().length;
     const t0 = performance.now();
-    const result = await env.client.workflow.execute(backfill, {
+    const handle = await env.client.workflow.start(backfill, {
       taskQueue,
       workflowId: `bench-backfill-${n}`,
       args: [{ from: days[0] ?? '', to: days.at(-1) ?? '', concurrency: CONCURRENCY, enrich: true }],
     });
+    // A pass that hangs (a worker stuck on something) ends the bench with the workers' last words.
+    let timer: NodeJS.Timeout | undefined;
+    const result = await Promise.race([
+      handle.result(),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(
+          () => reject(new Error(`pass with ${n} workers: no result in ${PASS_TIMEOUT_MIN} min`)),
+          PASS_TIMEOUT_MIN * 60_000,
+        );
+      }),
+    ]).finally(() => clearTimeout(timer));
     const seconds = (performance.now() - t0) / 1000;
     const f = requestFigures(counter, start);
     const histories = await tallyHistories(env.client, `TaskQueue = '${taskQueue}'`);
@@ -353,12 +351,16 @@ const rows = days.reduce((a, d) => a + sim.truth.exportDayLines(d).length, 0);
 try {
   const passes: Pass[] = [];
   process.stderr.write('bare: export file, crs-sync import, enrichment …\n');
-  passes.push(await barePass(sim, counter, days));
-  process.stderr.write(`  ${passes.at(-1)?.seconds.toFixed(1)} s\n`);
+  // Each pass's figures as soon as it ends (a later pass that fails leaves the earlier ones).
+  const done = (p: Pass) => {
+    passes.push(p);
+    const { histories: _, ...figures } = p;
+    process.stderr.write(`  ${JSON.stringify(figures)}\n`);
+  };
+  done(await barePass(sim, counter, days));
   for (const n of WORKER_COUNTS) {
     process.stderr.write(`Temporal with ${n} worker(s) …\n`);
-    passes.push(await temporalPass(env, sim, counter, days, n));
-    process.stderr.write(`  ${passes.at(-1)?.seconds.toFixed(1)} s\n`);
+    done(await temporalPass(env, sim, counter, days, n));
   }
   console.log(report(passes, DAYS, rows, load));
   console.log(

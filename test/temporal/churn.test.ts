@@ -6,7 +6,7 @@ import {
   rateFigures,
   startRequestCounter,
 } from '../../bench/lib/backfill/request-counter.ts';
-import { startWorker, type WorkerProcess } from '../../bench/lib/backfill/workers.ts';
+import { startPollingWorker, type WorkerProcess } from '../../bench/lib/backfill/workers.ts';
 import { compareWithTruth } from '../../bench/lib/chaos/compare.ts';
 import { type Simulator, startSimulator } from '../../src/simulator/index.ts';
 import { addDays } from '../../workflows/dates.ts';
@@ -60,8 +60,10 @@ describe('three workers on one task queue (real worker command, simulator, Postg
     await h?.close();
   });
 
-  function start(name: string): WorkerProcess {
-    const w = startWorker(name, {
+  /** A worker process on the test's task queue, once it polls. */
+  async function start(name: string): Promise<WorkerProcess> {
+    const where = { namespace: h.namespace, taskQueue: h.taskQueue };
+    const w = await startPollingWorker(h.client, where, name, {
       ...counter.env(sim.env(), sim.baseUrl),
       DATABASE_URL: tw.url,
       CRS_SCHEMA: tw.schema,
@@ -92,7 +94,7 @@ describe('three workers on one task queue (real worker command, simulator, Postg
     const from = addDays(today, -DAYS);
     const to = addDays(today, -1);
     const days = Array.from({ length: DAYS }, (_, i) => addDays(from, i));
-    const [w1, w2, w3] = [start('w1'), start('w2'), start('w3')];
+    const [w1, w2, w3] = await Promise.all([start('w1'), start('w2'), start('w3')]);
     const handle = await h.client.workflow.start(backfill, {
       taskQueue: h.taskQueue,
       workflowId: `churn-${seed}`,
@@ -107,7 +109,7 @@ describe('three workers on one task queue (real worker command, simulator, Postg
       180_000,
     );
     await w2.kill();
-    const w4 = start('w4');
+    const w4 = await start('w4');
     const result = await handle.result();
 
     const tally = await tallyHistories(h.client);

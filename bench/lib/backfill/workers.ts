@@ -2,7 +2,11 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import os from 'node:os';
 import path from 'node:path';
+import type { Client } from '@temporalio/client';
+import proto from '@temporalio/proto';
 
+// A CommonJS module: its namespaces come through the default export under Node's ESM loader.
+const { temporal } = proto;
 const root = path.resolve(import.meta.dirname, '..', '..', '..');
 
 /** A `crs-sync worker` child process and the identity it polls Temporal with. */
@@ -52,4 +56,45 @@ export function startWorker(name: string, env: Record<string, string>): WorkerPr
     kill: () => gone('SIGKILL'),
     stop: () => gone('SIGTERM'),
   };
+}
+
+/** Whether `identity` polls the task queue for activities now. */
+async function polls(
+  client: Client,
+  namespace: string,
+  taskQueue: string,
+  identity: string,
+): Promise<boolean> {
+  const r = await client.workflowService.describeTaskQueue({
+    namespace,
+    taskQueue: { name: taskQueue },
+    taskQueueType: temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+  });
+  return (r.pollers ?? []).some((p) => p.identity === identity);
+}
+
+/**
+ * Starts a worker and waits until it polls the task queue. A worker that exits on the way is
+ * started again, up to `tries` times: on a database shared with many tests, the migration check
+ * at start-up reads the catalog while other schemas come and go, and may fail with "schema … does
+ * not exist" (the worker exits 1 and says so); a second start finds nothing to migrate.
+ */
+export async function startPollingWorker(
+  client: Client,
+  where: { namespace: string; taskQueue: string },
+  name: string,
+  env: Record<string, string>,
+  tries = 3,
+): Promise<WorkerProcess> {
+  for (let attempt = 1; ; attempt++) {
+    const w = startWorker(name, env);
+    for (let i = 0; i < 1200; i++) {
+      if (w.child.exitCode !== null || w.child.signalCode !== null) break;
+      if (await polls(client, where.namespace, where.taskQueue, w.identity)) return w;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    await w.kill();
+    if (attempt >= tries) throw new Error(`worker ${name} did not start polling:\n${w.tail()}`);
+    process.stderr.write(`worker ${name} exited while starting; starting it again:\n${w.tail()}\n`);
+  }
 }
