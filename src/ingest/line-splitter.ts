@@ -40,12 +40,13 @@ const LF = 10;
 const CR = 13;
 
 // JSON's white space besides LF (the line end): space, tab, CR.
-function isJsonSpace(c: number): boolean {
+// `undefined` (an index past the end) is not white space.
+function isJsonSpace(c: number | undefined): boolean {
   return c === 32 || c === 9 || c === CR;
 }
 
 function onlyJsonSpace(buf: Buffer, s: number, e: number): boolean {
-  for (let i = s; i < e; i++) if (!isJsonSpace(buf[i]!)) return false;
+  for (let i = s; i < e; i++) if (!isJsonSpace(buf[i])) return false;
   return true;
 }
 
@@ -111,10 +112,10 @@ export async function* splitLines(
     skipLen = carryLen + rest.length;
     for (const c of carry) addPrefix(c);
     addPrefix(rest);
+    // The line's last byte so far: of `rest`, or of the carried part when `rest` is empty.
+    const lastCarried = carry[carry.length - 1];
     skipLast =
-      rest.length > 0
-        ? rest[rest.length - 1]!
-        : carry[carry.length - 1]![carry[carry.length - 1]!.length - 1]!;
+      rest.length > 0 ? (rest[rest.length - 1] ?? -1) : (lastCarried?.[lastCarried.length - 1] ?? -1);
     carry = [];
     carryLen = 0;
   };
@@ -158,7 +159,7 @@ export async function* splitLines(
     }
     // After the length check: an over-long line is line_too_long whatever it holds, as when it is
     // skipped across chunks without being looked at.
-    if (isJsonSpace(buf[s]!) && onlyJsonSpace(buf, s, e)) {
+    if (isJsonSpace(buf[s]) && onlyJsonSpace(buf, s, e)) {
       st.blankLines++;
       return;
     }
@@ -191,7 +192,7 @@ export async function* splitLines(
       if (nl === -1) {
         if (skipping) {
           skipLen += buf.length;
-          skipLast = buf[buf.length - 1]!;
+          skipLast = buf[buf.length - 1] ?? -1;
           addPrefix(buf);
         } else if (carryLen + buf.length > carryLimit()) {
           startSkipping(buf);
@@ -208,7 +209,7 @@ export async function* splitLines(
       if (skipping) {
         skipLen += nl;
         if (nl > 0) {
-          skipLast = buf[nl - 1]!;
+          skipLast = buf[nl - 1] ?? -1;
           addPrefix(buf.subarray(0, nl));
         }
         out.push(tooLongLine());
