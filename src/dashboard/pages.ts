@@ -245,18 +245,29 @@ const threads: PageDef = {
   about:
     'Threads with a message in the range: their enrichment status, their depth (history entries stored) and the busiest.',
   ranged: true,
+  // No usageTotals here: the breakdown's sum is the threads' count and the days' sum the
+  // messages', which spares the page a second pass over the range's threads.
   sections: {
-    totals: Q.usageTotals,
-    statuses: Q.threadStatuses,
-    depth: Q.threadDepth,
+    daily: Q.usageDaily,
+    breakdown: Q.threadBreakdown,
     top: Q.topThreads,
   },
   render(d) {
     const out: string[] = [];
-    const totals = get<Q.UsageTotals>(d, 'totals', out);
-    const statuses = get<Q.ThreadStatusCount[]>(d, 'statuses', out);
-    const depth = get<Q.DepthBucket[]>(d, 'depth', out);
+    const daily = get<Q.UsageDay[]>(d, 'daily', out);
+    const breakdown = get<Q.ThreadBreakdown>(d, 'breakdown', out);
     const top = get<Q.TopThread[]>(d, 'top', out);
+    const statuses = breakdown?.statuses;
+    const depth = breakdown?.depth;
+    const totals =
+      daily && breakdown
+        ? {
+            messages: daily.reduce((n, x) => n + x.messages, 0),
+            threads: breakdown.statuses.reduce((n, x) => n + x.threads, 0),
+            users: 0,
+            days: daily.length,
+          }
+        : undefined;
     out.push(emptyRange(d, totals));
     if (totals) {
       out.push(
