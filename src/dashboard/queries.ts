@@ -613,21 +613,27 @@ export interface EnrichmentBacklog {
 }
 
 export async function enrichmentBacklog(q: Queryable, limit = TOP_N): Promise<EnrichmentBacklog> {
-  const byStatus = await rows<{ status: string; threads: number }>(
+  // One pass over `threads` for the counts and the oldest pending request (a million threads
+  // take ~0.1 s a scan); the failed threads' list costs a second one only when there are some.
+  const byStatus = await rows<{ status: string; threads: number; oldest: string | null }>(
     q,
-    `select enrich_status as status, count(*) as threads from threads group by 1 order by 2 desc, 1`,
+    `select enrich_status as status, count(*) as threads,
+            to_json(min(enrich_requested_at) filter (where enrich_status = 'pending'))#>>'{}' as oldest
+       from threads group by 1 order by 2 desc, 1`,
   );
-  const [oldest] = await rows<{ at: string | null }>(
-    q,
-    `select to_json(min(enrich_requested_at))#>>'{}' as at from threads where enrich_status = 'pending'`,
-  );
-  const failed = await rows<{ threadId: string; attempts: number; lastError: string | null }>(
-    q,
-    `select thread_id::text as "threadId", enrich_attempts as attempts, last_error as "lastError"
-       from threads where enrich_status = 'failed' order by enriched_at desc nulls last, thread_id limit $1`,
-    [limit],
-  );
-  return { byStatus, oldestPendingSince: oldest?.at ?? null, failed };
+  const failed = byStatus.some((x) => x.status === 'failed')
+    ? await rows<{ threadId: string; attempts: number; lastError: string | null }>(
+        q,
+        `select thread_id::text as "threadId", enrich_attempts as attempts, last_error as "lastError"
+           from threads where enrich_status = 'failed' order by enriched_at desc nulls last, thread_id limit $1`,
+        [limit],
+      )
+    : [];
+  return {
+    byStatus: byStatus.map(({ status, threads }) => ({ status, threads })),
+    oldestPendingSince: byStatus.find((x) => x.status === 'pending')?.oldest ?? null,
+    failed,
+  };
 }
 
 export interface RecentRun {
