@@ -9,6 +9,11 @@
  *
  * --screenshot saves the usage page (1280x900) as a PNG: the README's picture.
  *
+ *   node test/dashboard/measure-page-load.ts --schema bench_bi [--runs 3]
+ *
+ * measures an existing warehouse instead (e.g. the 10M-row one `npm run bench:bi -- --keep`
+ * leaves), over the pages' default range (the last 30 days of data), loading and dropping nothing.
+ *
  * Uses DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test) in a schema of its own,
  * dropped at the end unless --keep.
  */
@@ -34,10 +39,32 @@ const { values: a } = parseArgs({
     'no-enrich': { type: 'boolean', default: false },
     keep: { type: 'boolean', default: false },
     screenshot: { type: 'string' },
+    schema: { type: 'string' },
   },
 });
 const log = createLogger({ level: 'warn', pretty: false });
 const url = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+if (a.schema) {
+  const existing = openWarehouse({ url, schema: a.schema, max: 4 });
+  const dash = await startDashboard({ pool: existing.pool, port: 0 });
+  try {
+    const counts = (await existing.pool.query('select count(*) as messages from analytics_messages')).rows[0];
+    const loads = await measurePageLoads({ baseUrl: dash.url, runs: Number(a.runs) });
+    console.log(
+      `warehouse: schema ${a.schema}, ${JSON.stringify(counts)}; the pages' default range (30 days)`,
+    );
+    console.log(`median of ${a.runs} loads after one warm-up\npage        load ms   of which db ms (server)`);
+    for (const l of loads) {
+      console.log(
+        `${l.page.padEnd(11)} ${l.ms.toFixed(0).padStart(7)}   ${(l.dbMs ?? 0).toFixed(0).padStart(6)}`,
+      );
+    }
+  } finally {
+    await dash.close();
+    await existing.close();
+  }
+  process.exit(0);
+}
 const schema = `dash_measure_${randomBytes(3).toString('hex')}`;
 const sim = await startSimulator({
   seed: Number(a.seed),
