@@ -33,7 +33,8 @@ const { values: flags } = parseArgs({
     rows: { type: 'string', default: '10000000' },
     days: { type: 'string', default: '365' },
     users: { type: 'string', default: '20000' },
-    'loader-lines': { type: 'string', default: '200000' },
+    'loader-lines': { type: 'string', default: '100000' },
+    'loader-rounds': { type: 'string', default: '2' },
     schema: { type: 'string', default: 'bench_bi' },
     keep: { type: 'boolean', default: false },
     reuse: { type: 'boolean', default: false },
@@ -41,15 +42,19 @@ const { values: flags } = parseArgs({
     'skip-partition': { type: 'boolean', default: false },
     'skip-queries': { type: 'boolean', default: false },
     'skip-dashboard': { type: 'boolean', default: false },
+    pages: { type: 'boolean', default: false },
+    'no-raw-all': { type: 'boolean', default: false },
     help: { type: 'boolean', short: 'h', default: false },
   },
 });
 if (flags.help) {
   console.log(
     'npm run bench:bi -- [--rows N (10000000)] [--days D (365)] [--users U (20000)]\n' +
-      '                    [--loader-lines L (200000): the file of the loader-cost runs]\n' +
+      '                    [--loader-lines L (100000): the file of the loader-cost runs] [--loader-rounds R (2)]\n' +
       '                    [--schema S (bench_bi)] [--keep (leave the schemas)] [--reuse (a kept S: no generation)]\n' +
-      '                    [--skip-queries] [--skip-dashboard] [--skip-partition] [--skip-loader]',
+      '                    [--skip-queries] [--skip-dashboard] [--skip-partition] [--skip-loader]\n' +
+      '                    [--pages (each dashboard page loaded in headless Chromium, 30 days and all)]\n' +
+      '                    [--no-raw-all (dashboard: the whole range over rollups only; raw takes minutes per query)]',
   );
   process.exit(0);
 }
@@ -176,7 +181,7 @@ async function dashboardTimings(
       const f = await timeRuns(5, async () => JSON.stringify(await fn(w.pool, range)));
       const fm = median(f.ms);
       worstMs = Math.max(worstMs, fm);
-      const rawFn = raw?.[name];
+      const rawFn = rname === 'all' && flags['no-raw-all'] ? undefined : raw?.[name];
       if (!rawFn) {
         rows.push([name, rname, '–', fmtMs(fm), '–', '–']);
         continue;
@@ -200,6 +205,29 @@ async function dashboardTimings(
     }
   }
   return { rows, worstMs, worstRatio };
+}
+
+/** Each dashboard page (src/dashboard) over the warehouse, as a browser loads it. */
+async function pageTimings(w: Warehouse): Promise<string[][]> {
+  const { startDashboard } = await import('../src/dashboard/server.ts');
+  const { measurePageLoads } = await import('../src/dashboard/page-load.ts');
+  const dash = await startDashboard({ pool: w.pool, port: 0 });
+  const out: string[][] = [];
+  try {
+    const ranges: Array<[string, string]> = [
+      ['30 days', `from=${dayMinus(shape.lastDay, 29)}&to=${shape.lastDay}`],
+      ['all', `from=${dayMinus(shape.lastDay, shape.days - 1)}&to=${shape.lastDay}`],
+    ];
+    for (const [rname, query] of ranges) {
+      for (const p of await measurePageLoads({ baseUrl: dash.url, query, runs: 5 })) {
+        out.push([p.page, rname, fmtMs(p.ms), p.dbMs === null ? '–' : fmtMs(p.dbMs)]);
+        progress(`page ${p.page} (${rname}): ${fmtMs(p.ms)}`);
+      }
+    }
+  } finally {
+    await dash.close();
+  }
+  return out;
 }
 
 /** Per-day work of loads and refreshes on the whole table vs on a table of one month's rows. */
@@ -253,7 +281,7 @@ async function partitionTimings(big: Warehouse, month: Warehouse): Promise<strin
 /** First load and unchanged re-load of one file, rollup upkeep on and off, alternating. */
 async function loaderTimings(lines: number): Promise<string[][]> {
   const file = ensureExport(OUT, lines, 1);
-  const rounds = 2;
+  const rounds = Number(flags['loader-rounds']);
   const res: Record<string, number[]> = {};
   const add = (k: string, v: number) => {
     res[k] = [...(res[k] ?? []), v];
@@ -338,6 +366,11 @@ async function main(): Promise<void> {
       );
     }
 
+    if (flags.pages) {
+      say(`\n## Dashboard pages in headless Chromium (median of 5 after a warm-up; load ${load()})\n`);
+      say(table(['page', 'range', 'load', 'server queries'], await pageTimings(big)));
+    }
+
     if (!flags['skip-partition']) {
       const monthShape: BiShape = { ...shape, rows: Math.round((shape.rows * 30) / shape.days), days: 30 };
       await dropSchemas(url, [MONTH_SCHEMA]);
@@ -355,7 +388,7 @@ async function main(): Promise<void> {
     if (!flags['skip-loader']) {
       const lines = Number(flags['loader-lines']);
       say(
-        `\n## Loader cost of rollup upkeep (crs-sync import, same file, 2 rounds alternating; load ${load()})\n`,
+        `\n## Loader cost of rollup upkeep (crs-sync import, same file, ${flags['loader-rounds']} rounds alternating; load ${load()})\n`,
       );
       say(
         table(['load', 'upkeep off', 'upkeep on', 'cost', 'runs off', 'runs on'], await loaderTimings(lines)),
