@@ -19,8 +19,9 @@ import { type Kysely, sql } from 'kysely';
  * and the old raw-table query otherwise (a one-time filter: only one branch runs), so a view is
  * never stale, even between a load's commit and its refresh.
  *
- * An existing warehouse is flagged `rebuild_needed`: the next refresh (or `crs-sync rollups
- * rebuild`) fills the rollups from the raw tables; until then the views read the raw tables.
+ * An existing warehouse is flagged `rebuild_needed`: `crs-sync rollups rebuild` fills the rollups
+ * from the raw tables (loads do not: at 10M rows it takes minutes); until then the views read the
+ * raw tables.
  * Frozen in time: never import application code here.
  */
 export async function up(db: Kysely<any>): Promise<void> {

@@ -49,14 +49,26 @@ export const ROLLUP_TABLES = [
   'rollup_citation_type_daily',
 ] as const;
 
-/** Recomputes the days and threads writes have marked since the last refresh. */
-export async function refreshRollups(pool: pg.Pool, onStep?: Progress): Promise<RollupRefresh> {
+/**
+ * Recomputes the days and threads writes have marked since the last refresh. On a warehouse
+ * flagged for a rebuild (upgraded with data already in it) it does nothing unless `rebuild` is
+ * set: the rebuild reads every raw row (about 10 minutes at 10M rows), which must not happen
+ * inside a load's finalize or an enrichment batch; the views read the raw tables meanwhile, and
+ * `crs-sync rollups rebuild` (or `refresh`) does it.
+ */
+export async function refreshRollups(
+  pool: pg.Pool,
+  onStep?: Progress,
+  opts: { rebuild?: boolean } = {},
+): Promise<RollupRefresh> {
   // One read when nothing is marked (an unchanged re-load): no transaction, lock or temporary
   // table. A mark committed after this read belongs to a write whose own refresh follows it.
   if (await rollupsCurrent(pool)) return { rebuilt: false, days: 0, threads: 0, users: 0 };
   return inTransaction(pool, async (c) => {
     const state = await c.query<{ rebuild_needed: boolean }>('select rebuild_needed from rollup_state');
-    if (state.rows[0]?.rebuild_needed !== false) return rebuildAll(c, onStep);
+    if (state.rows[0]?.rebuild_needed !== false) {
+      return opts.rebuild ? rebuildAll(c, onStep) : { rebuilt: false, days: 0, threads: 0, users: 0 };
+    }
     return refreshMarked(c, onStep);
   });
 }

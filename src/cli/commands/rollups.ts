@@ -97,13 +97,17 @@ function registerStatus(rollups: Command): void {
 function registerRefresh(rollups: Command): void {
   rollups
     .command('refresh')
-    .summary('recompute what loads and enrichment marked but did not refresh (normally nothing)')
+    .summary(
+      'recompute what loads and enrichment marked but did not refresh (normally nothing); a pending rebuild runs',
+    )
     .action(async () => {
       const ctx = loadContext();
       const wh = await openConfiguredWarehouse(ctx, { connections: 1 });
       try {
         const t0 = performance.now();
-        const r = await refreshRollups(wh.warehouse.pool, (step) => process.stderr.write(`  ${step}\n`));
+        const r = await refreshRollups(wh.warehouse.pool, (step) => process.stderr.write(`  ${step}\n`), {
+          rebuild: true,
+        });
         process.stdout.write(
           r.rebuilt
             ? `rollups rebuilt in ${seconds(t0)}\n`
