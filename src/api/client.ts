@@ -2,6 +2,7 @@ import { Agent, request } from 'undici';
 import type { Config } from '../config.ts';
 import { CrsError } from '../errors.ts';
 import type { Logger } from '../log.ts';
+import { present } from '../shared/checked.ts';
 import { createConcurrencyLimiter } from './concurrency.ts';
 import { createCredentials } from './credentials.ts';
 import { type ExportBody, exportBody } from './export-stream.ts';
@@ -189,7 +190,7 @@ export function createServiceClient(options: ServiceClientOptions, log: Logger):
       const { body } = await transport.json({
         operation: 'tokenExchange',
         method: 'POST',
-        url: o.tokenUrl!,
+        url: present(o.tokenUrl, 'the token URL'),
         auth: 'none',
         headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' },
         body: form.toString(),
@@ -245,7 +246,7 @@ export function createServiceClient(options: ServiceClientOptions, log: Logger):
     const operation = 'getArtifact.legacy';
     const { body, status } = await getJson({
       operation,
-      url: `${o.legacyBaseUrl!.replace(/\/+$/, '')}/client/v2/thread/${seg(threadId)}/artifact/${seg(artifactId)}`,
+      url: `${present(o.legacyBaseUrl, 'the legacy base URL').replace(/\/+$/, '')}/client/v2/thread/${seg(threadId)}/artifact/${seg(artifactId)}`,
       auth: 'api-key',
       signal,
     });

@@ -1,5 +1,6 @@
 import { Readable } from 'node:stream';
 import { CrsError } from '../errors.ts';
+import { u8At } from '../shared/checked.ts';
 import { fileNameFromContentDisposition } from './content-disposition.ts';
 import { cancelled } from './rate-limiter.ts';
 import type { SecretScrubber } from './secrets.ts';
@@ -108,7 +109,7 @@ export function exportBody(
         }
         if (chunk.done) break;
         bytesRead += chunk.value.byteLength;
-        if (chunk.value.byteLength > 0) lastByte = chunk.value[chunk.value.byteLength - 1]!;
+        if (chunk.value.byteLength > 0) lastByte = u8At(chunk.value, chunk.value.byteLength - 1);
         yield chunk.value;
       }
       if (contentLength !== undefined && bytesRead < contentLength) {

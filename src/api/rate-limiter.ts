@@ -1,4 +1,5 @@
 import { CrsError } from '../errors.ts';
+import { f64At, present } from '../shared/checked.ts';
 
 /**
  * The client's one request-rate budget: at most `limit` request starts in any window of
@@ -67,7 +68,7 @@ export function createRateLimiter(
   function pump(): void {
     while (queue.length > 0) {
       const t = now();
-      const oldest = recent[next]!;
+      const oldest = f64At(recent, next);
       if (filled === limit && t - oldest < windowMs) {
         if (timer === undefined) {
           // Timers may fire a little early; pump re-checks the clock and re-arms if so.
@@ -81,7 +82,7 @@ export function createRateLimiter(
         }
         return;
       }
-      const w = queue.shift()!;
+      const w = present(queue.shift(), 'the first waiter');
       recent[next] = t;
       next = (next + 1) % limit;
       if (filled < limit) filled++;

@@ -2,6 +2,7 @@ import type { Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import { CrsError } from '../errors.ts';
 import type { Logger } from '../log.ts';
+import { itemAt } from '../shared/checked.ts';
 import { retryDelay } from './backoff.ts';
 import type { ConcurrencyLimiter } from './concurrency.ts';
 import { classifyStatus, httpStatusError } from './http-error.ts';
@@ -340,7 +341,9 @@ function readLimited(
     });
     body.on('end', () =>
       resolve(
-        chunks.length === 1 ? chunks[0]!.toString('utf8') : Buffer.concat(chunks, size).toString('utf8'),
+        chunks.length === 1
+          ? itemAt(chunks, 0).toString('utf8')
+          : Buffer.concat(chunks, size).toString('utf8'),
       ),
     );
     body.on('error', reject);
