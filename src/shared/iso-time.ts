@@ -50,6 +50,11 @@ const pad4 = (n: number): string => String(n).padStart(4, '0');
 
 const SHAPE = 'expected YYYY-MM-DDTHH:MM:SS[.fff](Z|±hh:mm)';
 
+/**
+ * Parses one time text (the rules are at the top of this file). Long: one pass over the text, each
+ * check in the order of the characters it reads, on the loader's hot path; split, the parts would
+ * hand the position and half-read fields back and forth.
+ */
 export function parseOffsetTime(s: string): TimeResult {
   const n = s.length;
   const century = two(s, 0);
