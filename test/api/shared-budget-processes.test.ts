@@ -136,7 +136,7 @@ function startsIn(starts: number[], fromMs: number, toMs: number): number[] {
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
 
 describe('one request budget for three worker processes (Postgres, simulator over HTTP)', () => {
-  it(`when three processes with queued work share ${LIMIT} requests/s, then no second of the simulator's sees more than ${LIMIT}, at least 90% is used, and a process SIGKILLed mid-run leaves the whole budget to the others`, async () => {
+  it(`when three processes with queued work share ${LIMIT} requests/s, then no second of the simulator's sees more than ${LIMIT} and a process SIGKILLed mid-run leaves the whole budget to the others`, async () => {
     const before = await arrivals();
     const a = start('limit', 220);
     const b = start('limit', 220);
@@ -188,15 +188,13 @@ describe('one request budget for three worker processes (Postgres, simulator ove
     expect(Math.max(...perSecond)).toBeLessThanOrEqual(LIMIT);
     expect(whileThree.length).toBeGreaterThan(0);
     expect(whileTwo.length).toBeGreaterThan(0);
-    // Use of the limit is a rate, so it depends on the machine: on one loaded past twice its
-    // cores, leases slower than their hold waste grants (docs/decisions/0009 measures it).
-    // Asserted where the machine can keep up; printed always.
-    if (Number(load) < 2 * os.cpus().length) {
-      expect(mean(whileThree)).toBeGreaterThanOrEqual(0.9 * LIMIT);
-      expect(mean(whileTwo)).toBeGreaterThanOrEqual(0.9 * LIMIT);
-    } else {
-      console.log(`use of the limit not asserted: load ${load} on ${os.cpus().length} cores`);
-    }
+    // Use of the limit is a rate: it depends on how fast this machine runs the three processes,
+    // so it is measured by `node test/api/helpers/budget-measure.ts` and bench:backfill (quoted in
+    // docs/decisions/0009), and only printed here: no timing assertion in a test.
+    console.log(
+      `use of the limit: ${Math.round((100 * mean(whileThree)) / LIMIT)}% with three, ` +
+        `${Math.round((100 * mean(whileTwo)) / LIMIT)}% with two (load ${load})`,
+    );
   });
 
   it('when a process holding the whole budget is SIGKILLed, then the budget is whole again one window later', async () => {
