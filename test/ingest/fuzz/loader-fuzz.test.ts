@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { parseConfig } from '../../src/config.ts';
-import { createLogger } from '../../src/log.ts';
-import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
+import { parseConfig } from '../../../src/config.ts';
+import { createLogger } from '../../../src/log.ts';
+import { createTestWarehouse, type TestWarehouse } from '../../helpers/warehouse.ts';
 import { newTally, runFuzz, tallyTable } from './loader-fuzz-core.ts';
 
 /**

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { addDay, type DayResult, emptyTotals } from '../../../workflows/types.ts';
+import { addDay, type DayResult, emptyTotals } from '../../workflows/types.ts';
 
 const day = (outcome: DayResult['outcome'], n: number): DayResult => ({
   day: '2026-11-01',

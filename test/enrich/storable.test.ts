@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { notStorable, storableText } from '../../../src/enrich/storable.ts';
+import { notStorable, storableText } from '../../src/enrich/storable.ts';
 
 describe('notStorable', () => {
   it('when a value holds U+0000 or a lone surrogate in a value or a key, then it names which', () => {

@@ -118,7 +118,7 @@ describe('import', () => {
     const day = '2026-10-05';
     const recs = makeRecords(6, { day, seed: 'del' });
     const window = { from: day, to: day };
-    // One of six is above the default delete guard (test/integration/delete-guard.test.ts): off here.
+    // One of six is above the default delete guard (test/ingest/delete-guard.test.ts): off here.
     const config = parseConfig({ CRS_BATCH_SIZE: '50', CRS_LOAD_CONNECTIONS: '3', CRS_DELETE_GUARD: '100' });
     await importFile(tw.w, config, log, { file: file(toJsonl(recs)), completeDays: window });
     const gone = recs[2]!['Message ID'];

@@ -1,10 +1,10 @@
 import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { parseRecord } from '../../../src/ingest/record-parser.ts';
+import { parseRecord } from '../../src/ingest/record-parser.ts';
 
 // The parser promises values PostgreSQL takes exactly; this holds it to that against a real server.
-const fixtures = new URL('../../fixtures/bad-lines/', import.meta.url);
+const fixtures = new URL('../fixtures/bad-lines/', import.meta.url);
 const lines = readFileSync(new URL('records.jsonl', fixtures), 'utf8').split('\n').slice(0, -1);
 
 const base = {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { incompleteReason } from '../../../src/api/export-stream.ts';
+import { incompleteReason } from '../../src/api/export-stream.ts';
 
 const whole = {
   complete: true,

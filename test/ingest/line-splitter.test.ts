@@ -1,6 +1,6 @@
 import { isUtf8 } from 'node:buffer';
 import { describe, expect, it } from 'vitest';
-import { type SourceLine, type SplitStats, splitLines } from '../../../src/ingest/line-splitter.ts';
+import { type SourceLine, type SplitStats, splitLines } from '../../src/ingest/line-splitter.ts';
 
 async function* chunksOf(parts: Uint8Array[]): AsyncGenerator<Uint8Array> {
   for (const p of parts) yield p;

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { ByteSink, putMessageTuple, responseChars } from '../../../src/ingest/copy-binary.ts';
-import { parseRecord } from '../../../src/ingest/record-parser.ts';
+import { ByteSink, putMessageTuple, responseChars } from '../../src/ingest/copy-binary.ts';
+import { parseRecord } from '../../src/ingest/record-parser.ts';
 
 // The stored record_hash of a line and the bytes of its COPY tuple must never change with the
 // encoder's internals, or every re-load after an upgrade would see every record as changed.

@@ -5,10 +5,10 @@
  *   FUZZ_SEED=<n> FUZZ_LINES=<n> npm run fuzz
  */
 import { randomBytes } from 'node:crypto';
-import { parseConfig } from '../../src/config.ts';
-import { createLogger } from '../../src/log.ts';
-import { openWarehouse } from '../../src/warehouse/db.ts';
-import { dropSchema, migrateToLatest } from '../../src/warehouse/migrator.ts';
+import { parseConfig } from '../../../src/config.ts';
+import { createLogger } from '../../../src/log.ts';
+import { openWarehouse } from '../../../src/warehouse/db.ts';
+import { dropSchema, migrateToLatest } from '../../../src/warehouse/migrator.ts';
 import { newTally, runFuzz, tallyTable } from './loader-fuzz-core.ts';
 
 const seed = Number(process.env.FUZZ_SEED ?? Date.now() % 2 ** 31);

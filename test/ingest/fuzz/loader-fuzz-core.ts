@@ -3,12 +3,12 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import fc from 'fast-check';
-import type { Config } from '../../src/config.ts';
-import { importFile } from '../../src/ingest/import-file.ts';
-import type { LoadSummary } from '../../src/ingest/load.ts';
-import type { Logger } from '../../src/log.ts';
-import type { Warehouse } from '../../src/warehouse/db.ts';
-import { type FakeRecord, makeRecords } from '../helpers/export-lines.ts';
+import type { Config } from '../../../src/config.ts';
+import { importFile } from '../../../src/ingest/import-file.ts';
+import type { LoadSummary } from '../../../src/ingest/load.ts';
+import type { Logger } from '../../../src/log.ts';
+import type { Warehouse } from '../../../src/warehouse/db.ts';
+import { type FakeRecord, makeRecords } from '../../helpers/export-lines.ts';
 
 /**
  * The loader's fuzz property: valid export lines, mutated in ways the world mutates them (byte
