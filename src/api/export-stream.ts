@@ -44,6 +44,12 @@ class IdleTimeout extends Error {
   }
 }
 
+/**
+ * The export's body as a stream of chunks with its completeness tracked (ExportBody).
+ *
+ * Long: one closure over the body's state (bytes read, last byte, finished) that its iterator, its
+ * Node stream and its cancel share; split, that state would be passed around by reference.
+ */
 export function exportBody(
   open: OpenStream,
   opts: {

@@ -252,6 +252,7 @@ const threads: PageDef = {
     breakdown: Q.threadBreakdown,
     top: Q.topThreads,
   },
+  // Long: the page's HTML top to bottom, one block per section, each a few lines of markup.
   render(d) {
     const out: string[] = [];
     const daily = get<Q.UsageDay[]>(d, 'daily', out);
