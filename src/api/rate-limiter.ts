@@ -43,11 +43,37 @@ export function rateWindow(rps: number, marginMs: number): RateWindow {
   return { limit: 1, windowMs: Math.ceil(1000 / rps) + marginMs };
 }
 
-interface Waiter {
-  resolve: () => void;
+/** A caller waiting in a limiter's FIFO queue; leaves it (rejected CANCELLED) when its signal aborts. */
+export interface Waiter<T = void> {
+  resolve: (value: T) => void;
   reject: (err: unknown) => void;
   signal: AbortSignal | undefined;
   onAbort: (() => void) | undefined;
+}
+
+/**
+ * Queues a caller and runs `pump` (which hands out what is free): the promise settles when `pump`
+ * resolves the waiter, or rejects with CANCELLED when `signal` aborts first, leaving the queue.
+ */
+export function enqueue<T>(
+  queue: Waiter<T>[],
+  signal: AbortSignal | undefined,
+  pump: () => void,
+): Promise<T> {
+  if (signal?.aborted) return Promise.reject(cancelled(signal));
+  return new Promise<T>((resolve, reject) => {
+    const w: Waiter<T> = { resolve, reject, signal, onAbort: undefined };
+    if (signal) {
+      w.onAbort = () => {
+        const i = queue.indexOf(w);
+        if (i >= 0) queue.splice(i, 1);
+        reject(cancelled(signal));
+      };
+      signal.addEventListener('abort', w.onAbort, { once: true });
+    }
+    queue.push(w);
+    pump();
+  });
 }
 
 export function createRateLimiter(
@@ -99,20 +125,7 @@ export function createRateLimiter(
       return granted;
     },
     acquire(signal?: AbortSignal): Promise<void> {
-      if (signal?.aborted) return Promise.reject(cancelled(signal));
-      return new Promise<void>((resolve, reject) => {
-        const w: Waiter = { resolve, reject, signal, onAbort: undefined };
-        if (signal) {
-          w.onAbort = () => {
-            const i = queue.indexOf(w);
-            if (i >= 0) queue.splice(i, 1);
-            reject(cancelled(signal));
-          };
-          signal.addEventListener('abort', w.onAbort, { once: true });
-        }
-        queue.push(w);
-        pump();
-      });
+      return enqueue(queue, signal, pump);
     },
   };
 }

@@ -1,7 +1,7 @@
 import type { Logger } from '../log.ts';
 import { dbFailureKind } from '../warehouse/db-errors.ts';
 import type { RateBudgetLease } from '../warehouse/rate-budget.ts';
-import { cancelled, type RateLimiter, type RateWindow } from './rate-limiter.ts';
+import { enqueue, type RateLimiter, type Waiter as RateWaiter, type RateWindow } from './rate-limiter.ts';
 
 /** Where the deployment's budget lives (src/warehouse/rate-budget.ts: a row in the warehouse). */
 export interface BudgetStore {
@@ -33,13 +33,8 @@ export interface SharedLimiterOptions {
 export const DEFAULT_BUDGET_HOLD_MS = 75;
 const MAX_DB_BACKOFF_MS = 5_000;
 
-interface Waiter {
-  /** With the moment (`now()`) by which the grant's request must start. */
-  resolve: (until: number) => void;
-  reject: (err: unknown) => void;
-  signal: AbortSignal | undefined;
-  onAbort: (() => void) | undefined;
-}
+/** Resolved with the moment (`now()`) by which the grant's request must start. */
+type Waiter = RateWaiter<number>;
 
 export interface SharedRateLimiter extends RateLimiter {
   /**
@@ -195,20 +190,7 @@ export function createSharedRateLimiter(o: SharedLimiterOptions): SharedRateLimi
   }
 
   function acquireUntil(signal?: AbortSignal): Promise<number> {
-    if (signal?.aborted) return Promise.reject(cancelled(signal));
-    return new Promise<number>((resolve, reject) => {
-      const w: Waiter = { resolve, reject, signal, onAbort: undefined };
-      if (signal) {
-        w.onAbort = () => {
-          const i = queue.indexOf(w);
-          if (i >= 0) queue.splice(i, 1);
-          reject(cancelled(signal));
-        };
-        signal.addEventListener('abort', w.onAbort, { once: true });
-      }
-      queue.push(w);
-      pump();
-    });
+    return enqueue(queue, signal, pump);
   }
 
   return {
