@@ -286,6 +286,7 @@ export async function runDemo(opts: DemoOptions, io: DemoIo): Promise<number> {
       await aborted.catch(() => {});
       return 0;
     }
+    if (!opts.json) say('\nTo look around in the dashboard (and keep the stack up): crs-sync demo --keep');
     return ok ? 0 : 1;
   } catch (err) {
     if (err instanceof CrsError && err.code === 'CANCELLED') {
