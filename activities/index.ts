@@ -1,11 +1,11 @@
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { ServiceClient } from '../src/api/index.ts';
+import { pickCounts } from '../src/common/counts.ts';
 import type { Config } from '../src/config.ts';
 import { createEnrichOps } from '../src/enrich/index.ts';
 import { loadExportDay } from '../src/ingest/export-day.ts';
 import type { Logger } from '../src/log.ts';
-import { pickCounts } from '../src/shared/counts.ts';
 import { findDayCompletedSince, releaseUnfinishedDay } from '../src/warehouse/days.ts';
 import type { Warehouse } from '../src/warehouse/db.ts';
 import { planWindow } from '../src/warehouse/ledger.ts';

@@ -1,11 +1,11 @@
 import { proxyActivities, proxyLocalActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.ts';
-import { NON_RETRYABLE_CODES } from '../src/errors.ts';
 import {
   ENRICH_HEARTBEAT_TIMEOUT_MS,
   LOAD_HEARTBEAT_TIMEOUT_MS,
   MAX_RETRY_INTERVAL_MS,
-} from '../src/shared/liveness.ts';
+} from '../src/common/liveness.ts';
+import { NON_RETRYABLE_CODES } from '../src/errors.ts';
 
 /**
  * Activity proxies with their timeouts and retry policies, chosen per kind of work. Failure

@@ -1,5 +1,5 @@
+import { addCounts, emptyCounts, type LoadCounts } from '../src/common/counts.ts';
 import type { EnrichCounts } from '../src/enrich/counts.ts';
-import { addCounts, emptyCounts, type LoadCounts } from '../src/shared/counts.ts';
 
 /**
  * Inputs, results and progress of the crs-sync workflows. Everything here travels through
@@ -20,7 +20,7 @@ export type SyncKind = 'scheduled' | 'manual' | 'backfill';
 
 /**
  * Figures of one day's export load: the project's one counts type. Recorded in histories under
- * these field names, so old histories replay and old totals add up (src/shared/counts.ts).
+ * these field names, so old histories replay and old totals add up (src/common/counts.ts).
  */
 export type DayCounts = LoadCounts;
 

@@ -1,8 +1,8 @@
 import { Agent, request } from 'undici';
+import { present } from '../common/checked.ts';
 import type { Config } from '../config.ts';
 import { CrsError } from '../errors.ts';
 import type { Logger } from '../log.ts';
-import { present } from '../shared/checked.ts';
 import { createConcurrencyLimiter } from './concurrency.ts';
 import { createCredentials } from './credentials.ts';
 import { type ExportBody, exportBody } from './export-stream.ts';

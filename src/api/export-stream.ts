@@ -1,6 +1,6 @@
 import { Readable } from 'node:stream';
+import { u8At } from '../common/checked.ts';
 import { CrsError } from '../errors.ts';
-import { u8At } from '../shared/checked.ts';
 import { fileNameFromContentDisposition } from './content-disposition.ts';
 import { cancelled } from './rate-limiter.ts';
 import type { SecretScrubber } from './secrets.ts';

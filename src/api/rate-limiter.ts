@@ -1,5 +1,5 @@
+import { f64At, present } from '../common/checked.ts';
 import { CrsError } from '../errors.ts';
-import { f64At, present } from '../shared/checked.ts';
 
 /**
  * The client's one request-rate budget: at most `limit` request starts in any window of

@@ -1,8 +1,8 @@
 import type { Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
+import { itemAt } from '../common/checked.ts';
 import { CrsError } from '../errors.ts';
 import type { Logger } from '../log.ts';
-import { itemAt } from '../shared/checked.ts';
 import { retryDelay } from './backoff.ts';
 import type { ConcurrencyLimiter } from './concurrency.ts';
 import { classifyStatus, httpStatusError } from './http-error.ts';

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { formatDuration, formatNumber, renderTable } from '../shared/table.ts';
+import { formatDuration, formatNumber, renderTable } from '../common/table.ts';
 
 /** The warehouse's figures after the demo's backfill, read back from the tables and views. */
 export interface WarehouseFigures {

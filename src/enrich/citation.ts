@@ -1,4 +1,4 @@
-import { parseOffsetTime } from '../shared/iso-time.ts';
+import { parseOffsetTime } from '../common/iso-time.ts';
 
 /** The eight citation fields spec §2 names; everything else of a citation goes to `extra`. */
 const SPEC_FIELDS = [

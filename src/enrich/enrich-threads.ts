@@ -1,9 +1,9 @@
 import type { Kysely } from 'kysely';
 import type { HistoryEntry, ServiceClient } from '../api/index.ts';
 import { statusOf } from '../api/index.ts';
+import { present } from '../common/checked.ts';
 import { CrsError, errorMessage, isCrsError } from '../errors.ts';
 import type { Logger } from '../log.ts';
-import { present } from '../shared/checked.ts';
 import type { Database } from '../warehouse/types.ts';
 import { parseArtifact } from './artifact.ts';
 import { type EnrichCounts, emptyEnrichCounts } from './counts.ts';

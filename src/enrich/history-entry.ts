@@ -1,4 +1,4 @@
-import { parseOffsetTime } from '../shared/iso-time.ts';
+import { parseOffsetTime } from '../common/iso-time.ts';
 import { type CitationFields, parseCitations } from './citation.ts';
 import { notStorable } from './storable.ts';
 

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { itemAt } from '../shared/checked.ts';
+import { itemAt } from '../common/checked.ts';
 import { type PageWrite, pageKeys, writePages } from './write-pages.ts';
 
 /**

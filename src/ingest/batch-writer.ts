@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import { emptyCounts, type LoadCounts } from '../common/counts.ts';
 import { CrsError } from '../errors.ts';
-import { emptyCounts, type LoadCounts } from '../shared/counts.ts';
 import { dbFailureKind } from '../warehouse/db-errors.ts';
 import type { FastPathGate } from './fast-path.ts';
 import { type BatchCounts, type BatchTarget, mergeBatch } from './merge.ts';

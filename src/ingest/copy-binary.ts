@@ -1,4 +1,4 @@
-import { daysFromCivil } from '../shared/civil-date.ts';
+import { daysFromCivil } from '../common/civil-date.ts';
 import { recordHashOf } from './record-hash.ts';
 import { type ExportRecord, HEX_VALUE } from './record-parser.ts';
 

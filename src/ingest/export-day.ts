@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
 import { type ExportBody, notAnExport, type ServiceClient } from '../api/index.ts';
+import { type LoadCounts, pickCounts } from '../common/counts.ts';
 import type { Config } from '../config.ts';
 import { CrsError, errorMessage, isCrsError } from '../errors.ts';
 import type { Logger } from '../log.ts';
-import { type LoadCounts, pickCounts } from '../shared/counts.ts';
 import { markDayRunning, recordDayDownload, releaseUnfinishedDay } from '../warehouse/days.ts';
 import type { Warehouse } from '../warehouse/db.ts';
 import { type LoadProgress, runLoad } from './load.ts';

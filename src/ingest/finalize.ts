@@ -1,6 +1,6 @@
 import type pg from 'pg';
+import type { LoadCounts } from '../common/counts.ts';
 import { CrsError } from '../errors.ts';
-import type { LoadCounts } from '../shared/counts.ts';
 import { addDayDeletes, recordDayExport, recordDayLoaded } from '../warehouse/days.ts';
 import type { Warehouse } from '../warehouse/db.ts';
 import { dayRange } from '../warehouse/ledger.ts';

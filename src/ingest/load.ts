@@ -1,8 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
+import type { LoadCounts } from '../common/counts.ts';
 import { CrsError, errorMessage, isCrsError } from '../errors.ts';
 import type { Logger } from '../log.ts';
-import type { LoadCounts } from '../shared/counts.ts';
 import type { Warehouse } from '../warehouse/db.ts';
 import { toDbCrsError } from '../warehouse/db-errors.ts';
 import { BatchWriter } from './batch-writer.ts';
@@ -68,7 +68,7 @@ export interface LoadRequest {
   onProgress?: (p: LoadProgress) => void;
 }
 
-/** A load's counts (src/shared/counts.ts: `pickCounts(summary)` takes them) and how it went. */
+/** A load's counts (src/common/counts.ts: `pickCounts(summary)` takes them) and how it went. */
 export interface LoadSummary extends LoadCounts {
   loadId: string;
   /** Per UTC day of the records (and the ledger day of an export day's load). */

@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
-import { itemAt } from '../shared/checked.ts';
-import type { LoadCounts } from '../shared/counts.ts';
+import { itemAt } from '../common/checked.ts';
+import type { LoadCounts } from '../common/counts.ts';
 import { type ByteSink, COPY_HEADER, COPY_TRAILER, TUPLE_COLUMNS } from './copy-binary.ts';
 import {
   dayOfRaw,
@@ -52,7 +52,7 @@ export interface BatchTarget {
   onSeen?: ((id: string, day: string) => void) | undefined;
 }
 
-/** A batch's counts (a part of the load's, see src/shared/counts.ts) and what the loader steers by. */
+/** A batch's counts (a part of the load's, see src/common/counts.ts) and what the loader steers by. */
 export interface BatchCounts
   extends Pick<LoadCounts, 'rowsRead' | 'inserted' | 'updated' | 'unchanged' | 'rejected'> {
   /** Fast-path lines of the batch, and how many of them were unchanged without parsing. */

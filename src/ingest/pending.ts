@@ -1,4 +1,4 @@
-import { dayOfTimeText } from '../shared/iso-time.ts';
+import { dayOfTimeText } from '../common/iso-time.ts';
 import type { ByteSink } from './copy-binary.ts';
 import { putMessageTuple } from './copy-binary.ts';
 import type { LineProblem, SourceLine } from './line-splitter.ts';

@@ -1,4 +1,4 @@
-import { parseOffsetTime } from '../shared/iso-time.ts';
+import { parseOffsetTime } from '../common/iso-time.ts';
 import type { LineProblem } from './line-splitter.ts';
 import { recordHash } from './record-hash.ts';
 
@@ -124,7 +124,7 @@ const json = JSON as unknown as {
  *   duplicate is not detected.
  * - The six named keys must be present and strings. Ids: 8-4-4-4-12 hex in any case, stored
  *   lower-case; braces, `urn:uuid:` and the 32-digit form are rejected. No version check.
- * - Message Time: see src/shared/iso-time.ts (offset required; converted to UTC; leap second rejected).
+ * - Message Time: see src/common/iso-time.ts (offset required; converted to UTC; leap second rejected).
  * - Text PostgreSQL cannot store (U+0000, a lone surrogate) anywhere, keys of `extra` included,
  *   gives `text_not_storable` with the path of the first such string.
  * - `recordHash` is left '' with `{ hash: false }`, for a caller that computes it later.

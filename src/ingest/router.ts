@@ -1,5 +1,5 @@
 import { hash } from 'node:crypto';
-import { itemAt } from '../shared/checked.ts';
+import { itemAt } from '../common/checked.ts';
 import type { BatchWriter } from './batch-writer.ts';
 import { type FastPathGate, quickMessageId } from './fast-path.ts';
 import type { SourceLine } from './line-splitter.ts';

@@ -1,4 +1,4 @@
-import { f64At, itemAt, present, u8At } from '../shared/checked.ts';
+import { f64At, itemAt, present, u8At } from '../common/checked.ts';
 import type { ArtifactRef, CitedFile, HistoryEntry, ReplyDetails } from './content.ts';
 import { assistantEntry, CANCELLED_TEXT, replyDetails } from './content.ts';
 import {

@@ -1,4 +1,4 @@
-import { itemAt } from '../shared/checked.ts';
+import { itemAt } from '../common/checked.ts';
 import { dayToString } from './plan.ts';
 import { hash4, stringHash, unit, uuidFromHash } from './prng.ts';
 

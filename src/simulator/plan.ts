@@ -1,5 +1,5 @@
-import { f64At, itemAt } from '../shared/checked.ts';
-import { civilFromDays } from '../shared/civil-date.ts';
+import { f64At, itemAt } from '../common/checked.ts';
+import { civilFromDays } from '../common/civil-date.ts';
 import { hash4, Rng, unit } from './prng.ts';
 
 /**

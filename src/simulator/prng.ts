@@ -1,4 +1,4 @@
-import { itemAt } from '../shared/checked.ts';
+import { itemAt } from '../common/checked.ts';
 
 /**
  * Counter-based randomness: every value of the data set is a pure function of the seed and a few

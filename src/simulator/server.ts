@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { itemAt, present } from '../shared/checked.ts';
+import { itemAt, present } from '../common/checked.ts';
 import {
   AUD_ANALYTICS,
   AUD_V2,

@@ -1,4 +1,4 @@
-import { itemAt } from '../shared/checked.ts';
+import { itemAt } from '../common/checked.ts';
 import { Rng } from './prng.ts';
 
 /**

@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import type pg from 'pg';
-import type { LoadCounts } from '../shared/counts.ts';
+import type { LoadCounts } from '../common/counts.ts';
 import type { Executor, SyncDay } from './types.ts';
 
 /**

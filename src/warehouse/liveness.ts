@@ -1,5 +1,5 @@
 import { sql } from 'kysely';
-import { STALE_AFTER_MS } from '../shared/liveness.ts';
+import { STALE_AFTER_MS } from '../common/liveness.ts';
 
 /**
  * The last sign of life of a run or of a day's load: `progress_at` (its start, its activities'

@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
-import type { LoadCounts } from '../shared/counts.ts';
-import { STALE_AFTER_MS } from '../shared/liveness.ts';
+import type { LoadCounts } from '../common/counts.ts';
+import { STALE_AFTER_MS } from '../common/liveness.ts';
 import { touchDay } from './days.ts';
 import { RUN_ALIVE_AT } from './liveness.ts';
 import type { Executor, RunKind, RunStatus } from './types.ts';

@@ -1,5 +1,5 @@
 import { sql } from 'kysely';
-import { STALE_AFTER_MS } from '../shared/liveness.ts';
+import { STALE_AFTER_MS } from '../common/liveness.ts';
 import { getWatermark } from './days.ts';
 import { type HeldDay, listHeldDeletes } from './held-deletes.ts';
 import { shiftDay, utcDay } from './ledger.ts';

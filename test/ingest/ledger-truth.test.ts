@@ -1,10 +1,10 @@
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { STALE_AFTER_MS } from '../../src/common/liveness.ts';
 import { parseConfig } from '../../src/config.ts';
 import { loadExportDay } from '../../src/ingest/export-day.ts';
 import { createLogger } from '../../src/log.ts';
-import { STALE_AFTER_MS } from '../../src/shared/liveness.ts';
 import { generateExportLines } from '../../src/simulator/index.ts';
 import { planWindow, startRun, touchRun } from '../../src/warehouse/ledger.ts';
 import { readStatus } from '../../src/warehouse/status.ts';

@@ -1,8 +1,8 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { dayOfTimeText } from '../../src/common/iso-time.ts';
 import { recordHash } from '../../src/ingest/record-hash.ts';
 import { numericInRange, parseRecord, RECORD_LIMITS } from '../../src/ingest/record-parser.ts';
-import { dayOfTimeText } from '../../src/shared/iso-time.ts';
 
 const base = {
   Input: 'q',

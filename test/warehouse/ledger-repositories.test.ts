@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sumCounts } from '../../src/common/counts.ts';
 import { parseConfig } from '../../src/config.ts';
 import { replayRejects } from '../../src/ingest/replay.ts';
 import { createLogger } from '../../src/log.ts';
-import { sumCounts } from '../../src/shared/counts.ts';
 import { findDayCompletedSince, markDayRunning, releaseUnfinishedDay } from '../../src/warehouse/days.ts';
 import { closeRun, runStatus, startRun } from '../../src/warehouse/runs.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
+import { renderTable } from '../../common/table.ts';
 import { CrsError } from '../../errors.ts';
-import { renderTable } from '../../shared/table.ts';
 import { applyHeldDeletes, heldIds, listHeldDeletes } from '../../warehouse/held-deletes.ts';
 import { loadContext, openConfiguredWarehouse } from '../context.ts';
 

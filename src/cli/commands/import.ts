@@ -1,9 +1,9 @@
 import cliProgress from 'cli-progress';
 import { type Command, Option } from 'commander';
+import { formatBytes, formatDuration, renderTable } from '../../common/table.ts';
 import { CrsError, EXIT_FAILURE } from '../../errors.ts';
 import { importFile } from '../../ingest/import-file.ts';
 import type { LoadSummary } from '../../ingest/load.ts';
-import { formatBytes, formatDuration, renderTable } from '../../shared/table.ts';
 import { loadContext, openConfiguredWarehouse } from '../context.ts';
 
 const DATE = /^\d{4}-\d{2}-\d{2}$/;

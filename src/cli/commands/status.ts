@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { renderTable } from '../../shared/table.ts';
+import { renderTable } from '../../common/table.ts';
 import { readStatus, type WarehouseStatus } from '../../warehouse/status.ts';
 import { loadContext, openConfiguredWarehouse } from '../context.ts';
 

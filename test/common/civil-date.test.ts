@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { civilFromDays, daysFromCivil } from '../../src/shared/civil-date.ts';
+import { civilFromDays, daysFromCivil } from '../../src/common/civil-date.ts';
 
 const DAY_MS = 86_400_000;
 

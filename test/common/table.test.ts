@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { displayWidth, renderTable } from '../../src/shared/table.ts';
+import { displayWidth, renderTable } from '../../src/common/table.ts';
 
 describe('renderTable', () => {
   it('when a cell holds wide (CJK) characters, then the columns after it still line up', () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { f64At, itemAt, present, u8At } from '../../src/shared/checked.ts';
+import { f64At, itemAt, present, u8At } from '../../src/common/checked.ts';
 
 describe('checked access', () => {
   it('when the index is in range, then the element comes back; when it is not, then it throws', () => {
