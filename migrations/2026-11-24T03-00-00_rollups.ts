@@ -394,62 +394,11 @@ export async function recreateRollupViews(db: Kysely<any>): Promise<void> {
 }
 
 export async function down(db: Kysely<any>): Promise<void> {
-  // The views as migration T01 made them (column for column the same), then the rollups.
-  await sql`
-    create or replace view daily_usage as
-    with m as (
-      select a.message_date, a.user_id, a.thread_id,
-             case when a.response_chars = 0 or coalesce(h.is_cancelled, false) then null
-                  else a.response_chars end as answered_chars
-      from analytics_messages a
-      left join thread_messages h on h.message_id = a.message_id
-      where a._deleted_at is null
-    )
-    select message_date,
-           count(*)::bigint as messages,
-           count(distinct user_id)::bigint as active_users,
-           count(distinct thread_id)::bigint as active_threads,
-           (count(*) - count(answered_chars))::bigint as cancelled,
-           round(avg(answered_chars), 1)::double precision as avg_response_chars,
-           (percentile_cont(0.5) within group (order by answered_chars))::double precision
-             as median_response_chars
-    from m
-    group by message_date`.execute(db);
-  await sql`
-    create or replace view user_activity as
-    select user_id, min(message_time) as first_seen_at, max(message_time) as last_seen_at,
-           count(distinct message_date)::bigint as days_active, count(*)::bigint as messages,
-           count(distinct thread_id)::bigint as threads
-    from analytics_messages where _deleted_at is null group by user_id`.execute(db);
-  await sql`
-    create or replace view thread_summary as
-    select t.thread_id, t.thread_name, coalesce(m.user_id, t.user_id) as user_id, m.first_message_at,
-           m.last_message_at, coalesce(m.messages, 0)::bigint as messages, t.history_count,
-           coalesce(h.history_entries, 0)::bigint as history_entries,
-           coalesce(h.cancelled_entries, 0)::bigint as cancelled_entries,
-           coalesce(c.citations, 0)::bigint as citations, coalesce(r.artifacts, 0)::bigint as artifacts,
-           t.enrich_status, t.enriched_at, t.last_error
-    from threads t
-    left join (
-      select thread_id, min(user_id::text)::uuid as user_id, min(message_time) as first_message_at,
-             max(message_time) as last_message_at, count(*) as messages
-      from analytics_messages where _deleted_at is null group by thread_id
-    ) m on m.thread_id = t.thread_id
-    left join (
-      select thread_id, count(*) as history_entries, count(*) filter (where is_cancelled) as cancelled_entries
-      from thread_messages group by thread_id
-    ) h on h.thread_id = t.thread_id
-    left join (select thread_id, count(*) as citations from citations group by thread_id) c
-      on c.thread_id = t.thread_id
-    left join (select thread_id, count(*) as artifacts from artifacts group by thread_id) r
-      on r.thread_id = t.thread_id`.execute(db);
-  await sql`
-    create or replace view citation_sources as
-    select coalesce(citation_type, '(none)') as citation_type, coalesce(name, '(unnamed)') as name,
-           count(*)::bigint as citations, count(distinct thread_id)::bigint as threads,
-           count(distinct message_id)::bigint as messages, count(distinct artifact_id)::bigint as artifacts,
-           max(last_updated_at) as last_updated_at
-    from citations group by 1, 2`.execute(db);
+  // The views as migration T01 made them (their raw queries, column for column the same), then
+  // the rollups.
+  for (const [view, raw] of Object.entries(RAW)) {
+    await sql`create or replace view ${sql.id(view)} as ${sql.raw(raw.query)}`.execute(db);
+  }
   for (const table of ['analytics_messages', 'thread_messages', 'citations', 'artifacts']) {
     for (const ev of ['ins', 'upd', 'del']) {
       await sql`drop trigger if exists ${sql.id(`${table}_rollup_${ev}`)} on ${sql.id(table)}`.execute(db);
