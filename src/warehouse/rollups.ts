@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { rebuildRanges, refreshRanges } from './rollup-ranges.ts';
 
 /**
  * Upkeep of the rollup tables (migrations/2026-11-24T03-00-00_rollups.ts; docs/data-dictionary.md,
@@ -47,6 +48,8 @@ export const ROLLUP_TABLES = [
   'rollup_citation_thread_days',
   'rollup_citation_daily',
   'rollup_citation_type_daily',
+  'rollup_user_days',
+  'rollup_thread_days',
 ] as const;
 
 /**
@@ -286,6 +289,8 @@ async function rebuildAll(c: Client, onStep?: Progress): Promise<RollupRefresh> 
     onStep?.(table);
     await c.query(`insert into ${table} ${select}`);
   }
+  onStep?.('rollup_user_days, rollup_thread_days');
+  await rebuildRanges(c);
   await c.query('update rollup_state set rebuild_needed = false, rebuilt_at = now(), refreshed_at = now()');
   const n = await c.query<{ days: number; threads: number; users: number }>(
     `select (select count(*) from rollup_daily)::int as days, (select count(*) from rollup_threads)::int as threads,
@@ -450,6 +455,7 @@ async function refreshMarked(c: Client, onStep?: Progress): Promise<RollupRefres
     const users = 'select user_id from rd_users';
     await replaceRows(c, { table: 'rollup_users', where: `user_id in (${users})`, select: usersSql(users) });
   }
+  await refreshRanges(c, { days: m.days > 0, threads: true });
   await c.query('update rollup_state set refreshed_at = now()');
   return { rebuilt: false, days: m.days, threads: threadCount, users: userCount };
 }

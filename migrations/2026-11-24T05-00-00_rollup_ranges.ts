@@ -1,0 +1,98 @@
+import { type Kysely, sql } from 'kysely';
+
+/**
+ * Distinct counts over any range of days, from rollups (src/warehouse/rollup-ranges.ts;
+ * docs/decisions/0010-rollups-and-partitioning.md, "Distinct counts over a range").
+ *
+ * A user or thread active on several days of a range counts once, so per-day distinct counts do
+ * not add up. These tables keep, for each day a user or a thread was active (live export rows),
+ * the previous day it was active (`prev_date`). Within a range [a, b], an entity is counted on
+ * the first of its days in the range, the only one whose previous active day is before `a` (or
+ * none): `count(*) where message_date between a and b and (prev_date is null or prev_date < a)`
+ * is the exact number of distinct entities, one index-only read of the range's rows, with no
+ * sort or hash of keys.
+ *
+ * `rollup_thread_days` also carries what the dashboard breaks threads down by (the thread's
+ * enrichment status and its depth bucket), so the breakdown is the same single read. The status
+ * lives on `threads`, so a trigger marks a thread whose status changes (or which appears or goes
+ * away) for the refresh, in the writer's transaction, like the other rollup marks.
+ *
+ * Existing rollups are current or marked; the new tables are filled here from them (the refresh
+ * recomputes anything marked, and a rebuild recomputes all).
+ * Frozen in time: never import application code here.
+ */
+export async function up(db: Kysely<any>): Promise<void> {
+  await sql`
+    create table rollup_user_days (
+      user_id uuid not null,
+      message_date date not null,
+      prev_date date,
+      primary key (user_id, message_date)
+    )`.execute(db);
+  await sql`create index rollup_user_days_date_idx on rollup_user_days (message_date) include (prev_date)`.execute(
+    db,
+  );
+  // depth: the thread's stored history entries, bucketed 0, 1-2, 3-5, 6-10, 11-20, 21+ (0 to 5).
+  await sql`
+    create table rollup_thread_days (
+      thread_id uuid not null,
+      message_date date not null,
+      prev_date date,
+      status text,
+      depth smallint not null,
+      primary key (thread_id, message_date)
+    )`.execute(db);
+  await sql`
+    create index rollup_thread_days_date_idx on rollup_thread_days (message_date) include (prev_date, status, depth)`.execute(
+    db,
+  );
+
+  await sql`
+    create function rollup_mark_thread_status() returns trigger language plpgsql as $$
+    begin
+      if tg_op = 'INSERT' then
+        insert into rollup_dirty_threads select thread_id from new_rows;
+      elsif tg_op = 'DELETE' then
+        insert into rollup_dirty_threads select thread_id from old_rows;
+      else
+        insert into rollup_dirty_threads values (new.thread_id);
+      end if;
+      return null;
+    end $$`.execute(db);
+  await sql`
+    create trigger threads_rollup_ins after insert on threads
+    referencing new table as new_rows for each statement execute function rollup_mark_thread_status()`.execute(db);
+  await sql`
+    create trigger threads_rollup_del after delete on threads
+    referencing old table as old_rows for each statement execute function rollup_mark_thread_status()`.execute(db);
+  // Per row, but only for a status that changed: the loader's and the enricher's updates of
+  // counters and times leave no mark.
+  await sql`
+    create trigger threads_rollup_status after update of enrich_status on threads
+    for each row when (old.enrich_status is distinct from new.enrich_status)
+    execute function rollup_mark_thread_status()`.execute(db);
+
+  await sql`
+    insert into rollup_user_days (user_id, message_date, prev_date)
+    select user_id, message_date, lag(message_date) over (partition by user_id order by message_date)
+    from rollup_user_daily`.execute(db);
+  await sql`
+    insert into rollup_thread_days (thread_id, message_date, prev_date, status, depth)
+    select d.thread_id, d.message_date, lag(d.message_date) over (partition by d.thread_id order by d.message_date),
+           t.enrich_status,
+           case when coalesce(s.history_entries, 0) = 0 then 0 when s.history_entries <= 2 then 1
+                when s.history_entries <= 5 then 2 when s.history_entries <= 10 then 3
+                when s.history_entries <= 20 then 4 else 5 end
+    from (select distinct thread_id, message_date from rollup_thread_daily) d
+    left join threads t on t.thread_id = d.thread_id
+    left join rollup_threads s on s.thread_id = d.thread_id`.execute(db);
+}
+
+export async function down(db: Kysely<any>): Promise<void> {
+  for (const t of ['threads_rollup_ins', 'threads_rollup_del', 'threads_rollup_status']) {
+    await sql`drop trigger if exists ${sql.id(t)} on threads`.execute(db);
+  }
+  await sql`drop function if exists rollup_mark_thread_status()`.execute(db);
+  await sql`drop table if exists rollup_thread_days`.execute(db);
+  await sql`drop table if exists rollup_user_days`.execute(db);
+}
