@@ -61,10 +61,14 @@ export async function up(db: Kysely<any>): Promise<void> {
     end $$`.execute(db);
   await sql`
     create trigger threads_rollup_ins after insert on threads
-    referencing new table as new_rows for each statement execute function rollup_mark_thread_status()`.execute(db);
+    referencing new table as new_rows for each statement execute function rollup_mark_thread_status()`.execute(
+    db,
+  );
   await sql`
     create trigger threads_rollup_del after delete on threads
-    referencing old table as old_rows for each statement execute function rollup_mark_thread_status()`.execute(db);
+    referencing old table as old_rows for each statement execute function rollup_mark_thread_status()`.execute(
+    db,
+  );
   // Per row, but only for a status that changed: the loader's and the enricher's updates of
   // counters and times leave no mark.
   await sql`
