@@ -345,6 +345,8 @@ async function main(): Promise<void> {
       const r = await refreshRollups(big.pool);
       // The views as this checkout's migration defines them (a kept schema may predate a change).
       await recreateRollupViews(big.db);
+      // A migration may have filled a rollup table just now: index-only reads need its visibility map.
+      for (const t of ROLLUP_TABLES) await big.pool.query(`vacuum analyze ${t}`);
       say(`reused schema ${SCHEMA} (refresh: ${JSON.stringify(r)})\n`);
     }
     if (!flags['skip-queries']) {

@@ -129,21 +129,16 @@ export async function usageTotals(
   r: DayRange,
   source: Source = 'rollup',
 ): Promise<UsageTotals> {
-  const all = source === 'rollup' && (await coversAll(q, r));
+  // Distinct users and threads from the range rollups: each counts on its first active day in
+  // the range, the one whose previous active day is before it (src/warehouse/rollup-ranges.ts).
   const text =
     source === 'rollup'
       ? `select (select coalesce(sum(messages), 0)::bigint from rollup_daily
                   where message_date between $1::date and $2::date) as messages,
-                ${
-                  all
-                    ? `(select count(*) from rollup_users where messages > 0) as users,
-                       (select count(*) from rollup_threads where messages > 0) as threads,`
-                    : // count(*) over a group by: hashed, where count(distinct) always sorts (2x at 10M rows).
-                      `(select count(*) from (select user_id from rollup_user_daily
-                         where message_date between $1::date and $2::date group by user_id) u) as users,
-                       (select count(*) from (select thread_id from rollup_thread_daily
-                         where message_date between $1::date and $2::date group by thread_id) t) as threads,`
-                }
+                (select count(*) from rollup_user_days where message_date between $1::date and $2::date
+                    and (prev_date is null or prev_date < $1::date)) as users,
+                (select count(*) from rollup_thread_days where message_date between $1::date and $2::date
+                    and (prev_date is null or prev_date < $1::date)) as threads,
                 (select count(*) from rollup_daily
                   where message_date between $1::date and $2::date and messages > 0) as days`
       : `select count(*) as messages, count(distinct user_id) as users, count(distinct thread_id) as threads,
@@ -237,16 +232,9 @@ export async function newUsersDaily(
 
 // ---------------------------------------------------------------- threads
 
-/** The threads with a live message in the range (all of them: rollup_threads' live ones). */
-async function threadsInRange(q: Queryable, r: DayRange, source: Source): Promise<string> {
-  if (source === 'raw') {
-    return `select distinct thread_id from analytics_messages
-             where _deleted_at is null and message_date between $1::date and $2::date`;
-  }
-  return (await coversAll(q, r))
-    ? `select thread_id from rollup_threads where messages > 0 and $1::date <= $2::date`
-    : `select distinct thread_id from rollup_thread_daily where message_date between $1::date and $2::date`;
-}
+/** The raw tables' threads with a live message in the range. */
+const RAW_THREADS_IN_RANGE = `select distinct thread_id from analytics_messages
+  where _deleted_at is null and message_date between $1::date and $2::date`;
 
 export interface ThreadStatusCount {
   status: string;
@@ -269,33 +257,33 @@ export interface ThreadBreakdown {
 const DEPTH_BUCKETS = ['0', '1-2', '3-5', '6-10', '11-20', '21+'];
 
 /**
- * The range's threads by status and by depth, in one pass: finding the range's threads and
- * joining them to `threads` is the whole cost (~100k threads for 30 days at 10M rows), so it is
- * paid once for both tables, and the threads' count is their sum.
+ * The range's threads by status and by depth. From the rollups it is one index-only read of the
+ * range's thread-days (`rollup_thread_days` carries each thread's status and depth bucket, and a
+ * thread counts on its first day in the range); from the raw tables the range's threads are found
+ * and joined to `threads` and to their history counts.
  */
 export async function threadBreakdown(
   q: Queryable,
   r: DayRange,
   source: Source = 'rollup',
 ): Promise<ThreadBreakdown> {
-  const depth =
+  const text =
     source === 'rollup'
-      ? `left join rollup_threads s on s.thread_id = r.thread_id`
-      : `left join (select thread_id, count(*) as history_entries from thread_messages group by thread_id) s
-           on s.thread_id = r.thread_id`;
-  const cells = await rows<{ status: string; k: number; threads: number }>(
-    q,
-    `with r as (${await threadsInRange(q, r, source)})
-     select coalesce(t.enrich_status, '(not queued)') as status,
-            case when coalesce(s.history_entries, 0) = 0 then 0 when s.history_entries <= 2 then 1
-                 when s.history_entries <= 5 then 2 when s.history_entries <= 10 then 3
-                 when s.history_entries <= 20 then 4 else 5 end as k,
-            count(*) as threads
-       from r left join threads t on t.thread_id = r.thread_id
-       ${depth}
-      group by 1, 2`,
-    [r.from, r.to],
-  );
+      ? `select coalesce(status, '(not queued)') as status, depth as k, count(*) as threads
+           from rollup_thread_days
+          where message_date between $1::date and $2::date and (prev_date is null or prev_date < $1::date)
+          group by 1, 2`
+      : `with r as (${RAW_THREADS_IN_RANGE})
+         select coalesce(t.enrich_status, '(not queued)') as status,
+                case when coalesce(s.history_entries, 0) = 0 then 0 when s.history_entries <= 2 then 1
+                     when s.history_entries <= 5 then 2 when s.history_entries <= 10 then 3
+                     when s.history_entries <= 20 then 4 else 5 end as k,
+                count(*) as threads
+           from r left join threads t on t.thread_id = r.thread_id
+           left join (select thread_id, count(*) as history_entries from thread_messages group by thread_id) s
+             on s.thread_id = r.thread_id
+          group by 1, 2`;
+  const cells = await rows<{ status: string; k: number; threads: number }>(q, text, [r.from, r.to]);
   const byStatus = new Map<string, number>();
   const byDepth = DEPTH_BUCKETS.map(() => 0);
   for (const c of cells) {

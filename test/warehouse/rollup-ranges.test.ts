@@ -1,0 +1,154 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseConfig } from '../../src/config.ts';
+import { threadBreakdown, usageTotals } from '../../src/dashboard/queries.ts';
+import { importFile } from '../../src/ingest/import-file.ts';
+import { createLogger } from '../../src/log.ts';
+import { rebuildRollups, refreshRollups } from '../../src/warehouse/rollups.ts';
+import { type FakeRecord, uuidFrom } from '../helpers/export-lines.ts';
+import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
+
+/**
+ * The range rollups (src/warehouse/rollup-ranges.ts) give, for every range of days, the same
+ * distinct users and threads, and the same threads by status and depth, as the raw tables, after
+ * loads that add a user's or a thread's days in the middle of its others, withdraw them again,
+ * and after status changes written straight into `threads`; and what the loads kept
+ * incrementally equals a rebuild. Records are drawn from a seeded generator (the seed is printed;
+ * RANGES_SEED=… replays it).
+ */
+
+const SEED = Number(process.env.RANGES_SEED ?? Date.now() % 1_000_000_007);
+const log = createLogger({ level: 'silent', pretty: false });
+const DAYS = Array.from({ length: 10 }, (_, i) => `2026-11-${String(i + 1).padStart(2, '0')}`);
+const RANGE = { from: DAYS[0] ?? '', to: DAYS[DAYS.length - 1] ?? '' };
+const config = parseConfig({ CRS_BATCH_SIZE: '20', CRS_LOAD_CONNECTIONS: '2', CRS_DELETE_GUARD: '100' });
+const dir = mkdtempSync(path.join(tmpdir(), 'crs-ranges-'));
+
+/** mulberry32: small, seeded, the same sequence on every machine. */
+function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+const rand = rng(SEED);
+const pick = (n: number) => Math.floor(rand() * n);
+
+let tw: TestWarehouse;
+let files = 0;
+let records: FakeRecord[] = [];
+
+function record(i: number, day: string, thread: number): FakeRecord {
+  return {
+    Input: `question ${i}`,
+    Response: `answer ${i} `.repeat(1 + (i % 4)),
+    'Message ID': uuidFrom(`ranges:m:${i}`),
+    'Message Time': `${day}T${String(i % 24).padStart(2, '0')}:${String(i % 60).padStart(2, '0')}:00Z`,
+    'Thread ID': uuidFrom(`ranges:t:${thread}`),
+    // A thread belongs to one user; users share out 14 threads, so both recur across days.
+    'User ID': uuidFrom(`ranges:u:${thread % 5}`),
+  };
+}
+
+async function load(): Promise<void> {
+  const file = path.join(dir, `f${files++}.jsonl`);
+  writeFileSync(file, `${records.map((r) => JSON.stringify(r)).join('\n')}\n`);
+  await importFile(tw.w, config, log, { file, completeDays: RANGE });
+}
+
+/** Every range of the ten days, from the rollups and from the raw tables. */
+async function expectEveryRange(stage: string): Promise<void> {
+  for (let a = 0; a < DAYS.length; a++) {
+    for (let b = a; b < DAYS.length; b++) {
+      const r = { from: DAYS[a] ?? '', to: DAYS[b] ?? '' };
+      const at = `${stage}, ${r.from}..${r.to} (seed ${SEED})`;
+      expect(await usageTotals(tw.w.pool, r), at).toEqual(await usageTotals(tw.w.pool, r, 'raw'));
+      expect(await threadBreakdown(tw.w.pool, r), at).toEqual(await threadBreakdown(tw.w.pool, r, 'raw'));
+    }
+  }
+  const tables = async () => {
+    const out: string[][] = [];
+    for (const t of ['rollup_user_days', 'rollup_thread_days']) {
+      const q = await tw.w.pool.query<{ r: string }>(`select x::text as r from ${t} x order by 1`);
+      out.push(q.rows.map((row) => row.r));
+    }
+    return out;
+  };
+  const incremental = await tables();
+  expect(incremental[0]?.length, `${stage}: rollup_user_days has rows`).toBeGreaterThan(0);
+  await rebuildRollups(tw.w.pool, null);
+  expect(await tables(), `${stage}: incremental = rebuild (seed ${SEED})`).toEqual(incremental);
+}
+
+beforeAll(async () => {
+  tw = await createTestWarehouse({ prefix: 'ranges' });
+  console.info(`rollup-ranges test: seed ${SEED} (RANGES_SEED=${SEED} replays it)`);
+});
+afterAll(async () => {
+  await tw?.dispose();
+});
+
+describe('range rollups', () => {
+  it('when records are loaded over ten days, then every range counts its distinct users and threads as the raw tables do', async () => {
+    // Days 4 and 7 are left empty for now: later loads fill them between a user's other days.
+    const open = DAYS.filter((_, i) => i !== 4 && i !== 7);
+    records = Array.from({ length: 120 }, (_, i) => record(i, open[pick(open.length)] ?? '', pick(14)));
+    await load();
+    await expectEveryRange('first load');
+  });
+
+  it('when a later load adds days between a user’s other days, then the next day’s previous day moves', async () => {
+    const added = Array.from({ length: 25 }, (_, i) =>
+      record(1000 + i, DAYS[i % 2 === 0 ? 4 : 7] ?? '', pick(14)),
+    );
+    records = [...records, ...added];
+    await load();
+    await expectEveryRange('days filled in the middle');
+  });
+
+  it('when a load withdraws a whole day and one user’s records of another, then the counts follow (soft deletes)', async () => {
+    const gone = DAYS[pick(DAYS.length)];
+    const user = records[pick(records.length)]?.['User ID'];
+    const other = DAYS[pick(DAYS.length)];
+    records = records.filter(
+      (r) =>
+        !r['Message Time'].startsWith(gone ?? '') &&
+        !(r['User ID'] === user && r['Message Time'].startsWith(other ?? '')),
+    );
+    await load();
+    const deleted = await tw.w.pool.query<{ n: number }>(
+      'select count(*)::int as n from analytics_messages where _deleted_at is not null',
+    );
+    expect(deleted.rows[0]?.n).toBeGreaterThan(0);
+    await expectEveryRange('withdrawn');
+  });
+
+  it('when statuses change or a thread row goes away, written straight into threads, then the breakdown follows after a refresh', async () => {
+    const ids = (
+      await tw.w.pool.query<{ id: string }>('select thread_id::text as id from threads order by 1')
+    ).rows;
+    expect(ids.length).toBeGreaterThan(3);
+    await tw.w.pool.query(`update threads set enrich_status = 'failed' where thread_id = $1`, [ids[0]?.id]);
+    await tw.w.pool.query(`update threads set enrich_status = 'done' where thread_id = $1`, [ids[1]?.id]);
+    await tw.w.pool.query('delete from threads where thread_id = $1', [ids[2]?.id]);
+    // An update that leaves the status as it was marks nothing.
+    await tw.w.pool.query('update threads set message_count = message_count where thread_id = $1', [
+      ids[3]?.id,
+    ]);
+    const marked = await tw.w.pool.query<{ id: string }>(
+      'select thread_id::text as id from rollup_dirty_threads',
+    );
+    expect(new Set(marked.rows.map((r) => r.id))).toEqual(new Set([ids[0]?.id, ids[1]?.id, ids[2]?.id]));
+    await refreshRollups(tw.w.pool);
+    await expectEveryRange('statuses changed');
+    const failed = await threadBreakdown(tw.w.pool, RANGE);
+    expect(failed.statuses.find((s) => s.status === 'failed')?.threads).toBe(1);
+    expect(failed.statuses.find((s) => s.status === '(not queued)')?.threads).toBe(1);
+  });
+});
