@@ -160,12 +160,59 @@ export interface TopUser {
   lastSeenAt: string;
 }
 
+/**
+ * The `limit` keys (users or threads) with the most live messages in a range, best first, ties by
+ * key, found without adding up every key of the range: keys are taken in order of their all-time
+ * messages (one index walk of `rollup_users` / `rollup_threads`), each one's messages in the range
+ * summed from its per-day rows (an index probe), until the last of the best `limit` has more in
+ * the range than the next key has at all. Threads live a few days, so the walk stops after a few
+ * hundred keys for a month out of a year; a range whose leaders are nobody's all-time leaders
+ * could walk far, so the walk gives up after `MAX_WALK` keys (null) and the caller sums the range
+ * instead. Exact either way: a key left unwalked cannot have more in the range than in all time.
+ */
+async function topByAllTime(
+  q: Queryable,
+  r: DayRange,
+  limit: number,
+  o: { all: string; perDay: string; key: string; maxWalk: number },
+): Promise<Array<{ id: string; n: number }> | null> {
+  const best: Array<{ id: string; n: number }> = [];
+  let offset = 0;
+  for (let page = 2 * limit; offset < o.maxWalk; page = Math.min(page * 2, 4096)) {
+    const walked = await rows<{ id: string; total: number; n: number }>(
+      q,
+      `select s.${o.key}::text as id, s.messages as total, x.n
+         from (select ${o.key}, messages from ${o.all} where messages > 0
+               order by messages desc, ${o.key} limit $3 offset $4) s
+         cross join lateral (select coalesce(sum(d.messages), 0)::bigint as n from ${o.perDay} d
+                              where d.${o.key} = s.${o.key} and d.message_date between $1::date and $2::date) x
+        order by s.messages desc, s.${o.key}`,
+      [r.from, r.to, page, offset],
+    );
+    offset += walked.length;
+    for (const w of walked) if (w.n > 0) best.push({ id: w.id, n: w.n });
+    best.sort((x, y) => y.n - x.n || (x.id < y.id ? -1 : 1));
+    best.length = Math.min(best.length, limit);
+    const last = walked[walked.length - 1];
+    // Walked to the end, or nothing left could enter the best (strictly: an equal one might, by key).
+    if (walked.length < page || last === undefined) return best;
+    const kth = best[limit - 1];
+    if (kth !== undefined && kth.n > last.total) return best;
+  }
+  return null;
+}
+
+/** How many keys `topByAllTime` walks before it sums the range instead. */
+const MAX_WALK = 20_000;
+
 /** The users with the most messages in the range (ties by id, so the order is stable). */
 export async function topUsers(
   q: Queryable,
   r: DayRange,
   source: Source = 'rollup',
   limit = TOP_N,
+  /** Keys walked before summing the range instead (topByAllTime); tests set it low. */
+  maxWalk = MAX_WALK,
 ): Promise<TopUser[]> {
   if (source === 'rollup' && (await coversAll(q, r))) {
     return rows<TopUser>(
@@ -176,6 +223,35 @@ export async function topUsers(
         order by messages desc, user_id limit $1`,
       [limit],
     );
+  }
+  if (source === 'rollup') {
+    const top = await topByAllTime(q, r, limit, {
+      all: 'rollup_users',
+      perDay: 'rollup_user_daily',
+      key: 'user_id',
+      maxWalk,
+    });
+    if (top !== null) {
+      if (top.length === 0) return [];
+      return rows<TopUser>(
+        q,
+        `with u as (
+           select user_id, sum(messages)::bigint as messages, count(*) as days,
+                  min(first_at) as first_at, max(last_at) as last_at
+             from rollup_user_daily
+            where user_id = any($3::uuid[]) and message_date between $1::date and $2::date
+            group by user_id),
+         t as (
+           select user_id, count(distinct thread_id) as threads from rollup_thread_daily
+            where message_date between $1::date and $2::date and user_id = any($3::uuid[])
+            group by user_id)
+         select u.user_id::text as "userId", u.messages, coalesce(t.threads, 0) as threads, u.days as "daysActive",
+                to_json(u.first_at)#>>'{}' as "firstSeenAt", to_json(u.last_at)#>>'{}' as "lastSeenAt"
+           from u left join t on t.user_id = u.user_id
+          order by u.messages desc, u.user_id`,
+        [r.from, r.to, top.map((t) => t.id)],
+      );
+    }
   }
   const text =
     source === 'rollup'
@@ -315,8 +391,35 @@ export async function topThreads(
   r: DayRange,
   source: Source = 'rollup',
   limit = TOP_N,
+  /** Keys walked before summing the range instead (topByAllTime); tests set it low. */
+  maxWalk = MAX_WALK,
 ): Promise<TopThread[]> {
   const all = source === 'rollup' && (await coversAll(q, r));
+  if (source === 'rollup' && !all) {
+    const top = await topByAllTime(q, r, limit, {
+      all: 'rollup_threads',
+      perDay: 'rollup_thread_daily',
+      key: 'thread_id',
+      maxWalk,
+    });
+    if (top !== null) {
+      if (top.length === 0) return [];
+      return rows<TopThread>(
+        q,
+        `with r as (select thread_id, sum(messages)::bigint as messages, min(first_at) as first_at, max(last_at) as last_at
+                      from rollup_thread_daily
+                     where thread_id = any($3::uuid[]) and message_date between $1::date and $2::date
+                     group by thread_id)
+         select r.thread_id::text as "threadId", t.thread_name as "threadName", t.enrich_status as status,
+                r.messages, to_json(r.first_at)#>>'{}' as "firstMessageAt", to_json(r.last_at)#>>'{}' as "lastMessageAt",
+                coalesce(s.history_entries, 0) as "historyEntries", coalesce(s.citations, 0) as citations
+           from r left join threads t on t.thread_id = r.thread_id
+           left join rollup_threads s on s.thread_id = r.thread_id
+          order by r.messages desc, r.thread_id`,
+        [r.from, r.to, top.map((t) => t.id)],
+      );
+    }
+  }
   const text =
     source === 'rollup' && all
       ? `select s.thread_id::text as "threadId", t.thread_name as "threadName", t.enrich_status as status,

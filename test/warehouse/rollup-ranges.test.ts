@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config.ts';
-import { threadBreakdown, usageTotals } from '../../src/dashboard/queries.ts';
+import { threadBreakdown, topThreads, topUsers, usageTotals } from '../../src/dashboard/queries.ts';
 import { importFile } from '../../src/ingest/import-file.ts';
 import { createLogger } from '../../src/log.ts';
 import { rebuildRollups, refreshRollups } from '../../src/warehouse/rollups.ts';
@@ -12,7 +12,8 @@ import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts
 
 /**
  * The range rollups (src/warehouse/rollup-ranges.ts) give, for every range of days, the same
- * distinct users and threads, and the same threads by status and depth, as the raw tables, after
+ * distinct users and threads, the same threads by status and depth, and the same top users and
+ * threads (src/dashboard/queries.ts), as the raw tables, after
  * loads that add a user's or a thread's days in the middle of its others, withdraw them again,
  * and after status changes written straight into `threads`; and what the loads kept
  * incrementally equals a rebuild. Records are drawn from a seeded generator (the seed is printed;
@@ -70,6 +71,23 @@ async function expectEveryRange(stage: string): Promise<void> {
       const at = `${stage}, ${r.from}..${r.to} (seed ${SEED})`;
       expect(await usageTotals(tw.w.pool, r), at).toEqual(await usageTotals(tw.w.pool, r, 'raw'));
       expect(await threadBreakdown(tw.w.pool, r), at).toEqual(await threadBreakdown(tw.w.pool, r, 'raw'));
+      // Top lists: the walk by all-time totals (stopping early at a small limit, many ties) and
+      // the range sum it falls back to (a walk of 0 keys) both give the raw tables' list.
+      for (const limit of [2, 25]) {
+        const users = await topUsers(tw.w.pool, r, 'raw', limit);
+        expect(await topUsers(tw.w.pool, r, 'rollup', limit), `${at}, top ${limit} users`).toEqual(users);
+        expect(await topUsers(tw.w.pool, r, 'rollup', limit, 0), `${at}, top ${limit} users summed`).toEqual(
+          users,
+        );
+        const threads = await topThreads(tw.w.pool, r, 'raw', limit);
+        expect(await topThreads(tw.w.pool, r, 'rollup', limit), `${at}, top ${limit} threads`).toEqual(
+          threads,
+        );
+        expect(
+          await topThreads(tw.w.pool, r, 'rollup', limit, 0),
+          `${at}, top ${limit} threads summed`,
+        ).toEqual(threads);
+      }
     }
   }
   const tables = async () => {
