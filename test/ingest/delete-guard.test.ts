@@ -263,6 +263,13 @@ describe('deletion safeguard', () => {
       rows_deleted: gone.size,
     });
     expect((await tw.w.pool.query('select count(*)::int n from held_deletes')).rows[0].n).toBe(0);
+    // The rollups were refreshed by the command: nothing left marked, and the day's count is the live rows'.
+    const marked = await tw.w.pool.query('select count(*)::int n from rollup_dirty_days');
+    expect(marked.rows[0].n).toBe(0);
+    const daily = await tw.w.pool.query('select messages::int n from rollup_daily where message_date = $1', [
+      day,
+    ]);
+    expect(daily.rows[0].n).toBe(kept.length);
 
     // The same export again: nothing left to delete or hold, nothing written.
     const again = await load('hostile');

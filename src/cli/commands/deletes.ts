@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { renderTable } from '../../common/table.ts';
 import { CrsError } from '../../errors.ts';
 import { applyHeldDeletes, heldIds, listHeldDeletes } from '../../warehouse/held-deletes.ts';
+import { refreshRollups } from '../../warehouse/rollups.ts';
 import { loadContext, openConfiguredWarehouse } from '../context.ts';
 
 const DAY = /^\d{4}-\d{2}-\d{2}$/;
@@ -100,6 +101,9 @@ export function registerDeletes(program: Command): void {
       const wh = await openConfiguredWarehouse(ctx, { connections: 1 });
       try {
         const applied = await applyHeldDeletes(wh.warehouse.db, days);
+        // The soft-deletes marked their days for the rollups; bring them up to date now, as a
+        // load's finalize would, so the dashboard and the views read rollups again at once.
+        await refreshRollups(wh.warehouse.pool);
         if (o.json) {
           process.stdout.write(`${JSON.stringify({ applied }, null, 2)}\n`);
           return;
