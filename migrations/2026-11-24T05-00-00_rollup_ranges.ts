@@ -47,6 +47,17 @@ export async function up(db: Kysely<any>): Promise<void> {
     db,
   );
 
+  // Top users of a range: the range's per-user rows summed from the index alone (rows of a day
+  // lie all over the heap: measured 12.8k heap blocks read for 30 days at 10M rows), and the
+  // distinct threads of those few users by user.
+  await sql`
+    create index rollup_user_daily_date_cover_idx on rollup_user_daily (message_date)
+    include (user_id, messages, first_at, last_at)`.execute(db);
+  await sql`
+    create index rollup_thread_daily_user_idx on rollup_thread_daily (user_id, message_date) include (thread_id)`.execute(
+    db,
+  );
+
   await sql`
     create function rollup_mark_thread_status() returns trigger language plpgsql as $$
     begin
@@ -97,6 +108,8 @@ export async function down(db: Kysely<any>): Promise<void> {
     await sql`drop trigger if exists ${sql.id(t)} on threads`.execute(db);
   }
   await sql`drop function if exists rollup_mark_thread_status()`.execute(db);
+  await sql`drop index if exists rollup_user_daily_date_cover_idx`.execute(db);
+  await sql`drop index if exists rollup_thread_daily_user_idx`.execute(db);
   await sql`drop table if exists rollup_thread_days`.execute(db);
   await sql`drop table if exists rollup_user_days`.execute(db);
 }

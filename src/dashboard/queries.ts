@@ -160,59 +160,12 @@ export interface TopUser {
   lastSeenAt: string;
 }
 
-/**
- * The `limit` keys (users or threads) with the most live messages in a range, best first, ties by
- * key, found without adding up every key of the range: keys are taken in order of their all-time
- * messages (one index walk of `rollup_users` / `rollup_threads`), each one's messages in the range
- * summed from its per-day rows (an index probe), until the last of the best `limit` has more in
- * the range than the next key has at all. Threads live a few days, so the walk stops after a few
- * hundred keys for a month out of a year; a range whose leaders are nobody's all-time leaders
- * could walk far, so the walk gives up after `MAX_WALK` keys (null) and the caller sums the range
- * instead. Exact either way: a key left unwalked cannot have more in the range than in all time.
- */
-async function topByAllTime(
-  q: Queryable,
-  r: DayRange,
-  limit: number,
-  o: { all: string; perDay: string; key: string; maxWalk: number },
-): Promise<Array<{ id: string; n: number }> | null> {
-  const best: Array<{ id: string; n: number }> = [];
-  let offset = 0;
-  for (let page = 2 * limit; offset < o.maxWalk; page = Math.min(page * 2, 4096)) {
-    const walked = await rows<{ id: string; total: number; n: number }>(
-      q,
-      `select s.${o.key}::text as id, s.messages as total, x.n
-         from (select ${o.key}, messages from ${o.all} where messages > 0
-               order by messages desc, ${o.key} limit $3 offset $4) s
-         cross join lateral (select coalesce(sum(d.messages), 0)::bigint as n from ${o.perDay} d
-                              where d.${o.key} = s.${o.key} and d.message_date between $1::date and $2::date) x
-        order by s.messages desc, s.${o.key}`,
-      [r.from, r.to, page, offset],
-    );
-    offset += walked.length;
-    for (const w of walked) if (w.n > 0) best.push({ id: w.id, n: w.n });
-    best.sort((x, y) => y.n - x.n || (x.id < y.id ? -1 : 1));
-    best.length = Math.min(best.length, limit);
-    const last = walked[walked.length - 1];
-    // Walked to the end, or nothing left could enter the best (strictly: an equal one might, by key).
-    if (walked.length < page || last === undefined) return best;
-    const kth = best[limit - 1];
-    if (kth !== undefined && kth.n > last.total) return best;
-  }
-  return null;
-}
-
-/** How many keys `topByAllTime` walks before it sums the range instead. */
-const MAX_WALK = 20_000;
-
 /** The users with the most messages in the range (ties by id, so the order is stable). */
 export async function topUsers(
   q: Queryable,
   r: DayRange,
   source: Source = 'rollup',
   limit = TOP_N,
-  /** Keys walked before summing the range instead (topByAllTime); tests set it low. */
-  maxWalk = MAX_WALK,
 ): Promise<TopUser[]> {
   if (source === 'rollup' && (await coversAll(q, r))) {
     return rows<TopUser>(
@@ -223,35 +176,6 @@ export async function topUsers(
         order by messages desc, user_id limit $1`,
       [limit],
     );
-  }
-  if (source === 'rollup') {
-    const top = await topByAllTime(q, r, limit, {
-      all: 'rollup_users',
-      perDay: 'rollup_user_daily',
-      key: 'user_id',
-      maxWalk,
-    });
-    if (top !== null) {
-      if (top.length === 0) return [];
-      return rows<TopUser>(
-        q,
-        `with u as (
-           select user_id, sum(messages)::bigint as messages, count(*) as days,
-                  min(first_at) as first_at, max(last_at) as last_at
-             from rollup_user_daily
-            where user_id = any($3::uuid[]) and message_date between $1::date and $2::date
-            group by user_id),
-         t as (
-           select user_id, count(distinct thread_id) as threads from rollup_thread_daily
-            where message_date between $1::date and $2::date and user_id = any($3::uuid[])
-            group by user_id)
-         select u.user_id::text as "userId", u.messages, coalesce(t.threads, 0) as threads, u.days as "daysActive",
-                to_json(u.first_at)#>>'{}' as "firstSeenAt", to_json(u.last_at)#>>'{}' as "lastSeenAt"
-           from u left join t on t.user_id = u.user_id
-          order by u.messages desc, u.user_id`,
-        [r.from, r.to, top.map((t) => t.id)],
-      );
-    }
   }
   const text =
     source === 'rollup'
@@ -373,6 +297,55 @@ export async function threadBreakdown(
     depth: cells.length === 0 ? [] : DEPTH_BUCKETS.map((bucket, i) => ({ bucket, threads: byDepth[i] ?? 0 })),
   };
 }
+
+/**
+ * The `limit` threads with the most live messages in a range, best first, ties by key, found
+ * without adding up every thread of the range: threads are taken in order of their all-time
+ * messages (an index walk of `rollup_threads`), each one's messages in the range summed from its
+ * per-day rows (an index probe), until no thread not yet walked could enter the best. Threads live
+ * a few days, so for a month out of a year the walk stops after a few hundred. A range whose
+ * leaders are nobody's all-time leaders could walk far, so the walk gives up after `maxWalk` keys
+ * (null) and the caller sums the range instead. Exact either way: a thread left unwalked cannot
+ * have more in the range than in all time. (Not for users: a user is active most days, so the
+ * all-time bound is about twelve times a month's figure and the walk visited every user: 370 ms
+ * against 83 ms for the range sum at 10M rows.)
+ */
+async function topByAllTime(
+  q: Queryable,
+  r: DayRange,
+  limit: number,
+  o: { all: string; perDay: string; key: string; maxWalk: number },
+): Promise<Array<{ id: string; n: number }> | null> {
+  const best: Array<{ id: string; n: number }> = [];
+  let offset = 0;
+  for (let page = 2 * limit; offset < o.maxWalk; page = Math.min(page * 2, 4096)) {
+    const walked = await rows<{ id: string; total: number; n: number }>(
+      q,
+      `select s.${o.key}::text as id, s.messages as total, x.n
+         from (select ${o.key}, messages from ${o.all} where messages > 0
+               order by messages desc, ${o.key} limit $3 offset $4) s
+         cross join lateral (select coalesce(sum(d.messages), 0)::bigint as n from ${o.perDay} d
+                              where d.${o.key} = s.${o.key} and d.message_date between $1::date and $2::date) x
+        order by s.messages desc, s.${o.key}`,
+      [r.from, r.to, page, offset],
+    );
+    offset += walked.length;
+    for (const w of walked) if (w.n > 0) best.push({ id: w.id, n: w.n });
+    best.sort((x, y) => y.n - x.n || (x.id < y.id ? -1 : 1));
+    best.length = Math.min(best.length, limit);
+    const last = walked[walked.length - 1];
+    if (walked.length < page || last === undefined) return best;
+    // Nothing left could enter the best: a key not walked yet has at most `last.total` in all
+    // time, and one with exactly that comes after `last` by key, so it loses a tie to the last
+    // of the best unless that one's key is greater than `last`'s.
+    const kth = best[limit - 1];
+    if (kth !== undefined && (kth.n > last.total || (kth.n === last.total && kth.id <= last.id))) return best;
+  }
+  return null;
+}
+
+/** How many keys `topByAllTime` walks before it sums the range instead. */
+const MAX_WALK = 20_000;
 
 export interface TopThread {
   threadId: string;
