@@ -199,6 +199,7 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
     completeDays: req.completeDays ?? null,
     ledgerDay,
     bytes: read.bytesRead,
+    onPhases: (phaseMs) => log.debug({ loadKey: req.loadKey, phaseMs }, 'finalize phases'),
   });
   log.debug({ loadKey: req.loadKey, finalizeMs: Date.now() - merged }, 'load finalized');
   return {

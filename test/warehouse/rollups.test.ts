@@ -13,6 +13,7 @@ import {
   rebuildRollups,
   refreshRollups,
   rollupsCurrent,
+  threadTotalsFromRollups,
 } from '../../src/warehouse/rollups.ts';
 import { simulatorOptions } from '../api/helpers/client-setup.ts';
 import { PINNED, runningClock } from '../helpers/clock.ts';
@@ -53,11 +54,31 @@ afterAll(async () => {
   await tw?.dispose();
 });
 
-async function load(lines: string[]): Promise<void> {
+/** Loads the lines as a file; returns the load id. */
+async function load(lines: string[]): Promise<string> {
   const file = path.join(dir, `f${files++}.jsonl`);
   writeFileSync(file, `${lines.join('\n')}\n`);
   const range = { from: days[0] ?? '', to: days[days.length - 1] ?? '' };
-  await importFile(tw.w, config, log, { file, completeDays: range });
+  return (await importFile(tw.w, config, log, { file, completeDays: range })).loadId;
+}
+
+/**
+ * The first and last message and the count that the load's finalize wrote for the threads it
+ * queued (from the rollups when current, else from the raw rows) = those of their live raw rows.
+ */
+async function expectThreadTotals(stage: string, loadId: string): Promise<void> {
+  const r = await tw.w.pool.query<{ n: number; bad: number }>(
+    `select count(*)::int as n,
+            count(*) filter (where (t.first_message_at, t.last_message_at, t.message_count)
+                                   is distinct from (a.f, a.l, a.c::int))::int as bad
+     from threads t
+     join (select thread_id, min(message_time) as f, max(message_time) as l, count(*) as c
+           from analytics_messages where _deleted_at is null group by thread_id) a on a.thread_id = t.thread_id
+     where t._load_id = $1`,
+    [loadId],
+  );
+  expect(r.rows[0]?.n, `${stage}: threads queued`).toBeGreaterThan(0);
+  expect(r.rows[0]?.bad, `${stage}: thread aggregates = raw rows'`).toBe(0);
 }
 
 async function enrichAll(loadId: string): Promise<void> {
@@ -123,7 +144,7 @@ describe('rollups', () => {
 
   it('a first load fills them, and an unchanged re-load writes nothing', async () => {
     original = days.map((d) => sim.truth.exportDayLines(d));
-    await load(original.flat());
+    await expectThreadTotals('first load', await load(original.flat()));
     const first = await expectExact('first load');
     expect(first.rollup_daily).toHaveLength(3);
 
@@ -161,7 +182,7 @@ describe('rollups', () => {
     // Three records withdrawn from day 0, one from day 1.
     changed[0] = day0.filter((_, i) => i < 5 || i > 7);
     changed[1] = (changed[1] ?? []).filter((_, i) => i !== 4);
-    await load(changed.flat());
+    await expectThreadTotals('changed and deleted', await load(changed.flat()));
     const deleted = await tw.w.pool.query<{ n: number }>(
       'select count(*)::int as n from analytics_messages where _deleted_at is not null',
     );
@@ -175,7 +196,7 @@ describe('rollups', () => {
     const back = original.map((d, i) => (i === 2 ? d : [...d]));
     back[0] = [...(changed[0] ?? []), ...(original[0] ?? []).slice(5, 8)];
     back[1] = original[1] ?? [];
-    await load(back.flat());
+    await expectThreadTotals('undeleted', await load(back.flat()));
     const deleted = await tw.w.pool.query<{ n: number }>(
       'select count(*)::int as n from analytics_messages where _deleted_at is not null',
     );
@@ -211,9 +232,19 @@ describe('rollups', () => {
   it('a warehouse flagged for a rebuild is not rebuilt by a load; its views read the raw tables until the rebuild', async () => {
     await tw.w.pool.query('update rollup_state set rebuild_needed = true');
     const before = await rollups();
-    await load([...(changed[0] ?? []), ...(original[0] ?? []).slice(5, 8), ...(original[1] ?? [])].slice(1));
-    // The load's refresh left the rollups alone; the views still agree with the raw tables.
+    const lines = [...(changed[0] ?? []), ...(original[0] ?? []).slice(5, 8), ...(original[1] ?? [])].slice(
+      1,
+    );
+    // One answer changed, so the load queues a thread.
+    const r = JSON.parse(lines[0] ?? '{}') as Record<string, string>;
+    r.Response = `${r.Response} (edited)`;
+    lines[0] = JSON.stringify(r);
+    const id = await load(lines);
+    // The load's refresh left the rollups alone; the views still agree with the raw tables, and
+    // the load's thread aggregates came from the raw rows.
     expect(await rollupsCurrent(tw.w.pool)).toBe(false);
+    expect(await threadTotalsFromRollups(tw.w.pool, id)).toBeNull();
+    await expectThreadTotals('flagged for a rebuild', id);
     expect((await refreshRollups(tw.w.pool)).rebuilt).toBe(false);
     expect(await rollups()).toEqual(before);
     const c = await tw.w.pool.connect();
