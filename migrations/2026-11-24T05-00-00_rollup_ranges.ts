@@ -38,12 +38,17 @@ export async function up(db: Kysely<any>): Promise<void> {
       thread_id uuid not null,
       message_date date not null,
       prev_date date,
+      messages bigint not null,
       status text,
       depth smallint not null,
       primary key (thread_id, message_date)
     )`.execute(db);
   await sql`
-    create index rollup_thread_days_date_idx on rollup_thread_days (message_date) include (prev_date, status, depth)`.execute(
+    create index rollup_thread_days_date_idx on rollup_thread_days (message_date)
+    include (prev_date, status, depth, thread_id)`.execute(db);
+  // Top threads of a range: each day's threads by messages, ties by id (src/dashboard/queries.ts).
+  await sql`
+    create index rollup_thread_days_top_idx on rollup_thread_days (message_date, messages desc, thread_id)`.execute(
     db,
   );
 
@@ -55,6 +60,14 @@ export async function up(db: Kysely<any>): Promise<void> {
     include (user_id, messages, first_at, last_at)`.execute(db);
   await sql`
     create index rollup_thread_daily_user_idx on rollup_thread_daily (user_id, message_date) include (thread_id)`.execute(
+    db,
+  );
+
+  // Top threads of a range walk `rollup_threads` by all-time messages, ties by id: with the id in
+  // the index the walk reads only what it takes (on (messages desc) alone PostgreSQL sorted all
+  // 1.2M threads that tie at 8 messages for every page: 280 ms a page at 10M rows).
+  await sql`drop index if exists rollup_threads_messages_idx`.execute(db);
+  await sql`create index rollup_threads_messages_id_idx on rollup_threads (messages desc, thread_id)`.execute(
     db,
   );
 
@@ -92,13 +105,13 @@ export async function up(db: Kysely<any>): Promise<void> {
     select user_id, message_date, lag(message_date) over (partition by user_id order by message_date)
     from rollup_user_daily`.execute(db);
   await sql`
-    insert into rollup_thread_days (thread_id, message_date, prev_date, status, depth)
+    insert into rollup_thread_days (thread_id, message_date, prev_date, messages, status, depth)
     select d.thread_id, d.message_date, lag(d.message_date) over (partition by d.thread_id order by d.message_date),
-           t.enrich_status,
+           d.messages, t.enrich_status,
            case when coalesce(s.history_entries, 0) = 0 then 0 when s.history_entries <= 2 then 1
                 when s.history_entries <= 5 then 2 when s.history_entries <= 10 then 3
                 when s.history_entries <= 20 then 4 else 5 end
-    from (select distinct thread_id, message_date from rollup_thread_daily) d
+    from (select thread_id, message_date, sum(messages) as messages from rollup_thread_daily group by 1, 2) d
     left join threads t on t.thread_id = d.thread_id
     left join rollup_threads s on s.thread_id = d.thread_id`.execute(db);
 }
@@ -110,6 +123,10 @@ export async function down(db: Kysely<any>): Promise<void> {
   await sql`drop function if exists rollup_mark_thread_status()`.execute(db);
   await sql`drop index if exists rollup_user_daily_date_cover_idx`.execute(db);
   await sql`drop index if exists rollup_thread_daily_user_idx`.execute(db);
+  await sql`drop index if exists rollup_threads_messages_id_idx`.execute(db);
+  await sql`create index if not exists rollup_threads_messages_idx on rollup_threads (messages desc)`.execute(
+    db,
+  );
   await sql`drop table if exists rollup_thread_days`.execute(db);
   await sql`drop table if exists rollup_user_days`.execute(db);
 }

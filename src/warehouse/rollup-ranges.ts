@@ -20,12 +20,14 @@ const DEPTH = (
 ) => `case when coalesce(${n}, 0) = 0 then 0 when ${n} <= 2 then 1 when ${n} <= 5 then 2
   when ${n} <= 10 then 3 when ${n} <= 20 then 4 else 5 end`;
 
-/** A thread's days with its previous day, status and depth; `where` picks the threads. */
+/** A thread's days with its previous day, messages, status and depth; `where` picks the threads. */
 const threadDaysSql = (where: string) => `
+  (thread_id, message_date, prev_date, messages, status, depth)
   select d.thread_id, d.message_date,
          lag(d.message_date) over (partition by d.thread_id order by d.message_date),
-         t.enrich_status, ${DEPTH('s.history_entries')}
-  from (select distinct thread_id, message_date from rollup_thread_daily ${where}) d
+         d.messages, t.enrich_status, ${DEPTH('s.history_entries')}
+  from (select thread_id, message_date, sum(messages) as messages from rollup_thread_daily ${where}
+        group by thread_id, message_date) d
   left join threads t on t.thread_id = d.thread_id
   left join rollup_threads s on s.thread_id = d.thread_id`;
 
