@@ -435,15 +435,39 @@ export async function citationTypeTotals(
   r: DayRange,
   source: Source = 'rollup',
 ): Promise<CitationTypeTotal[]> {
-  const text =
-    source === 'rollup'
-      ? `select citation_type as "citationType", sum(citations)::bigint as citations, count(distinct name) as sources
-           from rollup_citation_daily where day between $1::date and $2::date
-          group by 1 order by 2 desc, 1`
-      : `with ${CITED_IN_RANGE}
-         select citation_type as "citationType", count(*) as citations, count(distinct name) as sources
-           from in_range group by 1 order by 2 desc, 1`;
-  return rows<CitationTypeTotal>(q, text, [r.from, r.to]);
+  if (source === 'rollup') {
+    // A range that holds every citation day, in a warehouse where every citation has a day, is the
+    // all-time per-source table (a few thousand rows) instead of every source's every day.
+    const [every] = await rows<{ every: boolean | null }>(
+      q,
+      `select $1::date <= min(day) and $2::date >= max(day)
+              and (select coalesce(sum(citations), 0) from rollup_citation_sources)
+                  = (select coalesce(sum(citations), 0) from rollup_citation_type_daily) as every
+         from rollup_citation_type_daily`,
+      [r.from, r.to],
+    );
+    return rows<CitationTypeTotal>(
+      q,
+      every?.every === true
+        ? `select citation_type as "citationType", sum(citations)::bigint as citations, count(*) as sources
+             from rollup_citation_sources where $1::date <= $2::date
+            group by 1 order by 2 desc, 1`
+        : // Sources per type as a count of per-source groups: hashed, where count(distinct) sorts
+          // (0.85 s to ~0.4 s over a year at 10M rows).
+          `select citation_type as "citationType", sum(c)::bigint as citations, count(*) as sources
+             from (select citation_type, name, sum(citations) as c from rollup_citation_daily
+                    where day between $1::date and $2::date group by 1, 2) s
+            group by 1 order by 2 desc, 1`,
+      [r.from, r.to],
+    );
+  }
+  return rows<CitationTypeTotal>(
+    q,
+    `with ${CITED_IN_RANGE}
+     select citation_type as "citationType", count(*) as citations, count(distinct name) as sources
+       from in_range group by 1 order by 2 desc, 1`,
+    [r.from, r.to],
+  );
 }
 
 export interface CitationSource {

@@ -3,7 +3,13 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config.ts';
-import { threadBreakdown, topThreads, topUsers, usageTotals } from '../../src/dashboard/queries.ts';
+import {
+  citationTypeTotals,
+  threadBreakdown,
+  topThreads,
+  topUsers,
+  usageTotals,
+} from '../../src/dashboard/queries.ts';
 import { importFile } from '../../src/ingest/import-file.ts';
 import { createLogger } from '../../src/log.ts';
 import { rebuildRollups, refreshRollups } from '../../src/warehouse/rollups.ts';
@@ -160,6 +166,38 @@ describe('range rollups', () => {
     const failed = await threadBreakdown(tw.w.pool, RANGE);
     expect(failed.statuses.find((s) => s.status === 'failed')?.threads).toBe(1);
     expect(failed.statuses.find((s) => s.status === '(not queued)')?.threads).toBe(1);
+  });
+
+  it('when a citation has no day, then the citation totals of every day leave it out, as the raw tables do', async () => {
+    const [thread] = (
+      await tw.w.pool.query<{ id: string }>(
+        'select thread_id::text as id from rollup_threads where messages > 0 limit 1',
+      )
+    ).rows;
+    const cite = (owner: string, threadId: string, name: string) =>
+      tw.w.pool.query(
+        `insert into citations (owner_kind, owner_id, ordinal, thread_id, citation_type, name)
+         values ('artifact', $1, 0, $2, 'web', $3)`,
+        [owner, threadId, name],
+      );
+    // Dated: its thread has live export rows (its first day is the citation's day).
+    await cite('a-dated', thread?.id ?? '', 'dated.example');
+    await refreshRollups(tw.w.pool);
+    for (const r of [RANGE, { from: DAYS[3] ?? '', to: DAYS[6] ?? '' }]) {
+      expect(await citationTypeTotals(tw.w.pool, r)).toEqual(await citationTypeTotals(tw.w.pool, r, 'raw'));
+    }
+    expect(await citationTypeTotals(tw.w.pool, RANGE)).toEqual([
+      { citationType: 'web', citations: 1, sources: 1 },
+    ]);
+    // Dayless: a thread with no export rows and no history.
+    await cite('a-dayless', uuidFrom('ranges:no-such-thread'), 'dayless.example');
+    await refreshRollups(tw.w.pool);
+    expect(await citationTypeTotals(tw.w.pool, RANGE)).toEqual(
+      await citationTypeTotals(tw.w.pool, RANGE, 'raw'),
+    );
+    expect(await citationTypeTotals(tw.w.pool, RANGE)).toEqual([
+      { citationType: 'web', citations: 1, sources: 1 },
+    ]);
   });
 
   it('when threads tie on the range’s count, then the top list breaks the tie by id as the raw tables do', async () => {
