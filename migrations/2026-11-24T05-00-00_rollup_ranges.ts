@@ -56,8 +56,9 @@ export async function up(db: Kysely<any>): Promise<void> {
   // lie all over the heap: measured 12.8k heap blocks read for 30 days at 10M rows), and the
   // distinct threads of those few users by user.
   await sql`
-    create index rollup_user_daily_date_cover_idx on rollup_user_daily (message_date)
-    include (user_id, messages, first_at, last_at)`.execute(db);
+    create index rollup_user_daily_date_cover_idx on rollup_user_daily (message_date) include (user_id, messages)`.execute(
+    db,
+  );
   await sql`
     create index rollup_thread_daily_user_idx on rollup_thread_daily (user_id, message_date) include (thread_id)`.execute(
     db,

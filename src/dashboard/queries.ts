@@ -179,11 +179,17 @@ export async function topUsers(
   }
   const text =
     source === 'rollup'
-      ? `with u as (
-           select user_id, sum(messages)::bigint as messages, count(*) as days,
-                  min(first_at) as first_at, max(last_at) as last_at
+      ? // Ranked on the messages alone, from a covering index (the range's ~100k user-days, summed
+        // as int: a bigint sum adds numerics), then the 25's days and times by their own index.
+        `with top as (
+           select user_id, sum(messages::int) as messages
              from rollup_user_daily where message_date between $1::date and $2::date
-            group by user_id order by sum(messages) desc, user_id limit $3),
+            group by user_id order by 2 desc, user_id limit $3),
+         u as (
+           select d.user_id, top.messages, count(*) as days, min(d.first_at) as first_at, max(d.last_at) as last_at
+             from top join rollup_user_daily d on d.user_id = top.user_id
+            where d.message_date between $1::date and $2::date
+            group by d.user_id, top.messages),
          t as (
            select user_id, count(distinct thread_id) as threads from rollup_thread_daily
             where message_date between $1::date and $2::date and user_id in (select user_id from u)
