@@ -503,6 +503,7 @@ async function refreshMarked(c: Client, onStep?: Progress): Promise<RollupRefres
     const users = 'select user_id from rd_users';
     await replaceRows(c, { table: 'rollup_users', where: `user_id in (${users})`, select: usersSql(users) });
   }
+  onStep?.('range rollups');
   await refreshRanges(c, { days: m.days > 0, threads: true });
   await c.query('update rollup_state set refreshed_at = now()');
   return { rebuilt: false, days: m.days, threads: threadCount, users: userCount };
