@@ -76,6 +76,7 @@ export class BatchWriter {
 
   private async merge(p: Partition, batch: Batch, upto: number): Promise<void> {
     let stageAll = false;
+    let skipLookup = p.skipLookup;
     for (let attempt = 1; ; attempt++) {
       try {
         const c = await mergeBatch(p.client, batch.rows, batch.rejects, {
@@ -84,13 +85,24 @@ export class BatchWriter {
           uptoLine: upto,
           sink: batch.sink,
           stageAll,
+          skipLookup,
           queuedThreads: this.queuedThreads,
         });
         p.committed = upto;
+        // A lookup that found none of the batch's keys: the partition's next batch goes without.
+        if (c.found !== null) p.skipLookup = c.found === 0 && !p.lookupAlways;
         this.committed(c);
         return;
       } catch (err) {
         const code = (err as { code?: string }).code;
+        if (code === '23505' && skipLookup) {
+          // A key of a batch merged without the lookup is stored: again with it, and from now
+          // on always (one wasted COPY at most per partition and load).
+          skipLookup = false;
+          p.skipLookup = false;
+          p.lookupAlways = true;
+          continue;
+        }
         if (code === '23505' && !stageAll) {
           // Another writer inserted one of the batch's new keys since the lookup: merge them all.
           stageAll = true;

@@ -38,6 +38,10 @@ export class Partition {
   inflight: Promise<void> | null = null;
   /** Records of lines an earlier attempt committed, waiting to be checked against the warehouse. */
   verify: CheckedRow[] = [];
+  /** The next batch skips the lookup of its keys (merge.ts `skipLookup`): the last one found none. */
+  skipLookup = false;
+  /** A batch that skipped the lookup met a stored key: this load looks every batch up. */
+  lookupAlways = false;
   /** Tuples (and fast-path bytes) of the batch being filled. */
   sink = new ByteSink(SINK_BYTES);
   private rows: PendingRow[] = [];

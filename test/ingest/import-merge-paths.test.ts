@@ -166,6 +166,39 @@ describe('merge paths', () => {
     },
   );
 
+  it.each([
+    { conns: '1', shape: 'one partition' },
+    { conns: '3', shape: '3 partitions' },
+  ])(
+    'when a load starts with new keys only and then meets stored ones ($shape), then the counts and rows are those of looking every batch up',
+    async ({ conns }) => {
+      // Batches of 10: after a batch whose lookup found nothing, a partition copies its next
+      // batch without the lookup; the stored keys further on make such a COPY fail on the primary
+      // key, and that batch is merged again with the lookup.
+      const config = parseConfig({ CRS_BATCH_SIZE: '10', CRS_LOAD_CONNECTIONS: conns });
+      const tw = await warehouse();
+      const clean = await warehouse();
+      const stored = makeRecords(30, { seed: `skip-a-${conns}`, day: '2026-08-06' });
+      await importFile(tw.w, config, log, { file: file(toJsonl(stored)), loadId: 'skip-a' });
+      const fresh = makeRecords(45, { seed: `skip-n-${conns}`, day: '2026-08-07' });
+      const changedA = stored.slice(0, 10).map((r, i) => changed(r, `v2 ${i}`));
+      const lines = [...fresh.slice(0, 35), ...changedA, ...stored.slice(10, 20), ...fresh.slice(35)];
+      const s = await importFile(tw.w, config, log, { file: file(toJsonl(lines)), loadId: 'skip-b' });
+      expect(s).toMatchObject({ rowsRead: 65, inserted: 45, updated: 10, unchanged: 10, rejected: 0 });
+      const perDay = Object.fromEntries(
+        s.days.map((d) => [d.day, [d.rowsRead, d.inserted, d.updated, d.unchanged]]),
+      );
+      expect(perDay).toEqual({ '2026-08-06': [20, 0, 10, 10], '2026-08-07': [45, 45, 0, 0] });
+      await importFile(clean.w, config, log, {
+        file: file(toJsonl([...changedA, ...stored.slice(10), ...fresh])),
+      });
+      expect(await contentOf(tw)).toEqual(await contentOf(clean));
+      // Again: every key stored, every line unchanged.
+      const again = await importFile(tw.w, config, log, { file: file(toJsonl(lines)), loadId: 'skip-c' });
+      expect(again).toMatchObject({ rowsRead: 65, inserted: 0, updated: 0, unchanged: 65 });
+    },
+  );
+
   it('when only some lines of a loaded file change, then only those rows are rewritten, keeping their first-loaded time', async () => {
     const config = parseConfig({ CRS_BATCH_SIZE: '50', CRS_LOAD_CONNECTIONS: '2' });
     const tw = await warehouse();
