@@ -176,33 +176,36 @@ async function inTransaction<T>(pool: pg.Pool, fn: (c: Client) => Promise<T>): P
 // count sorts its keys per day, and those rollups hold one row per user, and about one per thread
 // (0.55 per raw row in bench:ingest's file), of the day. At a 1M-line first load: the aggregate
 // 0.66 s over the raw rows, 0.24 s + 0.23 s + 0.01 s this way.
-const dailySql = (days: string) => `
+const dailySql = (days: string, raw = `(${dailyRawSql(days ? `a.message_date in (${days})` : '')})`) => `
   select a.message_date, a.messages, u.n, t.n, a.cancelled, a.answered, a.chars, a.avg, a.median
-  from (
-    select a.message_date,
-           count(*)::bigint as messages,
-           (count(*) - count(x.answered))::bigint as cancelled,
-           count(x.answered)::bigint as answered,
-           coalesce(sum(x.answered), 0)::bigint as chars,
-           round(avg(x.answered), 1)::double precision as avg,
-           (percentile_cont(0.5) within group (order by x.answered))::double precision as median
-    from analytics_messages a
-    ${
-      days
-        ? 'left join lateral (select x.is_cancelled from thread_messages x where x.message_id = a.message_id) h on true'
-        : 'left join thread_messages h on h.message_id = a.message_id'
-    }
-    cross join lateral (
-      select case when a.response_chars = 0 or coalesce(h.is_cancelled, false) then null
-                  else a.response_chars end as answered) x
-    where a._deleted_at is null ${days ? `and a.message_date in (${days})` : ''}
-    group by a.message_date) a
+  from ${raw} a
   join (select message_date, count(*)::bigint as n from rollup_user_daily
         ${days ? `where message_date in (${days})` : ''} group by message_date) u
     on u.message_date = a.message_date
   join (select message_date, count(distinct thread_id)::bigint as n from rollup_thread_daily
         ${days ? `where message_date in (${days})` : ''} group by message_date) t
     on t.message_date = a.message_date`;
+
+/** What daily_usage takes from the raw rows, per day; `where`: a condition on `a`, or none. */
+const dailyRawSql = (where: string) => `
+  select a.message_date,
+         count(*)::bigint as messages,
+         (count(*) - count(x.answered))::bigint as cancelled,
+         count(x.answered)::bigint as answered,
+         coalesce(sum(x.answered), 0)::bigint as chars,
+         round(avg(x.answered), 1)::double precision as avg,
+         (percentile_cont(0.5) within group (order by x.answered))::double precision as median
+  from analytics_messages a
+  ${
+    where
+      ? 'left join lateral (select x.is_cancelled from thread_messages x where x.message_id = a.message_id) h on true'
+      : 'left join thread_messages h on h.message_id = a.message_id'
+  }
+  cross join lateral (
+    select case when a.response_chars = 0 or coalesce(h.is_cancelled, false) then null
+                else a.response_chars end as answered) x
+  where a._deleted_at is null ${where ? `and ${where}` : ''}
+  group by a.message_date`;
 
 // From the thread rows of the day (one row per thread and user), not from the raw rows again:
 // a user's distinct threads of a day are its thread rows of that day.
@@ -471,6 +474,19 @@ async function refreshMarked(c: Client, onStep?: Progress): Promise<RollupRefres
   const days = 'select day from rd_days';
   if (m.days > 0) {
     onStep?.(`${m.days} day(s)`);
+    // daily_usage's figures of the raw rows first, as a query of its own: an INSERT ... SELECT
+    // runs in one process, a CREATE TABLE AS may scan with parallel workers (the finalize leaves
+    // the loader's core idle). The days go in as a literal, since workers cannot read rd_days.
+    // As the first read of a load's new rows, it also sets their hint bits on both cores (a
+    // first load of 1M lines: the raw aggregate and the thread rows' insert 2.0 s + 6.7 s in one
+    // process, measured inside a load).
+    const lit = await c.query<{ days: string }>(
+      'select quote_literal(array_agg(day order by day)::text) as days from rd_days',
+    );
+    await c.query(
+      `create temp table rd_daily on commit drop as
+       ${dailyRawSql(`a.message_date = any(${lit.rows[0]?.days ?? "'{}'"}::date[])`)}`,
+    );
     await replaceRows(c, {
       table: 'rollup_thread_daily',
       where: `message_date in (${days})`,
@@ -489,8 +505,9 @@ async function refreshMarked(c: Client, onStep?: Progress): Promise<RollupRefres
     await replaceRows(c, {
       table: 'rollup_daily',
       where: `message_date in (${days})`,
-      select: dailySql(days),
+      select: dailySql(days, 'rd_daily'),
     });
+    await c.query('drop table rd_daily');
   }
 
   const threadCount = await refreshThreads(c, onStep);
