@@ -50,6 +50,22 @@ export async function up(db: Kysely<any>): Promise<void> {
     create index rollup_thread_days_date_idx on rollup_thread_days (message_date, messages desc, thread_id)
     include (prev_date, status, depth)`.execute(db);
 
+  // Threads counted on their first day ever, by status and depth: a range that starts on or before
+  // the data's first day (every day, the default "all") counts its threads from these few rows per
+  // day instead of every first day of 1.25M threads (230-330 ms grouped, at 10M rows).
+  await sql`
+    create table rollup_thread_firsts (
+      message_date date not null,
+      status text not null,
+      depth smallint not null,
+      threads bigint not null,
+      primary key (message_date, status, depth)
+    )`.execute(db);
+  // The same for users: their first days are few (one per user), so an index is enough.
+  await sql`create index rollup_user_days_first_idx on rollup_user_days (message_date) where prev_date is null`.execute(
+    db,
+  );
+
   // Top users of a range: the range's per-user rows summed from the index alone (rows of a day
   // lie all over the heap: measured 12.8k heap blocks read for 30 days at 10M rows), and the
   // distinct threads of those few users by user.
@@ -113,6 +129,10 @@ export async function up(db: Kysely<any>): Promise<void> {
     from (select thread_id, message_date, sum(messages) as messages from rollup_thread_daily group by 1, 2) d
     left join threads t on t.thread_id = d.thread_id
     left join rollup_threads s on s.thread_id = d.thread_id`.execute(db);
+  await sql`
+    insert into rollup_thread_firsts (message_date, status, depth, threads)
+    select message_date, coalesce(status, '(not queued)'), depth, count(*) from rollup_thread_days
+    where prev_date is null group by 1, 2, 3`.execute(db);
 }
 
 export async function down(db: Kysely<any>): Promise<void> {
@@ -126,6 +146,7 @@ export async function down(db: Kysely<any>): Promise<void> {
   await sql`create index if not exists rollup_threads_messages_idx on rollup_threads (messages desc)`.execute(
     db,
   );
+  await sql`drop table if exists rollup_thread_firsts`.execute(db);
   await sql`drop table if exists rollup_thread_days`.execute(db);
   await sql`drop table if exists rollup_user_days`.execute(db);
 }

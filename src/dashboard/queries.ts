@@ -80,6 +80,20 @@ async function coversAll(q: Queryable, r: DayRange): Promise<boolean> {
   return c?.covers === true;
 }
 
+/**
+ * Whether the range starts on or before the first day with live rows. Then every entity counts on
+ * its first day ever (no previous day), and the first days alone answer: `rollup_thread_firsts`,
+ * the partial index of `rollup_user_days` on first days.
+ */
+async function startsWithData(q: Queryable, r: DayRange): Promise<boolean> {
+  const [c] = await rows<{ starts: boolean | null }>(
+    q,
+    `select $1::date <= min(message_date) as starts from rollup_daily where messages > 0`,
+    [r.from],
+  );
+  return c?.starts === true;
+}
+
 export interface UsageDay {
   day: string;
   messages: number;
@@ -130,15 +144,23 @@ export async function usageTotals(
   source: Source = 'rollup',
 ): Promise<UsageTotals> {
   // Distinct users and threads from the range rollups: each counts on its first active day in
-  // the range, the one whose previous active day is before it (src/warehouse/rollup-ranges.ts).
+  // the range, the one whose previous active day is before it (src/warehouse/rollup-ranges.ts);
+  // a range that starts with the data counts first days ever.
+  const first = source === 'rollup' && (await startsWithData(q, r));
   const text =
     source === 'rollup'
       ? `select (select coalesce(sum(messages), 0)::bigint from rollup_daily
                   where message_date between $1::date and $2::date) as messages,
-                (select count(*) from rollup_user_days where message_date between $1::date and $2::date
-                    and (prev_date is null or prev_date < $1::date)) as users,
-                (select count(*) from rollup_thread_days where message_date between $1::date and $2::date
-                    and (prev_date is null or prev_date < $1::date)) as threads,
+                ${
+                  first
+                    ? `(select count(*) from rollup_user_days where prev_date is null and message_date <= $2::date) as users,
+                       (select coalesce(sum(threads), 0)::bigint from rollup_thread_firsts
+                         where message_date <= $2::date and $1::date <= $2::date) as threads,`
+                    : `(select count(*) from rollup_user_days where message_date between $1::date and $2::date
+                          and (prev_date is null or prev_date < $1::date)) as users,
+                       (select count(*) from rollup_thread_days where message_date between $1::date and $2::date
+                          and (prev_date is null or prev_date < $1::date)) as threads,`
+                }
                 (select count(*) from rollup_daily
                   where message_date between $1::date and $2::date and messages > 0) as days`
       : `select count(*) as messages, count(distinct user_id) as users, count(distinct thread_id) as threads,
@@ -273,12 +295,17 @@ export async function threadBreakdown(
   r: DayRange,
   source: Source = 'rollup',
 ): Promise<ThreadBreakdown> {
+  const first = source === 'rollup' && (await startsWithData(q, r));
   const text =
     source === 'rollup'
-      ? `select coalesce(status, '(not queued)') as status, depth as k, count(*) as threads
-           from rollup_thread_days
-          where message_date between $1::date and $2::date and (prev_date is null or prev_date < $1::date)
-          group by 1, 2`
+      ? first
+        ? `select status, depth as k, sum(threads)::bigint as threads from rollup_thread_firsts
+            where message_date <= $2::date and $1::date <= $2::date
+            group by 1, 2`
+        : `select coalesce(status, '(not queued)') as status, depth as k, count(*) as threads
+             from rollup_thread_days
+            where message_date between $1::date and $2::date and (prev_date is null or prev_date < $1::date)
+            group by 1, 2`
       : `with r as (${RAW_THREADS_IN_RANGE})
          select coalesce(t.enrich_status, '(not queued)') as status,
                 case when coalesce(s.history_entries, 0) = 0 then 0 when s.history_entries <= 2 then 1
@@ -432,6 +459,23 @@ export interface CitationTypeTotal {
 }
 
 /**
+ * Whether a range holds every citation day, in a warehouse where every citation has a day (the
+ * per-source and the per-day tables add up to the same citations). Then the all-time per-source
+ * table (a few thousand rows) answers for the range, instead of every source's every day.
+ */
+async function coversEveryCitation(q: Queryable, r: DayRange): Promise<boolean> {
+  const [every] = await rows<{ every: boolean | null }>(
+    q,
+    `select $1::date <= min(day) and $2::date >= max(day)
+            and (select coalesce(sum(citations), 0) from rollup_citation_sources)
+                = (select coalesce(sum(citations), 0) from rollup_citation_type_daily) as every
+       from rollup_citation_type_daily`,
+    [r.from, r.to],
+  );
+  return every?.every === true;
+}
+
+/**
  * Citations and sources per type in the range. Distinct threads per type over a range are left
  * out on purpose: only a scan of every thread-day row of the range can count them, which a
  * 10M-row warehouse cannot afford per page view.
@@ -442,19 +486,9 @@ export async function citationTypeTotals(
   source: Source = 'rollup',
 ): Promise<CitationTypeTotal[]> {
   if (source === 'rollup') {
-    // A range that holds every citation day, in a warehouse where every citation has a day, is the
-    // all-time per-source table (a few thousand rows) instead of every source's every day.
-    const [every] = await rows<{ every: boolean | null }>(
-      q,
-      `select $1::date <= min(day) and $2::date >= max(day)
-              and (select coalesce(sum(citations), 0) from rollup_citation_sources)
-                  = (select coalesce(sum(citations), 0) from rollup_citation_type_daily) as every
-         from rollup_citation_type_daily`,
-      [r.from, r.to],
-    );
     return rows<CitationTypeTotal>(
       q,
-      every?.every === true
+      (await coversEveryCitation(q, r))
         ? `select citation_type as "citationType", sum(citations)::bigint as citations, count(*) as sources
              from rollup_citation_sources where $1::date <= $2::date
             group by 1 order by 2 desc, 1`
@@ -491,11 +525,17 @@ export async function topCitationSources(
   source: Source = 'rollup',
   limit = TOP_N,
 ): Promise<CitationSource[]> {
+  const every = source === 'rollup' && (await coversEveryCitation(q, r));
   const text =
     source === 'rollup'
-      ? `with s as (select citation_type, name, sum(citations)::bigint as citations
-                      from rollup_citation_daily where day between $1::date and $2::date
-                     group by 1, 2 order by 3 desc, 1, 2 limit $3)
+      ? `with s as (${
+          every
+            ? `select citation_type, name, citations from rollup_citation_sources where $1::date <= $2::date
+                order by 3 desc, 1, 2 limit $3`
+            : `select citation_type, name, sum(citations)::bigint as citations
+                 from rollup_citation_daily where day between $1::date and $2::date
+                group by 1, 2 order by 3 desc, 1, 2 limit $3`
+        })
          select s.citation_type as "citationType", s.name, s.citations, coalesce(a.threads, 0) as "threadsAllTime"
            from s left join rollup_citation_sources a using (citation_type, name)
           order by 3 desc, 1, 2`

@@ -4,7 +4,8 @@ import type pg from 'pg';
  * Upkeep of the range rollups (migrations/2026-11-24T05-00-00_rollup_ranges.ts): for each day a
  * user or a thread was active, the previous day it was active, so that the distinct users or
  * threads of any range are one count (the entity counts on its first day in the range, the only
- * one whose previous active day is before the range).
+ * one whose previous active day is before the range), and `rollup_thread_firsts`: threads counted
+ * on their first day, by status and depth, for ranges that start with the data.
  *
  * Runs inside the refresh of src/warehouse/rollups.ts, after the per-day rollups it reads from
  * (`rollup_user_daily`, `rollup_thread_daily`, `rollup_threads`) are current, with the refresh's
@@ -31,15 +32,21 @@ const threadDaysSql = (where: string) => `
   left join threads t on t.thread_id = d.thread_id
   left join rollup_threads s on s.thread_id = d.thread_id`;
 
-/** Fills both tables from the per-day rollups (a full rebuild, after they are filled). */
+/** Threads by the day they first had live rows, their status and depth (`and …`: which threads). */
+const FIRSTS_SQL = (and: string) => `
+  select message_date, coalesce(status, '(not queued)') as status, depth, count(*) as threads
+  from rollup_thread_days where prev_date is null ${and} group by 1, 2, 3`;
+
+/** Fills the tables from the per-day rollups (a full rebuild, after they are filled). */
 export async function rebuildRanges(c: Client): Promise<void> {
-  await c.query('truncate rollup_user_days, rollup_thread_days');
+  await c.query('truncate rollup_user_days, rollup_thread_days, rollup_thread_firsts');
   await c.query(
     `insert into rollup_user_days (user_id, message_date, prev_date)
      select user_id, message_date, lag(message_date) over (partition by user_id order by message_date)
      from rollup_user_daily`,
   );
   await c.query(`insert into rollup_thread_days ${threadDaysSql('')}`);
+  await c.query(`insert into rollup_thread_firsts ${FIRSTS_SQL('')}`);
 }
 
 /**
@@ -85,7 +92,21 @@ export async function refreshRanges(c: Client, o: { days: boolean; threads: bool
   }
   if (o.threads) {
     const threads = 'select thread_id from rd_threads';
+    const where = `and thread_id in (${threads})`;
+    // rollup_thread_firsts by difference: the touched threads' first days out, then in again.
+    await c.query(
+      `create temp table rr_firsts on commit drop as
+       select message_date, status, depth, -threads as threads from (${FIRSTS_SQL(where)}) x`,
+    );
     await c.query(`delete from rollup_thread_days where thread_id in (${threads})`);
     await c.query(`insert into rollup_thread_days ${threadDaysSql(`where thread_id in (${threads})`)}`);
+    await c.query(`insert into rr_firsts ${FIRSTS_SQL(where)}`);
+    await c.query(
+      `insert into rollup_thread_firsts as f (message_date, status, depth, threads)
+       select message_date, status, depth, sum(threads) from rr_firsts group by 1, 2, 3 having sum(threads) <> 0
+       on conflict (message_date, status, depth) do update set threads = f.threads + excluded.threads`,
+    );
+    await c.query('delete from rollup_thread_firsts where threads = 0');
+    await c.query('drop table rr_firsts');
   }
 }

@@ -90,7 +90,7 @@ async function expectEveryRange(stage: string): Promise<void> {
   }
   const tables = async () => {
     const out: string[][] = [];
-    for (const t of ['rollup_user_days', 'rollup_thread_days']) {
+    for (const t of ['rollup_user_days', 'rollup_thread_days', 'rollup_thread_firsts']) {
       const q = await tw.w.pool.query<{ r: string }>(`select x::text as r from ${t} x order by 1`);
       out.push(q.rows.map((row) => row.r));
     }
