@@ -51,6 +51,7 @@ export const ROLLUP_TABLES = [
   'rollup_citation_type_daily',
   'rollup_user_days',
   'rollup_thread_days',
+  'rollup_thread_firsts',
 ] as const;
 
 /**
