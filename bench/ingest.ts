@@ -31,6 +31,7 @@ const { values: flags } = parseArgs({
   options: {
     lines: { type: 'string', default: '1000000' },
     seed: { type: 'string', default: '1' },
+    'thread-days': { type: 'string' },
     'skip-psql': { type: 'boolean', default: false },
     'skip-dlt': { type: 'boolean', default: false },
     'rss-check': { type: 'boolean' },
@@ -42,7 +43,7 @@ const { values: flags } = parseArgs({
 });
 if (flags.help) {
   console.log(
-    'npm run bench:ingest -- [--lines N (1000000)] [--seed S (1)] [--skip-psql] [--skip-dlt]\n' +
+    'npm run bench:ingest -- [--lines N (1000000)] [--seed S (1)] [--thread-days D] [--skip-psql] [--skip-dlt]\n' +
       '                       [--rss-check (default when N >= 1000000)] [--keep (leave the bench schemas)]\n' +
       '                       [--node-options=STR (NODE_OPTIONS for our loader runs)]\n' +
       '                       [--cli DIR (measure the CLI of another checkout, e.g. a git worktree)]',
@@ -51,6 +52,12 @@ if (flags.help) {
 }
 const lines = Number(flags.lines);
 const seed = Number(flags.seed);
+// Threads that live about this many days instead of all 30 (bench/lib/generate.ts): another file.
+const threadDays = flags['thread-days'] === undefined ? undefined : Number(flags['thread-days']);
+if (threadDays !== undefined && !(Number.isInteger(threadDays) && threadDays >= 1 && threadDays <= 30)) {
+  console.error('--thread-days must be an integer from 1 to 30');
+  process.exit(2);
+}
 if (!Number.isInteger(lines) || lines < 1 || !Number.isInteger(seed)) {
   console.error('--lines must be a positive integer and --seed an integer');
   process.exit(2);
@@ -85,9 +92,9 @@ async function main(): Promise<number> {
       (nodeOptions ? `; our runs with NODE_OPTIONS=${nodeOptions}` : '') +
       (flags.cli ? `; our CLI from ${target.root}` : ''),
   );
-  const file = ensureExport(OUT, lines, seed);
+  const file = ensureExport(OUT, lines, seed, threadDays);
   log(`export: ${exportLine(file)}`);
-  const small = rssCheck ? ensureExport(OUT, RSS_SMALL, seed) : null;
+  const small = rssCheck ? ensureExport(OUT, RSS_SMALL, seed, threadDays) : null;
   if (small) log(`export for the RSS check: ${exportLine(small)}`);
 
   const schemas = [SCHEMA.ours, SCHEMA.oursSmall, SCHEMA.psql, SCHEMA.dlt, `${SCHEMA.dlt}_staging`];

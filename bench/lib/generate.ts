@@ -124,7 +124,7 @@ function two(n: number): string {
  * Writes `lines` records to `file`. The first record's time is 2026-10-01 UTC; times grow with
  * the line number over 30 days (an export is roughly time-ordered) with jitter of a few minutes.
  */
-export function writeExport(file: string, lines: number, seed: number): void {
+export function writeExport(file: string, lines: number, seed: number, threadDays?: number): void {
   const next = rng(seed);
   const sentences: string[] = [];
   for (let i = 0; i < 4096; i++) sentences.push(sentence(next));
@@ -142,6 +142,11 @@ export function writeExport(file: string, lines: number, seed: number): void {
   }
   const start = Date.UTC(2026, 9, 1);
   const span = 30 * 86_400_000;
+  // By default a line's thread is any thread, so every thread has messages on ~22 of the 30
+  // days (0.55 thread-days per line at 1M lines). With threadDays, a line's thread is one of the
+  // threads started in the last `threadDays` days, so a thread lives about that long, as real
+  // threads do: the per-thread-and-day rollups then hold far fewer rows.
+  const window = threadDays ? Math.max(1, Math.round((threadCount * threadDays) / 30)) : 0;
 
   const fd = openSync(file, 'w');
   try {
@@ -159,7 +164,9 @@ export function writeExport(file: string, lines: number, seed: number): void {
         if (para % 3 === 0) response += next() % 2 === 0 ? '\n\n- ' : '\n\n';
         else response += ' ';
       }
-      const t = next() % threadCount;
+      const t = window
+        ? (Math.floor((i / lines) * (threadCount - window)) + (next() % window)) % threadCount
+        : next() % threadCount;
       const ms = start + Math.floor((i / lines) * span) + (next() % 600_000);
       const off = OFFSETS[next() % OFFSETS.length]!;
       let shift = 0;
@@ -200,16 +207,20 @@ export function writeExport(file: string, lines: number, seed: number): void {
   }
 }
 
-/** The cached export of `lines` records for `seed`, generated when missing. */
-export function ensureExport(dir: string, lines: number, seed: number): ExportFile {
+/**
+ * The cached export of `lines` records for `seed`, generated when missing; `threadDays`: threads
+ * that live about that many days (see writeExport), another file.
+ */
+export function ensureExport(dir: string, lines: number, seed: number, threadDays?: number): ExportFile {
   mkdirSync(dir, { recursive: true });
-  const file = path.join(dir, `export-v${GENERATOR_VERSION}-s${seed}-${lines}.jsonl`);
+  const shape = threadDays ? `-t${threadDays}` : '';
+  const file = path.join(dir, `export-v${GENERATOR_VERSION}-s${seed}-${lines}${shape}.jsonl`);
   if (existsSync(file)) {
     return { path: file, lines, bytes: statSync(file).size, generated: false, generateMs: 0 };
   }
   const t0 = performance.now();
   const tmp = `${file}.${process.pid}.tmp`;
-  writeExport(tmp, lines, seed);
+  writeExport(tmp, lines, seed, threadDays);
   renameSync(tmp, file);
   return {
     path: file,
