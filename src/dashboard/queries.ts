@@ -212,10 +212,16 @@ export async function topUsers(
              from top join rollup_user_daily d on d.user_id = top.user_id
             where d.message_date between $1::date and $2::date
             group by d.user_id, top.messages),
+         -- The 25's threads (rollup_user_threads: every thread each ever wrote in), each kept when
+         -- the user wrote in it in the range: a probe of the thread's few per-day rows. An index
+         -- of rollup_thread_daily by user would be written for every thread-day a load refreshes.
          t as (
-           select user_id, count(distinct thread_id) as threads from rollup_thread_daily
-            where message_date between $1::date and $2::date and user_id in (select user_id from u)
-            group by user_id)
+           select ut.user_id, count(*) as threads from rollup_user_threads ut
+            where ut.user_id in (select user_id from u)
+              and exists (select 1 from rollup_thread_daily d
+                           where d.thread_id = ut.thread_id and d.user_id = ut.user_id
+                             and d.message_date between $1::date and $2::date)
+            group by ut.user_id)
          select u.user_id::text as "userId", u.messages, coalesce(t.threads, 0) as threads, u.days as "daysActive",
                 to_json(u.first_at)#>>'{}' as "firstSeenAt", to_json(u.last_at)#>>'{}' as "lastSeenAt"
            from u left join t on t.user_id = u.user_id
