@@ -12,6 +12,7 @@ import {
 } from '../../src/dashboard/queries.ts';
 import { importFile } from '../../src/ingest/import-file.ts';
 import { createLogger } from '../../src/log.ts';
+import { Rng } from '../../src/simulator/prng.ts';
 import { rebuildRollups, refreshRollups } from '../../src/warehouse/rollups.ts';
 import { type FakeRecord, uuidFrom } from '../helpers/export-lines.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
@@ -33,19 +34,9 @@ const RANGE = { from: DAYS[0] ?? '', to: DAYS[DAYS.length - 1] ?? '' };
 const config = parseConfig({ CRS_BATCH_SIZE: '20', CRS_LOAD_CONNECTIONS: '2', CRS_DELETE_GUARD: '100' });
 const dir = mkdtempSync(path.join(tmpdir(), 'crs-ranges-'));
 
-/** mulberry32: small, seeded, the same sequence on every machine. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-const rand = rng(SEED);
-const pick = (n: number) => Math.floor(rand() * n);
+// The simulator's seeded generator (mulberry32): the same sequence on every machine.
+const rand = new Rng(SEED);
+const pick = (n: number) => rand.int(n);
 
 let tw: TestWarehouse;
 let files = 0;
