@@ -83,7 +83,7 @@ async function coversAll(q: Queryable, r: DayRange): Promise<boolean> {
 /**
  * Whether the range starts on or before the first day with live rows. Then every entity counts on
  * its first day ever (no previous day), and the first days alone answer: `rollup_thread_firsts`,
- * the partial index of `rollup_user_days` on first days.
+ * the partial index of `rollup_user_daily` on first days.
  */
 async function startsWithData(q: Queryable, r: DayRange): Promise<boolean> {
   const [c] = await rows<{ starts: boolean | null }>(
@@ -153,12 +153,12 @@ export async function usageTotals(
                   where message_date between $1::date and $2::date) as messages,
                 ${
                   first
-                    ? `(select count(*) from rollup_user_days where prev_date is null and message_date <= $2::date) as users,
+                    ? `(select count(*) from rollup_user_daily where prev_date is null and message_date <= $2::date) as users,
                        (select coalesce(sum(threads), 0)::bigint from rollup_thread_firsts
                          where message_date <= $2::date and $1::date <= $2::date) as threads,`
-                    : `(select count(*) from rollup_user_days where message_date between $1::date and $2::date
+                    : `(select count(*) from rollup_user_daily where message_date between $1::date and $2::date
                           and (prev_date is null or prev_date < $1::date)) as users,
-                       (select count(*) from rollup_thread_days where message_date between $1::date and $2::date
+                       (select count(*) from rollup_thread_daily where message_date between $1::date and $2::date
                           and (prev_date is null or prev_date < $1::date)) as threads,`
                 }
                 (select count(*) from rollup_daily
@@ -292,7 +292,7 @@ const DEPTH_BUCKETS = ['0', '1-2', '3-5', '6-10', '11-20', '21+'];
 
 /**
  * The range's threads by status and by depth. From the rollups it is one index-only read of the
- * range's thread-days (`rollup_thread_days` carries each thread's status and depth bucket, and a
+ * range's thread-days (`rollup_thread_daily` carries each thread's status and depth bucket, and a
  * thread counts on its first day in the range); from the raw tables the range's threads are found
  * and joined to `threads` and to their history counts.
  */
@@ -309,7 +309,7 @@ export async function threadBreakdown(
             where message_date <= $2::date and $1::date <= $2::date
             group by 1, 2`
         : `select coalesce(status, '(not queued)') as status, depth as k, count(*) as threads
-             from rollup_thread_days
+             from rollup_thread_daily
             where message_date between $1::date and $2::date and (prev_date is null or prev_date < $1::date)
             group by 1, 2`
       : `with r as (${RAW_THREADS_IN_RANGE})
@@ -371,8 +371,8 @@ export async function topThreads(
           // threads live a few days). The others are ranked day by day from an index in order of
           // messages, ties by id, so the range's ~100k threads are never summed or sorted.
           `with multi as (
-             select thread_id, sum(messages) as messages from rollup_thread_days
-              where thread_id in (select thread_id from rollup_thread_days
+             select thread_id, sum(messages) as messages from rollup_thread_daily
+              where thread_id in (select thread_id from rollup_thread_daily
                                    where message_date between $1::date and $2::date and prev_date >= $1::date)
                 and message_date between $1::date and $2::date
               group by thread_id),
@@ -380,7 +380,7 @@ export async function topThreads(
              select x.thread_id, x.messages
                from generate_series($1::date, $2::date, interval '1 day') g(day)
                cross join lateral (
-                 select d.thread_id, d.messages from rollup_thread_days d
+                 select d.thread_id, d.messages from rollup_thread_daily d
                   where d.message_date = g.day::date and d.thread_id not in (select thread_id from multi)
                   order by d.messages desc, d.thread_id limit $3) x),
            top as (

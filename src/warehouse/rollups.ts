@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { rebuildRanges, refreshRanges } from './rollup-ranges.ts';
+import { rebuildDays, refreshThreadDays, refreshUserDays } from './rollup-days.ts';
 
 /**
  * Upkeep of the rollup tables (migrations/2026-11-24T03-00-00_rollups.ts; docs/data-dictionary.md,
@@ -49,8 +49,6 @@ export const ROLLUP_TABLES = [
   'rollup_citation_thread_days',
   'rollup_citation_daily',
   'rollup_citation_type_daily',
-  'rollup_user_days',
-  'rollup_thread_days',
   'rollup_thread_firsts',
 ] as const;
 
@@ -155,6 +153,9 @@ async function inTransaction<T>(pool: pg.Pool, fn: (c: Client) => Promise<T>): P
     // A rebuild of a large warehouse outlasts the pool's statement timeout, which guards the
     // loader's short statements; this transaction's work is bounded by the tables it reads.
     await c.query('set local statement_timeout = 0');
+    // The refresh sorts and hashes a load's rows (a day's medians, its thread rows): with the
+    // default 4 MB a 100k-line load's sorts went to disk. One transaction at a time (the lock).
+    await c.query(`set local work_mem = '64MB'`);
     await c.query(LOCK_SQL);
     const out = await fn(c);
     await c.query('commit');
@@ -172,55 +173,45 @@ async function inTransaction<T>(pool: pg.Pool, fn: (c: Client) => Promise<T>): P
 // ---------------------------------------------------------------------------------------------
 // The rows of each rollup for a set of keys, as SQL. `$keys` stands for the set: a subquery.
 
-// The distinct users and threads of a day come from its rows in rollup_user_daily and
-// rollup_thread_daily (filled first, in the same transaction), not from the raw rows: a distinct
-// count sorts its keys per day, and those rollups hold one row per user, and about one per thread
-// (0.55 per raw row in bench:ingest's file), of the day. At a 1M-line first load: the aggregate
-// 0.66 s over the raw rows, 0.24 s + 0.23 s + 0.01 s this way.
-const dailySql = (days: string, raw = `(${dailyRawSql(days ? `a.message_date in (${days})` : '')})`) => `
-  select a.message_date, a.messages, u.n, t.n, a.cancelled, a.answered, a.chars, a.avg, a.median
-  from ${raw} a
-  join (select message_date, count(*)::bigint as n from rollup_user_daily
-        ${days ? `where message_date in (${days})` : ''} group by message_date) u
-    on u.message_date = a.message_date
-  join (select message_date, count(distinct thread_id)::bigint as n from rollup_thread_daily
-        ${days ? `where message_date in (${days})` : ''} group by message_date) t
-    on t.message_date = a.message_date`;
-
-/** What daily_usage takes from the raw rows, per day; `where`: a condition on `a`, or none. */
-const dailyRawSql = (where: string) => `
-  select a.message_date,
-         count(*)::bigint as messages,
-         (count(*) - count(x.answered))::bigint as cancelled,
-         count(x.answered)::bigint as answered,
-         coalesce(sum(x.answered), 0)::bigint as chars,
-         round(avg(x.answered), 1)::double precision as avg,
-         (percentile_cont(0.5) within group (order by x.answered))::double precision as median
+/**
+ * The raw rows a per-day rollup reads, narrowed to what they take: day, thread, user, time, and
+ * the response length when the message was answered (null when cancelled: a blank response, or
+ * the "User cancelled" history entry). `days`: an array literal of the days, or none (every row).
+ * For some days each row's history entry is probed by key; for every row the history is joined.
+ */
+const rawRowsSql = (days: string | null) => `
+  select a.message_date, a.thread_id, a.user_id, a.message_time,
+         case when a.response_chars = 0 or coalesce(h.is_cancelled, false) then null
+              else a.response_chars end as answered
   from analytics_messages a
   ${
-    where
+    days
       ? 'left join lateral (select x.is_cancelled from thread_messages x where x.message_id = a.message_id) h on true'
       : 'left join thread_messages h on h.message_id = a.message_id'
   }
-  cross join lateral (
-    select case when a.response_chars = 0 or coalesce(h.is_cancelled, false) then null
-                else a.response_chars end as answered) x
-  where a._deleted_at is null ${where ? `and ${where}` : ''}
-  group by a.message_date`;
+  where a._deleted_at is null ${days ? `and a.message_date = any(${days}::date[])` : ''}`;
 
-// From the thread rows of the day (one row per thread and user), not from the raw rows again:
-// a user's distinct threads of a day are its thread rows of that day.
-const userDailySql = (days: string) => `
-  select message_date, user_id, sum(messages)::bigint, count(*)::bigint, min(first_at), max(last_at)
-  from rollup_thread_daily
-  ${days ? `where message_date in (${days})` : ''}
-  group by message_date, user_id`;
+/** daily_usage's figures of each day that are sums over its rows; `rows`: rawRowsSql's relation. */
+const dailyFiguresSql = (rows: string) => `
+  select message_date,
+         count(*)::bigint as messages,
+         (count(*) - count(answered))::bigint as cancelled,
+         count(answered)::bigint as answered,
+         coalesce(sum(answered), 0)::bigint as chars,
+         round(avg(answered), 1)::double precision as avg,
+         (percentile_cont(0.5) within group (order by answered))::double precision as median
+  from ${rows} x group by message_date`;
 
-const threadDailySql = (days: string) => `
-  select message_date, thread_id, user_id, count(*)::bigint, min(message_time), max(message_time)
-  from analytics_messages
-  where _deleted_at is null ${days ? `and message_date in (${days})` : ''}
-  group by message_date, thread_id, user_id`;
+/**
+ * A day's row of rollup_daily: its figures (`figures`: dailyFiguresSql's relation) with its distinct
+ * users and threads, counted from its thread rows (`threadRows`: one per thread, day and user), not
+ * from the raw rows: those are 0.55 per raw row in bench:ingest's file.
+ */
+const dailySql = (figures: string, threadRows: string) => `
+  select a.message_date, a.messages, t.users, t.threads, a.cancelled, a.answered, a.chars, a.avg, a.median
+  from ${figures} a
+  join (select message_date, count(distinct user_id)::bigint as users, count(distinct thread_id)::bigint as threads
+        from ${threadRows} x group by message_date) t on t.message_date = a.message_date`;
 
 const userThreadsSql = (threads: string) => `
   select user_id, thread_id, sum(messages)::bigint from rollup_thread_daily
@@ -310,11 +301,11 @@ async function rebuildAll(c: Client, onStep?: Progress): Promise<RollupRefresh> 
   await c.query('delete from rollup_dirty_days');
   await c.query('delete from rollup_dirty_threads');
   await c.query(`truncate ${ROLLUP_TABLES.join(', ')}`);
+  // The per-day rows of threads and users first: daily_usage's distinct counts read them (dailySql).
+  onStep?.('rollup_thread_daily, rollup_user_daily, rollup_thread_firsts');
+  await rebuildDays(c);
   const steps: Array<[string, string]> = [
-    // daily_usage's distinct counts read the two per-day rollups before it (dailySql).
-    ['rollup_thread_daily', threadDailySql('')],
-    ['rollup_user_daily', userDailySql('')],
-    ['rollup_daily', dailySql('')],
+    ['rollup_daily', dailySql(`(${dailyFiguresSql(`(${rawRowsSql(null)})`)})`, 'rollup_thread_daily')],
     ['rollup_user_threads', userThreadsSql('')],
     ['rollup_users', usersSql('')],
     ['rollup_threads', threadsSql('')],
@@ -338,8 +329,6 @@ async function rebuildAll(c: Client, onStep?: Progress): Promise<RollupRefresh> 
     onStep?.(table);
     await c.query(`insert into ${table} ${select}`);
   }
-  onStep?.('rollup_user_days, rollup_thread_days');
-  await rebuildRanges(c);
   await c.query('update rollup_state set rebuild_needed = false, rebuilt_at = now(), refreshed_at = now()');
   const n = await c.query<{ days: number; threads: number; users: number }>(
     `select (select count(*) from rollup_daily)::int as days, (select count(*) from rollup_threads)::int as threads,
@@ -472,43 +461,56 @@ async function refreshMarked(c: Client, onStep?: Progress): Promise<RollupRefres
   const m = marked.rows[0] ?? { days: 0, threads: 0 };
   if (m.days === 0 && m.threads === 0) return { rebuilt: false, days: 0, threads: 0, users: 0 };
 
-  const days = 'select day from rd_days';
   if (m.days > 0) {
     onStep?.(`${m.days} day(s)`);
-    // daily_usage's figures of the raw rows first, as a query of its own: an INSERT ... SELECT
-    // runs in one process, a CREATE TABLE AS may scan with parallel workers (the finalize leaves
-    // the loader's core idle). The days go in as a literal, since workers cannot read rd_days.
-    // As the first read of a load's new rows, it also sets their hint bits on both cores (a
-    // first load of 1M lines: the raw aggregate and the thread rows' insert 2.0 s + 6.7 s in one
-    // process, measured inside a load).
+    // The marked days' raw rows are read once, narrowed to what the per-day rollups take, by a
+    // CREATE TABLE AS: it may scan with parallel workers where an INSERT ... SELECT runs in one
+    // process (the finalize leaves the loader's core idle). The days go in as a literal, since
+    // workers cannot read rd_days. As the first read of a load's new rows, it also sets their
+    // hint bits on both cores.
     const lit = await c.query<{ days: string }>(
       'select quote_literal(array_agg(day order by day)::text) as days from rd_days',
     );
-    await c.query(
-      `create temp table rd_daily on commit drop as
-       ${dailyRawSql(`a.message_date = any(${lit.rows[0]?.days ?? "'{}'"}::date[])`)}`,
+    // A table never analyzed (a first load, before autovacuum's first pass) has no row estimate:
+    // the planner guessed 400 rows for a load of 100k and read them by the day index and a probe
+    // of the history per row (199 ms), where a parallel scan and hash join take 48 ms. A young
+    // table is mostly the load's rows, so it is scanned.
+    const fresh = await c.query<{ fresh: boolean }>(
+      `select reltuples < 0 as fresh from pg_class where oid = 'analytics_messages'::regclass`,
     );
-    await replaceRows(c, {
-      table: 'rollup_thread_daily',
-      where: `message_date in (${days})`,
-      select: threadDailySql(days),
-      key: 'thread_id',
-      into: 'rd_threads',
-    });
-    await replaceRows(c, {
-      table: 'rollup_user_daily',
-      where: `message_date in (${days})`,
-      select: userDailySql(days),
-      key: 'user_id',
-      into: 'rd_users',
-    });
-    // After the two above: its distinct counts read their rows of the days (dailySql).
+    const scan = fresh.rows[0]?.fresh === true;
+    if (scan) await c.query('set local enable_bitmapscan = off; set local enable_indexscan = off');
+    await c.query(`create temp table rd_rows on commit drop as ${rawRowsSql(lit.rows[0]?.days ?? "'{}'")}`);
+    if (scan) await c.query('set local enable_bitmapscan = on; set local enable_indexscan = on');
+    await c.query(`create temp table rd_daily on commit drop as ${dailyFiguresSql('rd_rows')}`);
+    // The days' thread rows as the raw rows give them now (rollup-days.ts compares and writes),
+    // with the previous row of the thread among them: sorted once for the grouping and the window.
+    await c.query(
+      `create temp table rd_td on commit drop as
+       select thread_id, message_date, user_id, count(*)::bigint as messages, min(message_time) as first_at,
+              max(message_time) as last_at,
+              lag(message_date) over (partition by thread_id order by message_date, user_id) as prev
+       from rd_rows group by thread_id, message_date, user_id`,
+    );
+    await c.query('drop table rd_rows');
     await replaceRows(c, {
       table: 'rollup_daily',
-      where: `message_date in (${days})`,
-      select: dailySql(days, 'rd_daily'),
+      where: 'message_date in (select day from rd_days)',
+      select: dailySql('rd_daily', 'rd_td'),
     });
     await c.query('drop table rd_daily');
+  }
+  // Whether a day that is not marked has rows (rollup_daily, current for every day by now: a row
+  // per day with rows). Not on a first load; then no thread or user has rows to find elsewhere.
+  const other = await c.query<{ any: boolean }>(
+    'select exists (select 1 from rollup_daily where message_date not in (select day from rd_days)) as any',
+  );
+  const otherDays = other.rows[0]?.any === true;
+  onStep?.('thread and user days');
+  await refreshThreadDays(c, { days: m.days > 0, otherDays });
+  if (m.days > 0) {
+    await refreshUserDays(c, { otherDays });
+    await c.query('drop table rd_td');
   }
 
   const threadCount = await refreshThreads(c, onStep);
@@ -521,8 +523,6 @@ async function refreshMarked(c: Client, onStep?: Progress): Promise<RollupRefres
     const users = 'select user_id from rd_users';
     await replaceRows(c, { table: 'rollup_users', where: `user_id in (${users})`, select: usersSql(users) });
   }
-  onStep?.('range rollups');
-  await refreshRanges(c, { days: m.days > 0, threads: true });
   await c.query('update rollup_state set refreshed_at = now()');
   return { rebuilt: false, days: m.days, threads: threadCount, users: userCount };
 }

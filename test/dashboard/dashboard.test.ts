@@ -465,7 +465,7 @@ describe('the dashboard when the warehouse fails', () => {
   });
 
   it('when a table a query reads was dropped, then that part shows an error panel naming it and the rest of the page still shows', async () => {
-    await sql`drop table rollup_user_days cascade`.execute(broken.w.db);
+    await sql`drop table rollup_user_daily cascade`.execute(broken.w.db);
     const res = await page.goto(`${brokenDash.url}/usage?from=2026-11-01&to=2026-11-07`, {
       waitUntil: 'load',
     });
@@ -476,7 +476,7 @@ describe('the dashboard when the warehouse fails', () => {
     );
     expect(panels).toHaveLength(1);
     expect(panels[0]?.[0]).toBe('totals');
-    expect(panels[0]?.[1]).toContain('relation "rollup_user_days" does not exist');
+    expect(panels[0]?.[1]).toContain('relation "rollup_user_daily" does not exist');
     expect(panels[0]?.[1]).toContain('crs-sync migrate');
     // The days come from another table: that part still shows (an empty warehouse: no day).
     expect(await page.$eval('[data-empty="daily"]', (e) => e.textContent)).toBe(

@@ -81,14 +81,14 @@ async function expectEveryRange(stage: string): Promise<void> {
   }
   const tables = async () => {
     const out: string[][] = [];
-    for (const t of ['rollup_user_days', 'rollup_thread_days', 'rollup_thread_firsts']) {
+    for (const t of ['rollup_user_daily', 'rollup_thread_daily', 'rollup_thread_firsts']) {
       const q = await tw.w.pool.query<{ r: string }>(`select x::text as r from ${t} x order by 1`);
       out.push(q.rows.map((row) => row.r));
     }
     return out;
   };
   const incremental = await tables();
-  expect(incremental[0]?.length, `${stage}: rollup_user_days has rows`).toBeGreaterThan(0);
+  expect(incremental[0]?.length, `${stage}: rollup_user_daily has rows`).toBeGreaterThan(0);
   await rebuildRollups(tw.w.pool, null);
   expect(await tables(), `${stage}: incremental = rebuild (seed ${SEED})`).toEqual(incremental);
 }
@@ -117,6 +117,28 @@ describe('range rollups', () => {
     records = [...records, ...added];
     await load();
     await expectEveryRange('days filled in the middle');
+  });
+
+  it('when a thread has a second user (the export does not promise one user a thread), then it still counts once in every range', async () => {
+    // Records written into existing threads by another user: on a day the thread already has,
+    // and on a day it did not have.
+    const threads = [...new Set(records.map((r) => r['Thread ID']))];
+    const guests = Array.from({ length: 12 }, (_, i) => {
+      const base = records[pick(records.length)];
+      const day = i % 2 === 0 ? (base?.['Message Time'].slice(0, 10) ?? '') : (DAYS[pick(DAYS.length)] ?? '');
+      return {
+        ...record(2000 + i, day, 0, threads[pick(threads.length)]),
+        'User ID': uuidFrom(`ranges:guest:${i % 3}`),
+      };
+    });
+    records = [...records, ...guests];
+    await load();
+    const shared = await tw.w.pool.query<{ n: number }>(
+      `select count(*)::int as n from (select thread_id, message_date from rollup_thread_daily
+        group by 1, 2 having count(*) > 1) x`,
+    );
+    expect(shared.rows[0]?.n, 'a thread-day with two users').toBeGreaterThan(0);
+    await expectEveryRange('second users');
   });
 
   it('when a load withdraws a whole day and one user’s records of another, then the counts follow (soft deletes)', async () => {
