@@ -16,6 +16,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { recreateRollupViews } from '../migrations/2026-11-24T03-00-00_rollups.ts';
+import { MAX_SPAN_DAYS } from '../src/simulator/plan.ts';
 import { openWarehouse, type Warehouse } from '../src/warehouse/db.ts';
 import { migrateToLatest } from '../src/warehouse/migrator.ts';
 import { ROLLUP_TABLES, rebuildRollups, refreshRollups } from '../src/warehouse/rollups.ts';
@@ -52,7 +53,8 @@ if (flags.help) {
   console.log(
     'npm run bench:bi -- [--rows N (10000000)] [--days D (365)] [--users U (20000)]\n' +
       '                    [--loader-lines L (100000): the file of the loader-cost runs] [--loader-rounds R (2)]\n' +
-      "                    [--thread-days D: that file's threads live about D days, not all 30 (bench:ingest's option)]\n" +
+      '                    [--thread-days D|any: only that loader-cost file (default both: threads of ~3 days, as the\n' +
+      "                     simulator's, and any line in any thread, every thread on ~22 of the 30 days)]\n" +
       '                    [--schema S (bench_bi)] [--keep (leave the schemas)] [--reuse (a kept S: no generation)]\n' +
       '                    [--skip-queries] [--skip-dashboard] [--skip-partition] [--skip-loader]\n' +
       '                    [--pages (each dashboard page loaded in headless Chromium, 30 days and all)]\n' +
@@ -283,8 +285,7 @@ async function partitionTimings(big: Warehouse, month: Warehouse): Promise<strin
 }
 
 /** First load and unchanged re-load of one file, rollup upkeep on and off, alternating. */
-async function loaderTimings(lines: number): Promise<string[][]> {
-  const threadDays = flags['thread-days'] === undefined ? undefined : Number(flags['thread-days']);
+async function loaderTimings(lines: number, threadDays: number | undefined): Promise<string[][]> {
   const file = ensureExport(OUT, lines, 1, threadDays);
   const rounds = Number(flags['loader-rounds']);
   const res: Record<string, number[]> = {};
@@ -333,10 +334,10 @@ async function loaderTimings(lines: number): Promise<string[][]> {
   };
   return [
     row(
-      `first load (${lines} lines, ${(file.bytes / 1e6).toFixed(0)} MB${threadDays ? `, threads of ~${threadDays} days` : ''})`,
+      `first load (${lines} lines, ${(file.bytes / 1e6).toFixed(0)} MB, ${threadDays ? `threads of ~${threadDays} days` : 'any thread any day'})`,
       'inserted',
     ),
-    row('unchanged re-load', 'unchanged'),
+    row(`unchanged re-load${threadDays ? `, threads of ~${threadDays} days` : ''}`, 'unchanged'),
   ];
 }
 
@@ -404,9 +405,16 @@ async function main(): Promise<void> {
       say(
         `\n## Loader cost of rollup upkeep (crs-sync import, same file, ${flags['loader-rounds']} rounds alternating; load ${load()})\n`,
       );
-      say(
-        table(['load', 'upkeep off', 'upkeep on', 'cost', 'runs off', 'runs on'], await loaderTimings(lines)),
-      );
+      // Two files by default: threads that live a few days, as the simulator's do (turns on a
+      // thread's first day or the MAX_SPAN_DAYS after it), and any line in any thread (every
+      // thread on ~22 of the 30 days): the upkeep's cost grows with the thread-days a load writes.
+      const shapes =
+        flags['thread-days'] === undefined
+          ? [MAX_SPAN_DAYS, undefined]
+          : [flags['thread-days'] === 'any' ? undefined : Number(flags['thread-days'])];
+      const rows: string[][] = [];
+      for (const d of shapes) rows.push(...(await loaderTimings(lines, d)));
+      say(table(['load', 'upkeep off', 'upkeep on', 'cost', 'runs off', 'runs on'], rows));
     }
     say(`\nload average at end ${load()}`);
   } finally {

@@ -179,7 +179,7 @@ export async function refreshThreadDays(c: Client, o: { days: boolean; otherDays
  * of days, so only what a marked day can change is written: the user's row of that day, with the
  * previous active day found by a backward probe, and, where the user's presence on a marked day
  * changed, the previous day of the user's next active day after it. Users whose rows changed go
- * into `rd_users`.
+ * into `rd_users`. Leaves `rd_ud`, the marked days' user rows, for rollup_daily's counts.
  */
 export async function refreshUserDays(c: Client, o: { otherDays: boolean }): Promise<void> {
   await c.query(
@@ -240,5 +240,4 @@ export async function refreshUserDays(c: Client, o: { otherDays: boolean }): Pro
     );
   }
   await c.query('drop table rr_old');
-  await c.query('drop table rd_ud');
 }

@@ -203,9 +203,10 @@ const dailyFiguresSql = (rows: string) => `
   from ${rows} x group by message_date`;
 
 /**
- * A day's row of rollup_daily: its figures (`figures`: dailyFiguresSql's relation) with its distinct
- * users and threads, counted from its thread rows (`threadRows`: one per thread, day and user), not
- * from the raw rows: those are 0.55 per raw row in bench:ingest's file.
+ * A day's row of rollup_daily in a rebuild: its figures (`figures`: dailyFiguresSql's relation)
+ * with its distinct users and threads, counted from its thread rows (`threadRows`: one per thread,
+ * day and user), not from the raw rows: those are 0.55 per raw row in bench:ingest's file. (A
+ * refresh counts them from its key sets: refreshMarked.)
  */
 const dailySql = (figures: string, threadRows: string) => `
   select a.message_date, a.messages, t.users, t.threads, a.cancelled, a.answered, a.chars, a.avg, a.median
@@ -493,15 +494,10 @@ async function refreshMarked(c: Client, onStep?: Progress): Promise<RollupRefres
        from rd_rows group by thread_id, message_date, user_id`,
     );
     await c.query('drop table rd_rows');
-    await replaceRows(c, {
-      table: 'rollup_daily',
-      where: 'message_date in (select day from rd_days)',
-      select: dailySql('rd_daily', 'rd_td'),
-    });
-    await c.query('drop table rd_daily');
   }
-  // Whether a day that is not marked has rows (rollup_daily, current for every day by now: a row
-  // per day with rows). Not on a first load; then no thread or user has rows to find elsewhere.
+  // Whether a day that is not marked has rows (rollup_daily has a row per day with rows, and this
+  // refresh changes only the marked days'). Not on a first load: then no thread or user has rows
+  // on another day to find.
   const other = await c.query<{ any: boolean }>(
     'select exists (select 1 from rollup_daily where message_date not in (select day from rd_days)) as any',
   );
@@ -510,7 +506,20 @@ async function refreshMarked(c: Client, onStep?: Progress): Promise<RollupRefres
   await refreshThreadDays(c, { days: m.days > 0, otherDays });
   if (m.days > 0) {
     await refreshUserDays(c, { otherDays });
-    await c.query('drop table rd_td');
+    // The day's distinct users are its user rows; its distinct threads the thread rows that are
+    // not a second user's row of the day (`prev` on those is the same day): no distinct count.
+    await replaceRows(c, {
+      table: 'rollup_daily',
+      where: 'message_date in (select day from rd_days)',
+      select: `
+        select a.message_date, a.messages, u.n, t.n, a.cancelled, a.answered, a.chars, a.avg, a.median
+        from rd_daily a
+        join (select message_date, count(*)::bigint as n from rd_ud group by message_date) u
+          on u.message_date = a.message_date
+        join (select message_date, count(*) filter (where prev is distinct from message_date)::bigint as n
+              from rd_td group by message_date) t on t.message_date = a.message_date`,
+    });
+    for (const t of ['rd_daily', 'rd_td', 'rd_ud']) await c.query(`drop table ${t}`);
   }
 
   const threadCount = await refreshThreads(c, onStep);
