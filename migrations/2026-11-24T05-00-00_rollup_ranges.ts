@@ -1,7 +1,8 @@
 import { type Kysely, sql } from 'kysely';
 
 /**
- * Distinct counts over any range of days, from rollups (src/warehouse/rollup-ranges.ts;
+ * Distinct counts over any range of days, from rollups (the upkeep then in rollup-ranges.ts; these
+ * tables were folded into the per-day rollups by 2026-11-24T06-00-00_rollup_days_in_place.ts;
  * docs/decisions/0010-rollups-and-partitioning.md, "Distinct counts over a range").
  *
  * A user or thread active on several days of a range counts once, so per-day distinct counts do

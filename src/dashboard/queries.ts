@@ -144,7 +144,7 @@ export async function usageTotals(
   source: Source = 'rollup',
 ): Promise<UsageTotals> {
   // Distinct users and threads from the range rollups: each counts on its first active day in
-  // the range, the one whose previous active day is before it (src/warehouse/rollup-ranges.ts);
+  // the range, the one whose previous active day is before it (src/warehouse/rollup-days.ts);
   // a range that starts with the data counts first days ever.
   const first = source === 'rollup' && (await startsWithData(q, r));
   const text =

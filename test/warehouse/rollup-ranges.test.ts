@@ -18,13 +18,13 @@ import { type FakeRecord, uuidFrom } from '../helpers/export-lines.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 
 /**
- * The range rollups (src/warehouse/rollup-ranges.ts) give, for every range of days, the same
- * distinct users and threads, the same threads by status and depth, and the same top users and
- * threads (src/dashboard/queries.ts), as the raw tables, after
- * loads that add a user's or a thread's days in the middle of its others, withdraw them again,
- * and after status changes written straight into `threads`; and what the loads kept
- * incrementally equals a rebuild. Records are drawn from a seeded generator (the seed is printed;
- * RANGES_SEED=… replays it).
+ * The per-day rows with their previous active day (src/warehouse/rollup-days.ts) give, for every
+ * range of days, the same distinct users and threads, the same threads by status and depth, and
+ * the same top users and threads (src/dashboard/queries.ts) as the raw tables, after loads that
+ * add a user's or a thread's days in the middle of its others, give a thread a second user,
+ * withdraw days again, and after status changes written straight into `threads`; and what the
+ * loads kept incrementally equals a rebuild. Records are drawn from a seeded generator (the seed
+ * is printed; RANGES_SEED=… replays it).
  */
 
 const SEED = Number(process.env.RANGES_SEED ?? Date.now() % 1_000_000_007);
