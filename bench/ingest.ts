@@ -141,11 +141,18 @@ async function main(): Promise<number> {
   if (!flags['skip-dlt']) {
     await contest('dlt', () => runDltBaseline(file.path, file.bytes, url, SCHEMA.dlt, OUT, log));
   }
-  const smallRun = small
-    ? await ours('ours: first load, 100k', small, SCHEMA.oursSmall, 'inserted', true)
-    : null;
+  // The 100k file three times, each into a fresh schema: a single run's peak RSS moved 142-153 MB
+  // between runs here (and 300k lines measured 158-171 MB against 156-159 MB for 1M), so the
+  // size comparison below is against the median of three.
+  const smallRuns: ContestResult[] = [];
+  for (let i = 1; small && i <= 3; i++) {
+    await dropSchemas(url, [SCHEMA.oursSmall]);
+    smallRuns.push(await ours(`ours: first load, 100k (${i}/3)`, small, SCHEMA.oursSmall, 'inserted', true));
+  }
+  const smallPeaks = smallRuns.flatMap((r) => (isOutcome(r) && r.peakRssMb !== null ? [r.peakRssMb] : []));
+  const smallRss = smallPeaks.length === 3 ? [...smallPeaks].sort((a, b) => a - b)[1] : undefined;
 
-  const main = results.filter((r) => r !== smallRun);
+  const main = results.filter((r) => !smallRuns.includes(r));
   console.log(`\n== Ingest benchmark: ${exportLine(file)}\n`);
   console.log(comparison(main, first));
   console.log('\nCPU (2 cores = 200%; postgres = all server processes, incl. other sessions on it):\n');
@@ -185,7 +192,7 @@ async function main(): Promise<number> {
     target: '>= 3.00x',
     ok: r2 === null ? null : r2 >= 3,
   });
-  for (const r of [first, reload, smallRun]) {
+  for (const r of [first, reload, ...smallRuns]) {
     if (r && isOutcome(r) && r.peakRssMb !== null) {
       list.push({
         what: `peak RSS, ${r.name}`,
@@ -195,11 +202,11 @@ async function main(): Promise<number> {
       });
     }
   }
-  if (smallRun && isOutcome(smallRun) && first && first.peakRssMb !== null && smallRun.peakRssMb !== null) {
-    const d = (first.peakRssMb - smallRun.peakRssMb) / smallRun.peakRssMb;
+  if (smallRss !== undefined && first && first.peakRssMb !== null) {
+    const d = (first.peakRssMb - smallRss) / smallRss;
     list.push({
-      what: `peak RSS ${lines.toLocaleString('en-US')} vs 100k lines`,
-      value: `${first.peakRssMb.toFixed(0)} vs ${smallRun.peakRssMb.toFixed(0)} MB (${d >= 0 ? '+' : ''}${(100 * d).toFixed(1)}%)`,
+      what: `peak RSS ${lines.toLocaleString('en-US')} vs 100k lines (median of 3)`,
+      value: `${first.peakRssMb.toFixed(0)} vs ${smallRss.toFixed(0)} MB (${d >= 0 ? '+' : ''}${(100 * d).toFixed(1)}%)`,
       target: 'within 10%',
       ok: Math.abs(d) <= 0.1,
     });
