@@ -21,7 +21,7 @@ import type pg from 'pg';
 type Client = Pick<pg.PoolClient, 'query'>;
 
 /** The depth bucket of a number of stored history entries: 0, 1-2, 3-5, 6-10, 11-20, 21+ → 0..5. */
-export const DEPTH = (
+const DEPTH = (
   n: string,
 ) => `case when coalesce(${n}, 0) = 0 then 0 when ${n} <= 2 then 1 when ${n} <= 5 then 2
   when ${n} <= 10 then 3 when ${n} <= 20 then 4 else 5 end`;
