@@ -64,7 +64,9 @@ const envSchema = z.object({
     .default('crs')
     .refine((v) => /^[A-Za-z0-9_.:-]{1,100}$/.test(v), 'must be 1-100 of A-Z a-z 0-9 _ . : - (or "off")'),
   // The shared budget's limit for the whole deployment, whatever each worker's CRS_RATE_LIMIT_RPS.
-  CRS_RATE_BUDGET_RPS: optionalString.pipe(z.coerce.number<string | undefined>().positive().max(10_000).optional()),
+  CRS_RATE_BUDGET_RPS: optionalString.pipe(
+    z.coerce.number<string | undefined>().positive().max(10_000).optional(),
+  ),
   CRS_ENRICH_CONCURRENCY: intSetting(8, 1, 256),
   CRS_HTTP_TIMEOUT_MS: intSetting(60_000, 100, 3_600_000),
   // Largest JSON answer read (a history page, an artifact, the thread list, a token): a hostile or
