@@ -34,7 +34,7 @@ describe('the embedded PostgreSQL', () => {
     for (const d of dirs) rmSync(d, { recursive: true, force: true });
   });
 
-  it('when a worker is started with --allow-embedded and no DATABASE_URL, then it starts, says in one line where the data lives, and its cluster keeps fsync on', async () => {
+  it("when a worker is started with --allow-embedded and no DATABASE_URL, then it starts, says in one line where the data lives, and its cluster keeps fsync on (the demo's throw-away one has it off)", async () => {
     const cwd = mkdtempSync(path.join(tmpdir(), 'crs-embedded-worker-'));
     chmodSync(cwd, 0o755);
     dirs.push(cwd);
@@ -75,9 +75,8 @@ describe('the embedded PostgreSQL', () => {
     worker.kill('SIGTERM');
     const [code] = await exited;
     expect(code).toBe(0);
-  });
 
-  it('when the demo starts its throw-away cluster, then fsync is off there (nothing in it outlives the demo)', async () => {
+    // The demo's cluster is deleted when the demo ends: nothing in it needs to survive a crash.
     const demo = await openDemoWarehouse({ databaseUrl: undefined, schema: 'crs', connections: 2 });
     try {
       expect(demo.embedded).toBe(true);
