@@ -29,6 +29,11 @@ const envSchema = z.object({
       .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// or postgresql:// URL')
       .optional(),
   ),
+  // A long-running command (worker, schedule create) on the embedded PostgreSQL is a deployment
+  // whose DATABASE_URL went missing, unless someone says they mean it.
+  CRS_ALLOW_EMBEDDED: optionalString
+    .pipe(z.enum(['1', 'true', 'yes', '0', 'false', 'no'], 'must be 1/true/yes or 0/false/no').optional())
+    .transform((v) => v === '1' || v === 'true' || v === 'yes'),
   CRS_SCHEMA: z
     .string()
     .default('crs')
@@ -58,6 +63,10 @@ const envSchema = z.object({
     .trim()
     .default('crs')
     .refine((v) => /^[A-Za-z0-9_.:-]{1,100}$/.test(v), 'must be 1-100 of A-Z a-z 0-9 _ . : - (or "off")'),
+  // The shared budget's limit for the whole deployment, whatever each worker's CRS_RATE_LIMIT_RPS.
+  CRS_RATE_BUDGET_RPS: optionalString.pipe(
+    z.coerce.number<string | undefined>().positive().max(10_000).optional(),
+  ),
   CRS_ENRICH_CONCURRENCY: intSetting(8, 1, 256),
   CRS_HTTP_TIMEOUT_MS: intSetting(60_000, 100, 3_600_000),
   // Largest JSON answer read (a history page, an artifact, the thread list, a token): a hostile or
@@ -88,6 +97,8 @@ export type Env = z.infer<typeof envSchema>;
 
 export interface Config {
   readonly databaseUrl: string | undefined;
+  /** CRS_ALLOW_EMBEDDED: worker and schedule create may run without DATABASE_URL. */
+  readonly allowEmbedded: boolean;
   readonly schema: string;
   readonly api: {
     readonly baseUrl: string | undefined;
@@ -102,6 +113,8 @@ export interface Config {
     readonly rateLimitRps: number;
     /** CRS_RATE_BUDGET: the shared budget's name; undefined ("off"): a budget per process. */
     readonly rateBudget?: string | undefined;
+    /** CRS_RATE_BUDGET_RPS: the shared budget's limit fixed by the deployment (absent: the lowest asked). */
+    readonly rateBudgetRps?: number | undefined;
     /** CRS_MAX_RESPONSE_BYTES (absent: the client's default, the same 128 MiB). */
     readonly maxResponseBytes?: number;
   };
@@ -144,6 +157,7 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
   const e = result.data;
   const cfg: Config = {
     databaseUrl: e.DATABASE_URL,
+    allowEmbedded: e.CRS_ALLOW_EMBEDDED,
     schema: e.CRS_SCHEMA,
     api: {
       baseUrl: e.CRS_BASE_URL?.replace(/\/+$/, ''),
@@ -157,6 +171,7 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
       timeoutMs: e.CRS_HTTP_TIMEOUT_MS,
       rateLimitRps: e.CRS_RATE_LIMIT_RPS,
       rateBudget: e.CRS_RATE_BUDGET === 'off' ? undefined : e.CRS_RATE_BUDGET,
+      rateBudgetRps: e.CRS_RATE_BUDGET_RPS,
       maxResponseBytes: e.CRS_MAX_RESPONSE_BYTES,
     },
     temporal: {
@@ -186,6 +201,26 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     logLevel: e.LOG_LEVEL,
   };
   return deepFreeze(cfg);
+}
+
+/** Every credential in the configuration, for the logger to mask wherever it shows up. */
+export function configuredSecrets(cfg: Config): (string | undefined)[] {
+  let dbPassword: string | undefined;
+  try {
+    dbPassword = cfg.databaseUrl
+      ? decodeURIComponent(new URL(cfg.databaseUrl).password) || undefined
+      : undefined;
+  } catch {
+    dbPassword = undefined;
+  }
+  return [
+    cfg.api.serviceAccountToken,
+    cfg.api.accessToken,
+    cfg.api.clientSecret,
+    cfg.api.apiKey,
+    cfg.temporal.apiKey,
+    dbPassword,
+  ];
 }
 
 /** Settings a command cannot run without, by environment variable name. */

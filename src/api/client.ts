@@ -153,7 +153,7 @@ export function createServiceClient(options: ServiceClientOptions, log: Logger):
         createSharedRateLimiter({
           store: o.budget,
           // The hold of each lease is the shared budget's margin (shared-budget.ts).
-          window: rateWindow(o.rateLimitRps, 0),
+          window: rateWindow(o.rateBudgetRps ?? o.rateLimitRps, 0),
           log: clog,
           ...(o.budgetMaxBlock === undefined ? {} : { maxBlock: o.budgetMaxBlock }),
         }),

@@ -1,4 +1,4 @@
-import { redactText } from '../log.ts';
+import { MIN_SECRET_LENGTH, maskValues, redactText, secretValues } from '../log.ts';
 
 /**
  * Every credential the client holds (configured ones and access tokens obtained by exchange).
@@ -11,10 +11,6 @@ export interface SecretScrubber {
   scrub(text: string): string;
 }
 
-// Shorter values are too likely to occur in ordinary text to be worth masking (and are not
-// realistic credentials).
-const MIN_SECRET_LENGTH = 6;
-
 export function createSecretScrubber(initial: ReadonlyArray<string | undefined>): SecretScrubber {
   const secrets = new Set<string>();
   const add = (s: string | undefined) => {
@@ -24,14 +20,7 @@ export function createSecretScrubber(initial: ReadonlyArray<string | undefined>)
   return {
     add,
     scrub(text: string): string {
-      let out = text;
-      // Longest first, so a secret that contains another is masked whole.
-      for (const s of [...secrets].sort((a, b) => b.length - a.length)) {
-        out = out.split(s).join('[redacted]');
-        const encoded = encodeURIComponent(s);
-        if (encoded !== s) out = out.split(encoded).join('[redacted]');
-      }
-      return redactText(out);
+      return redactText(maskValues(text, secretValues([...secrets])));
     },
   };
 }

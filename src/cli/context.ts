@@ -1,11 +1,12 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { config as loadDotenv } from 'dotenv';
-import { type Config, parseConfig } from '../config.ts';
+import { type Config, configuredSecrets, parseConfig } from '../config.ts';
+import { CrsError } from '../errors.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { checkConnection, openWarehouse, type Warehouse } from '../warehouse/db.ts';
 import { startEmbeddedPostgres } from '../warehouse/embedded.ts';
-import { migrateToLatest } from '../warehouse/migrator.ts';
+import { migrateToLatest, pendingMigrations } from '../warehouse/migrator.ts';
 
 /**
  * What every command starts from: the `.env` of the working directory (variables already in the
@@ -25,7 +26,7 @@ export function loadContext(): CliContext {
     dotenvLoaded = true;
   }
   const config = parseConfig(process.env);
-  return { config, log: createLogger({ level: config.logLevel }) };
+  return { config, log: createLogger({ level: config.logLevel, secrets: configuredSecrets(config) }) };
 }
 
 export interface OpenedWarehouse {
@@ -38,14 +39,44 @@ export interface OpenedWarehouse {
 
 export const EMBEDDED_DIR = '.data/postgres';
 
+/** The flag of the commands that refuse the embedded PostgreSQL unless told (worker, schedule create). */
+export const ALLOW_EMBEDDED_FLAG = '--allow-embedded';
+
+/**
+ * Stops a long-running command that would otherwise fall back to the embedded PostgreSQL: a
+ * worker or schedule without DATABASE_URL is most likely a deployment whose secret was not
+ * mounted, and it would write real data into a local database nobody reads.
+ */
+export function refuseEmbeddedUnlessAllowed(
+  ctx: CliContext,
+  command: string,
+  flag: boolean | undefined,
+): void {
+  if (ctx.config.databaseUrl || ctx.config.allowEmbedded || flag) return;
+  throw new CrsError(
+    'USAGE',
+    `${command} refuses to run without DATABASE_URL: its work would go to the embedded PostgreSQL in ` +
+      `${EMBEDDED_DIR}, a local database, not your warehouse. Set DATABASE_URL to your PostgreSQL server; ` +
+      `to use the embedded PostgreSQL on purpose (a local worker), pass ${ALLOW_EMBEDDED_FLAG} or set ` +
+      'CRS_ALLOW_EMBEDDED=1',
+  );
+}
+
+/**
+ * What a command does with the schema: `migrate` brings it up to date first (commands that
+ * write), `current` only checks that it is (commands that read: exit 2 naming `crs-sync migrate`
+ * when it is behind or absent), `as-is` leaves it to the command (`migrate` itself).
+ */
+export type SchemaUse = 'migrate' | 'current' | 'as-is';
+
 /**
  * The warehouse of DATABASE_URL; without one, an embedded PostgreSQL whose data directory
- * (.data/postgres under the working directory) persists between commands. Migrations are applied
- * first: they are idempotent and serialised by an advisory lock.
+ * (.data/postgres under the working directory) persists between commands, announced on stderr.
+ * Migrations are idempotent and serialised by an advisory lock.
  */
 export async function openConfiguredWarehouse(
   ctx: CliContext,
-  opts: { connections?: number; migrate?: boolean } = {},
+  opts: { connections?: number; schema?: SchemaUse } = {},
 ): Promise<OpenedWarehouse> {
   const max = (opts.connections ?? ctx.config.loadConnections) + 4;
   let url = ctx.config.databaseUrl;
@@ -55,13 +86,16 @@ export async function openConfiguredWarehouse(
     const u = new URL(url);
     description = `${u.hostname}:${u.port || 5432}${u.pathname} (schema ${ctx.config.schema})`;
   } else {
-    ctx.log.info('DATABASE_URL is not set: starting the embedded PostgreSQL');
     const emb = await startEmbeddedPostgres({ dir: EMBEDDED_DIR, persistent: true });
     url = emb.url;
     stopEmbedded = emb.stop;
     // As root in a checkout other users cannot enter, the data directory lives elsewhere.
     const shown = emb.dir === path.resolve(EMBEDDED_DIR) ? EMBEDDED_DIR : emb.dir;
     description = `embedded PostgreSQL in ${shown}, 127.0.0.1:${emb.port} (schema ${ctx.config.schema})`;
+    // Whatever LOG_LEVEL says: data going to a local directory must never go unnoticed.
+    process.stderr.write(
+      `crs-sync: DATABASE_URL is not set: using the embedded PostgreSQL, data in ${shown}\n`,
+    );
   }
   const warehouse = openWarehouse({
     url,
@@ -78,7 +112,9 @@ export async function openConfiguredWarehouse(
   });
   try {
     await checkConnection(warehouse);
-    if (opts.migrate !== false) await migrateToLatest(warehouse);
+    const use = opts.schema ?? 'migrate';
+    if (use === 'migrate') await migrateToLatest(warehouse);
+    else if (use === 'current') await requireCurrentSchema(warehouse, description);
   } catch (err) {
     await warehouse.close().catch(() => {});
     await stopEmbedded?.();
@@ -93,4 +129,15 @@ export async function openConfiguredWarehouse(
       await stopEmbedded?.();
     },
   };
+}
+
+/** Readers never migrate: a schema behind the code is for `crs-sync migrate` to bring up. */
+async function requireCurrentSchema(warehouse: Warehouse, description: string): Promise<void> {
+  const pending = await pendingMigrations(warehouse);
+  if (pending.length === 0) return;
+  throw new CrsError(
+    'USAGE',
+    `the warehouse ${description} is behind this version of crs-sync (${pending.length} migration(s) not applied, ` +
+      `first ${pending[0]}); run crs-sync migrate`,
+  );
 }

@@ -44,6 +44,8 @@ export async function openDemoWarehouse(o: {
     const emb = await startEmbeddedPostgres({
       dir: path.join(tmp, 'postgres'),
       persistent: false,
+      // Removed when the demo stops: nothing in it needs to survive a crash.
+      unsafeNoFsync: true,
       ...(o.onLog ? { onLog: o.onLog } : {}),
     });
     url = emb.url;

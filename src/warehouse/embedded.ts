@@ -35,6 +35,11 @@ export interface EmbeddedOptions {
   /** Data directory; kept between runs when `persistent`. */
   dir: string;
   persistent: boolean;
+  /**
+   * Whether the server may skip fsync (default false): only for a cluster thrown away when the
+   * command ends (the demo's). Data meant to outlive the command must survive a power cut.
+   */
+  unsafeNoFsync?: boolean;
   port?: number;
   onLog?: (line: string) => void;
 }
@@ -249,7 +254,14 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
     persistent: opts.persistent,
     createPostgresUser: true,
     initdbFlags: ['--encoding=UTF8', '--locale=C'],
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off', '-c', 'max_connections=200'],
+    postgresFlags: [
+      '-c',
+      'listen_addresses=127.0.0.1',
+      '-c',
+      `fsync=${opts.unsafeNoFsync ? 'off' : 'on'}`,
+      '-c',
+      'max_connections=200',
+    ],
     onLog: (m: unknown) => log(String(m)),
     onError: (m: unknown) => log(errorMessage(m)),
   });

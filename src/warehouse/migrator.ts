@@ -73,6 +73,27 @@ export async function migrateToLatest(base: Warehouse): Promise<MigrateResult> {
   }
 }
 
+/**
+ * The migrations the code has that the schema has not run (all of them when the schema or its
+ * migration table is absent). Reads only: for commands that must not change the schema.
+ */
+export async function pendingMigrations(w: Warehouse): Promise<string[]> {
+  const migrator = new Migrator({
+    db: w.db,
+    provider: new FileMigrationProvider({ fs, path, migrationFolder }),
+    migrationTableSchema: w.schema,
+  });
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const all = await migrator.getMigrations();
+      return all.filter((m) => m.executedAt === undefined).map((m) => m.name);
+    } catch (err) {
+      if (!(isListRace(err) && attempt < LIST_ATTEMPTS)) throw err;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 20 * attempt));
+  }
+}
+
 // Kysely's migrator finds its own tables by listing every table of every schema, and the
 // statement that lists them fails with "schema … does not exist" (3F000) or "relation … does not
 // exist" (42P01) when another schema is dropped at that moment (tests and demos drop theirs). No

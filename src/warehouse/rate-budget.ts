@@ -16,7 +16,11 @@ export interface RateBudgetLease {
 /** The shared budget of one deployment, kept in the warehouse (the row `rate_budget.name`). */
 export interface RateBudgetStore {
   readonly name: string;
-  /** Leases up to `want` grants of `limit` per `windowMs` (one statement, one row lock). */
+  /**
+   * Leases up to `want` grants (one statement, one row lock), asking for `limit` per `windowMs`:
+   * the budget counts against the lowest limit its callers asked for in the last 10 minutes, or
+   * the lowest fixed one when a caller's limit is the deployment's (`fixed`).
+   */
   lease(want: number, limit: number, windowMs: number): Promise<RateBudgetLease>;
   /** Gives back a block leased at `stamp` that was never used (no-op once it has left the window). */
   release(stamp: string): Promise<void>;
@@ -36,7 +40,12 @@ const BUDGET_TIMEOUTS = { statementMs: 5_000, lockMs: 5_000, idleTxMs: 5_000 };
  * loads and enrichment, whose activities may hold every connection while they wait for a rate
  * grant, and a lease waiting for one of those connections would never come.
  */
-export function openRateBudget(warehouse: Warehouse, name: string, log?: Logger): RateBudgetStore {
+export function openRateBudget(
+  warehouse: Warehouse,
+  name: string,
+  log?: Logger,
+  opts: { fixed?: boolean } = {},
+): RateBudgetStore {
   const own = openWarehouse({
     url: warehouse.options.url,
     schema: warehouse.schema,
@@ -45,7 +54,7 @@ export function openRateBudget(warehouse: Warehouse, name: string, log?: Logger)
     timeouts: { ...warehouse.options.timeouts, ...BUDGET_TIMEOUTS },
     ...(log ? { log } : {}),
   });
-  return rateBudgetOnPool(own.pool, name, () => own.close());
+  return rateBudgetOnPool(own.pool, name, () => own.close(), opts);
 }
 
 /** The budget's statements on a given pool (tests; `openRateBudget` for a worker). */
@@ -53,6 +62,8 @@ export function rateBudgetOnPool(
   pool: Pick<Warehouse['pool'], 'query'>,
   name: string,
   close: () => Promise<void> = async () => {},
+  /** `fixed`: this caller's limit is the one the deployment set (CRS_RATE_BUDGET_RPS). */
+  opts: { fixed?: boolean } = {},
 ): RateBudgetStore {
   return {
     name,
@@ -63,7 +74,13 @@ export function rateBudgetOnPool(
         paused_ms: number;
         // absent from the function as first written on 2026-11-24 (a schema migrated then)
         stamp?: string | null;
-      }>('select * from rate_budget_lease($1, $2, $3, $4)', [name, limit, Math.ceil(windowMs), want]);
+      }>('select * from rate_budget_lease($1, $2, $3, $4, $5)', [
+        name,
+        limit,
+        Math.ceil(windowMs),
+        want,
+        opts.fixed === true,
+      ]);
       const r = rows[0];
       if (!r) return { granted: 0, waitMs: 1, pausedMs: 0 };
       return { granted: r.granted, waitMs: r.wait_ms, pausedMs: r.paused_ms, stamp: r.stamp ?? undefined };

@@ -207,6 +207,19 @@ export interface RejectedRecordsTable {
   replay_result: string | null;
 }
 
+/**
+ * A limit the callers of a shared request budget asked for, and when last (rate_budget_lease
+ * writes it; the budget counts against the lowest asked within 10 minutes, a fixed one first).
+ */
+export interface RateBudgetRequestTable {
+  name: string;
+  limit_per_window: number;
+  window_ms: number;
+  /** Asked as the deployment's limit (CRS_RATE_BUDGET_RPS), not a worker's own. */
+  fixed: boolean;
+  asked_at: Timestamp;
+}
+
 export interface Database {
   analytics_messages: AnalyticsMessagesTable;
   threads: ThreadsTable;
@@ -221,6 +234,7 @@ export interface Database {
   rejected_records: RejectedRecordsTable;
   held_deletes: HeldDeletesTable;
   load_seen: LoadSeenTable;
+  rate_budget_request: RateBudgetRequestTable;
 }
 
 /** What a repository function runs on: the pool's kysely or one of its transactions (kysely's style). */

@@ -66,6 +66,44 @@ describe('the budget row (rate_budget_lease)', () => {
     expect((await store.lease(4, 4, 200)).granted).toBe(4);
   });
 
+  it('when two workers share a budget asking for different limits, then the lower limit holds for both, whichever leased first', async () => {
+    const high = rateBudgetOnPool(tw.w.pool, 'mixed');
+    const low = rateBudgetOnPool(tw.w.pool, 'mixed');
+    // The worker with 50 leases first: nothing else asked yet, so its own limit applies.
+    expect((await high.lease(8, 50, 60_000)).granted).toBe(8);
+    // Then a worker asking for 10: 8 are used, so 2 are left of the lower limit.
+    expect((await low.lease(10, 10, 60_000)).granted).toBe(2);
+    // And the worker with 50 gets nothing more: the window holds 10, not 50.
+    const refused = await high.lease(10, 50, 60_000);
+    expect(refused.granted).toBe(0);
+    expect(refused.waitMs).toBeGreaterThan(0);
+    const row = await tw.w.pool.query<{ limit_per_window: number }>(
+      `select limit_per_window from rate_budget where name = 'mixed'`,
+    );
+    expect(row.rows[0]?.limit_per_window).toBe(10);
+  });
+
+  it('when the deployment fixes the budget (CRS_RATE_BUDGET_RPS), then its limit holds whatever the workers ask, lower or higher', async () => {
+    const fixed = rateBudgetOnPool(tw.w.pool, 'fixed', undefined, { fixed: true });
+    const low = rateBudgetOnPool(tw.w.pool, 'fixed');
+    const high = rateBudgetOnPool(tw.w.pool, 'fixed');
+    expect((await fixed.lease(5, 20, 60_000)).granted).toBe(5);
+    // A worker asking for 5 does not lower the deployment's 20 ...
+    expect((await low.lease(10, 5, 60_000)).granted).toBe(10);
+    // ... and one asking for 100 does not raise it: 15 are used, 5 are left.
+    expect((await high.lease(50, 100, 60_000)).granted).toBe(5);
+    expect((await high.lease(1, 100, 60_000)).granted).toBe(0);
+  });
+
+  it('when a lease names a window or a limit below 1, then it fails instead of granting without limit', async () => {
+    const store = rateBudgetOnPool(tw.w.pool, 'no-window');
+    await expect(store.lease(1000, 5, 0)).rejects.toThrow(/must be at least 1/);
+    await expect(store.lease(1000, 5, -1_000)).rejects.toThrow(/must be at least 1/);
+    await expect(store.lease(1000, 0, 1_000)).rejects.toThrow(/must be at least 1/);
+    // Nothing was granted by those: the whole limit is still there.
+    expect((await store.lease(1000, 5, 60_000)).granted).toBe(5);
+  });
+
   it('when the budget is paused, then nothing is granted until it ends, and a shorter pause does not shorten it', async () => {
     const store = rateBudgetOnPool(tw.w.pool, 'paused');
     await store.pause(30_000);

@@ -88,6 +88,62 @@ describe('logging', () => {
     expect(redactText('postgres://crs:hunter2@db:5432/x')).not.toContain('hunter2');
   });
 
+  it('when messages about credentials are ordinary English, then redaction leaves every word in place', () => {
+    const messages = [
+      'CRS_ACCESS_TOKEN: required for the thread API, or instead CRS_TOKEN_URL + CRS_CLIENT_ID + CRS_CLIENT_SECRET',
+      'CRS_CLIENT_SECRET: required for token exchange',
+      'CRS_API_KEY: required for the legacy API',
+      'the token: missing, expired or revoked',
+      'password: Required',
+      'the service wants a bearer token in the Authorization header',
+      'secret: not-set (see the README)',
+      'api-key: invalid',
+    ];
+    for (const m of messages) expect(redactText(m)).toBe(m);
+  });
+
+  it('when text carries real secret shapes, then each value is masked and the words around it stay', () => {
+    const jwt = 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJjcnMtc3luYyJ9.c2lnbmF0dXJlLTAwMDE';
+    const cases: [text: string, secret: string, kept: string][] = [
+      [`upstream said: invalid ${jwt} (expired)`, jwt, '(expired)'],
+      ['Authorization: Bearer tok_9f8e7d6c5b4a rejected', 'tok_9f8e7d6c5b4a', 'rejected'],
+      ['connect with password=hunter2&sslmode=require', 'hunter2', 'sslmode=require'],
+      ['password: s3cr3t-Value!', 's3cr3t-Value!', 'password:'],
+      ['{"access_token":"abcdefghij","token_type":"Bearer"}', 'abcdefghij', 'token_type'],
+      ['GET https://svc:pa55w0rd@api.example.com/v1 failed', 'pa55w0rd', 'api.example.com'],
+      ['postgresql://crs:db-Pass-42@db:5432/crs refused', 'db-Pass-42', 'refused'],
+      [
+        'CRS_CLIENT_SECRET=averyveryverylongsecretvalue',
+        'averyveryverylongsecretvalue',
+        'CRS_CLIENT_SECRET=',
+      ],
+    ];
+    for (const [text, secret, kept] of cases) {
+      const out = redactText(text);
+      expect(out, text).not.toContain(secret);
+      expect(out, text).toContain('[redacted]');
+      expect(out, text).toContain(kept);
+    }
+  });
+
+  it('when a configured secret with no telltale name before it reaches a log line, then the logger masks it', () => {
+    let out = '';
+    const sink = new Writable({
+      write(chunk, _enc, cb) {
+        out += chunk;
+        cb();
+      },
+    });
+    const token = 'plainTokenValue9876';
+    const log = createLogger({ level: 'info', pretty: false, destination: sink, secrets: [token, 'abc'] });
+    log.warn({ detail: `upstream echoed ${token}` }, `call failed after sending ${token}`);
+    log.error({ err: new Error(`rejected ${token}`) }, 'request failed');
+    expect(out).not.toContain(token);
+    expect(out).toContain('upstream echoed [redacted]');
+    expect(out).toContain('call failed after sending [redacted]');
+    expect(out).toContain('rejected [redacted]');
+  });
+
   it('when a one-group pattern masks a value, then nothing but the mask replaces it (no match offset appended)', () => {
     expect(redactText('token=abc123 and more')).toBe('token=[redacted] and more');
     expect(redactText('Authorization: Bearer eyJx.y.z')).toBe('Authorization: Bearer [redacted]');

@@ -45,6 +45,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
     embedded = await startEmbeddedPostgres({
       dir: `${process.cwd()}/.data/test-postgres`,
       persistent: false,
+      unsafeNoFsync: true,
     });
     url = embedded.url;
   }

@@ -42,6 +42,9 @@ describe('the sync, backfill and schedule commands (dev server, real activities)
             TEMPORAL_ADDRESS: h.address,
             TEMPORAL_NAMESPACE: h.namespace,
             TEMPORAL_TASK_QUEUE: taskQueue,
+            // schedule create refuses to run without a warehouse (the embedded fallback).
+            DATABASE_URL: tw.url,
+            CRS_SCHEMA: tw.schema,
             LOG_LEVEL: 'warn',
           },
           timeout: 120_000,

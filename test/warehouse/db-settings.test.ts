@@ -82,7 +82,7 @@ describe('database settings', () => {
     });
     const opened = await openConfiguredWarehouse(
       { config, log: createLogger({ level: 'silent', pretty: false }) },
-      { migrate: false, connections: 1 },
+      { schema: 'as-is', connections: 1 },
     );
     try {
       const r = await opened.warehouse.pool.query<Record<string, string>>(

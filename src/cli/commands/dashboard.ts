@@ -48,7 +48,7 @@ export function registerDashboard(program: Command): void {
         throw new CrsError('USAGE', `--port must be an integer in 0..65535, got "${opts.port}"`);
       }
       const ctx = loadContext();
-      const wh = await openConfiguredWarehouse(ctx, { connections: 1, migrate: false });
+      const wh = await openConfiguredWarehouse(ctx, { connections: 1, schema: 'current' });
       const dash = await startDashboard({
         pool: wh.warehouse.pool,
         host: opts.host,

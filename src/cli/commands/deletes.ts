@@ -48,7 +48,7 @@ export function registerDeletes(program: Command): void {
       if (!Number.isInteger(limit) || limit <= 0)
         throw new CrsError('USAGE', '--limit takes a positive whole number');
       const ctx = loadContext();
-      const wh = await openConfiguredWarehouse(ctx, { connections: 1 });
+      const wh = await openConfiguredWarehouse(ctx, { connections: 1, schema: 'current' });
       try {
         const days = await listHeldDeletes(wh.warehouse.db, day);
         const ids = o.ids && day !== undefined ? await heldIds(wh.warehouse.db, day, limit) : undefined;

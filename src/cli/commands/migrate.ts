@@ -13,7 +13,7 @@ export function registerMigrate(program: Command): void {
     )
     .action(async () => {
       const ctx = loadContext();
-      const wh = await openConfiguredWarehouse(ctx, { migrate: false, connections: 1 });
+      const wh = await openConfiguredWarehouse(ctx, { schema: 'as-is', connections: 1 });
       try {
         const r = await migrateToLatest(wh.warehouse);
         if (r.applied.length === 0) {

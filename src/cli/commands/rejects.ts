@@ -65,7 +65,7 @@ export function registerRejects(program: Command): void {
     .action(async (o: FilterOpts & { all?: boolean; json?: boolean }) => {
       const f = parseFilter(o);
       const ctx = loadContext();
-      const wh = await openConfiguredWarehouse(ctx, { connections: 1 });
+      const wh = await openConfiguredWarehouse(ctx, { connections: 1, schema: 'current' });
       try {
         const rows = await listRejects(wh.warehouse.db, f, { includeReplayed: o.all === true });
         if (o.json) {

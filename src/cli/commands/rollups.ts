@@ -46,7 +46,7 @@ function registerStatus(rollups: Command): void {
     .option('--json', 'print JSON')
     .action(async (o: { json?: boolean }) => {
       const ctx = loadContext();
-      const wh = await openConfiguredWarehouse(ctx, { connections: 1 });
+      const wh = await openConfiguredWarehouse(ctx, { connections: 1, schema: 'current' });
       try {
         const pool = wh.warehouse.pool;
         const current = await rollupsCurrent(pool);

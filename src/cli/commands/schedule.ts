@@ -13,14 +13,16 @@ import {
   triggerSchedule,
   unpauseSchedule,
 } from '../../temporal/schedules.ts';
-import { loadContext } from '../context.ts';
+import { ALLOW_EMBEDDED_FLAG, loadContext, refuseEmbeddedUnlessAllowed } from '../context.ts';
 import { releaseForeignExitHooks } from '../process-hooks.ts';
 
 async function withClient(
   f: (c: Awaited<ReturnType<typeof connectClient>>, taskQueue: string) => Promise<void>,
+  before: (ctx: ReturnType<typeof loadContext>) => void = () => {},
 ) {
   releaseForeignExitHooks();
   const ctx = loadContext();
+  before(ctx);
   const t = await connectClient(ctx.config.temporal);
   try {
     await f(t, ctx.config.temporal.taskQueue);
@@ -48,18 +50,35 @@ export function registerSchedule(program: Command): void {
       DEFAULT_CATCHUP_WINDOW,
     )
     .option('--no-enrich', 'scheduled runs skip thread enrichment')
-    .action(async (o: { cron: string; timezone: string; catchupWindow: string; enrich: boolean }) => {
-      await withClient(async (t, taskQueue) => {
-        const what = await createOrUpdateSchedule(t.client, {
-          taskQueue,
-          cron: o.cron,
-          timezone: o.timezone,
-          catchupWindow: o.catchupWindow,
-          enrich: o.enrich,
-        });
-        process.stdout.write(`schedule ${SCHEDULE_ID} ${what}: "${o.cron}" ${o.timezone}\n`);
-      });
-    });
+    .option(
+      ALLOW_EMBEDDED_FLAG,
+      'create it even though DATABASE_URL is not set (workers on the embedded PostgreSQL; CRS_ALLOW_EMBEDDED=1)',
+    )
+    .action(
+      async (o: {
+        cron: string;
+        timezone: string;
+        catchupWindow: string;
+        enrich: boolean;
+        allowEmbedded?: boolean;
+      }) => {
+        // Scheduling unattended runs from an environment with no warehouse is the missing-secret
+        // deployment the worker refuses too.
+        await withClient(
+          async (t, taskQueue) => {
+            const what = await createOrUpdateSchedule(t.client, {
+              taskQueue,
+              cron: o.cron,
+              timezone: o.timezone,
+              catchupWindow: o.catchupWindow,
+              enrich: o.enrich,
+            });
+            process.stdout.write(`schedule ${SCHEDULE_ID} ${what}: "${o.cron}" ${o.timezone}\n`);
+          },
+          (ctx) => refuseEmbeddedUnlessAllowed(ctx, 'schedule create', o.allowEmbedded),
+        );
+      },
+    );
   schedule
     .command('describe')
     .description('show the schedule: state, next runs, running and recent runs')

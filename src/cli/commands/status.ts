@@ -17,7 +17,7 @@ export function registerStatus(program: Command): void {
     .option('--json', 'print the status as JSON')
     .action(async (opts: { json?: boolean }) => {
       const ctx = loadContext();
-      const wh = await openConfiguredWarehouse(ctx, { connections: 1 });
+      const wh = await openConfiguredWarehouse(ctx, { connections: 1, schema: 'current' });
       try {
         const s = await readStatus(wh.warehouse.db);
         process.stdout.write(

@@ -6,7 +6,12 @@ import { CrsError, errorMessage } from '../../errors.ts';
 import { connectWorker } from '../../temporal/connection.ts';
 import { createSyncWorker, installRuntime } from '../../temporal/worker.ts';
 import { parseWorkerSettings } from '../../temporal/worker-settings.ts';
-import { loadContext, openConfiguredWarehouse } from '../context.ts';
+import {
+  ALLOW_EMBEDDED_FLAG,
+  loadContext,
+  openConfiguredWarehouse,
+  refuseEmbeddedUnlessAllowed,
+} from '../context.ts';
 import { releaseForeignExitHooks } from '../process-hooks.ts';
 
 /** Long: one commander definition, its options then its action, read top to bottom. */
@@ -17,11 +22,17 @@ export function registerWorker(program: Command): void {
       'run a Temporal worker on TEMPORAL_TASK_QUEUE: the sync workflows and their activities. ' +
         'SIGTERM/SIGINT drain it: polling stops, running activities get TEMPORAL_SHUTDOWN_GRACE to ' +
         'finish (a load cut short resumes from its checkpoint elsewhere). Prometheus metrics on ' +
-        'TEMPORAL_METRICS_ADDRESS (/metrics).',
+        'TEMPORAL_METRICS_ADDRESS (/metrics). Without DATABASE_URL it refuses to start (exit 2) ' +
+        `unless ${ALLOW_EMBEDDED_FLAG} or CRS_ALLOW_EMBEDDED=1.`,
     )
-    .action(async () => {
+    .option(
+      ALLOW_EMBEDDED_FLAG,
+      'run on the embedded PostgreSQL in .data/postgres when DATABASE_URL is not set (a local worker)',
+    )
+    .action(async (o: { allowEmbedded?: boolean }) => {
       releaseForeignExitHooks();
       const ctx = loadContext();
+      refuseEmbeddedUnlessAllowed(ctx, 'worker', o.allowEmbedded);
       const settings = parseWorkerSettings(process.env);
       const dayLoads = settings.maxConcurrentDayLoads ?? DEFAULT_MAX_DAY_LOADS;
       requireSettings(ctx.config, ['export']);
@@ -30,7 +41,15 @@ export function registerWorker(program: Command): void {
         requireSettings(config, ['threads']);
       } catch (err) {
         // Loads work without it; runs with enrichment will fail (not retried) until it is set.
-        log.warn({ err }, 'thread API credentials are missing: enrichment will fail; use --no-enrich');
+        // Expected, and said in full by its problems: the stack is for LOG_LEVEL=debug.
+        const problems = err instanceof CrsError ? err.details?.problems : undefined;
+        log.warn(
+          {
+            problems: Array.isArray(problems) ? problems : [errorMessage(err)],
+            ...(log.isLevelEnabled('debug') ? { err } : {}),
+          },
+          'thread API credentials are missing: enrichment will fail; use --no-enrich',
+        );
       }
       // The SDK runtime (logs, metrics, signal handling) must exist before any connection.
       try {
