@@ -254,7 +254,7 @@ describe('deletion safeguard', () => {
     const applied = cli(['deletes', 'apply', '--day', day, '--json'], env);
     expect(applied.code).toBe(0);
     expect(JSON.parse(applied.stdout).applied).toEqual([
-      { day, held: gone.size, deleted: gone.size, skipped: 0 },
+      { day, held: gone.size, deleted: gone.size, skipped: 0, notApplied: null },
     ]);
     expect(await liveIds()).toEqual(new Set(kept.map(idOf)));
     expect(await ledger()).toMatchObject({
