@@ -41,10 +41,10 @@ export async function settleHeld(pool: pg.Pool, l: SeenLoad): Promise<void> {
     await c.query('begin');
     const released = await c.query<{ day: string }>(
       `delete from held_deletes h
-       where ${l.seen ? 'exists (select 1 from load_seen s where s.load_key = $1 and s.message_id = h.message_id) or' : ''}
-         h.message_id in (select ${REJECTED_ID} from rejected_records r where r._load_id = $2)
+       where ($3 and exists (select 1 from load_seen s where s.load_key = $1 and s.message_id = h.message_id))
+         or h.message_id in (select ${REJECTED_ID} from rejected_records r where r._load_id = $2)
        returning h.day::text as day`,
-      [l.loadKey, l.loadId],
+      [l.loadKey, l.loadId, l.seen],
     );
     const blocked = await blockUnreadable(c, l);
     const unnoted = l.seen ? [] : await blockUnnoted(c, l);
