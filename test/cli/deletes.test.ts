@@ -135,7 +135,7 @@ describe('held deletes against later loads', () => {
     const recs = makeRecords(40, { day, seed: 'ledger' });
     importLines(recs, '--from', day, '--to', day);
     importLines(recs.slice(0, 20), '--from', day, '--to', day);
-    expect(apply('--day', day)).toEqual([{ day, held: 20, deleted: 20, skipped: 0, notApplied: null }]);
+    expect(apply('--day', day)).toEqual([expect.objectContaining({ day, held: 20, deleted: 20 })]);
     const rowsDeleted = async () =>
       Number(
         (await tw.w.pool.query('select rows_deleted from sync_days where day = $1', [day])).rows[0]
