@@ -168,8 +168,7 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
   };
   // Ids left by loads that died (their lock is gone with their session): nothing else removes them.
   await removeDeadSpills(pool, lockPrefix(warehouse.schema));
-  const watch = await watchesHeld(pool, Boolean(req.completeDays));
-  const seen = watch ? new SeenSpill(pool, req.loadKey) : null;
+  const seen = (await watchesHeld(pool, Boolean(req.completeDays))) ? new SeenSpill(pool, req.loadKey) : null;
   const gate = new FastPathGate(20 * req.batchSize * cp.parts);
   const ledgerDay = req.ledgerDay ?? null;
   const writer = new BatchWriter({
