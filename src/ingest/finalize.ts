@@ -1,11 +1,13 @@
 import type pg from 'pg';
 import type { LoadCounts } from '../common/counts.ts';
 import { CrsError } from '../errors.ts';
-import { addDayDeletes, recordDayExport, recordDayLoaded } from '../warehouse/days.ts';
+import { addDayDeletes, recordDayExport, recordDayLoaded, recountDayDeletes } from '../warehouse/days.ts';
 import type { Warehouse } from '../warehouse/db.ts';
 import { dayRange } from '../warehouse/ledger.ts';
 import { refreshRollups, threadTotalsFromRollups } from '../warehouse/rollups.ts';
 import { drainThreadQueue, refreshQueuedThreads } from '../warehouse/threads.ts';
+import { settleHeld } from './held-seen.ts';
+import { REJECTED_ID } from './rejected-id.ts';
 
 /**
  * What a load does once every line is merged: soft-deletes rows of complete days that the
@@ -30,7 +32,10 @@ export interface FinalizeResult extends Omit<LoadCounts, 'linesRead' | 'bytesRea
 export interface FinalizeInput {
   loadId: string;
   loadKey: string;
-  /** Whether `load_seen` holds the ids the source held under the load key (when completeDays is set). */
+  /**
+   * Whether `load_seen` holds the ids the source held under the load key: always when completeDays
+   * is set, and when held deletes existed at the load's start (held-seen.ts).
+   */
   seen: boolean;
   /** How many ids the load spilled there (duplicates included), to prove none was lost. */
   seenCount?: number;
@@ -47,10 +52,6 @@ export interface FinalizeInput {
 
 export const DEFAULT_DELETE_GUARD_PCT = 10;
 
-// The id of a quarantined line, where its text has one: such a line is in the source, just
-// unreadable, so its row must not be deleted for its absence.
-const REJECTED_ID = `substring(r.raw from '"Message ID"\\s*:\\s*"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})"')`;
-
 export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<FinalizeResult> {
   const pool = w.pool;
   const t0 = performance.now();
@@ -63,11 +64,12 @@ export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<Fina
   const client = complete.length > 0 ? await pool.connect() : null;
   try {
     if (client) {
-      if ((f.incompleteReason ?? null) === null) await findGone(client, f, complete);
+      const whole = (f.incompleteReason ?? null) === null;
+      const load = whole ? await findGone(client, f, complete, guardPct) : NO_LOAD_HOLD;
       for (const day of complete) {
         const summary = days.get(day) ?? daySummary(day, { r: 0, i: 0, u: 0, n: 0, j: 0 });
         days.set(day, summary);
-        deleted += await finalizeDay(client, summary, f, guardPct);
+        deleted += await finalizeDay(client, summary, f, { guardPct, load });
       }
     }
   } finally {
@@ -79,7 +81,14 @@ export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<Fina
     }
   }
 
+  // Held ids of any day this load saw leave the hold, before its seen ids go.
+  await settleHeld(pool, f);
   if (f.seen) await pool.query('delete from load_seen where load_key = $1', [f.loadKey]);
+  // Days the load wrote without completing them: a row it sent again may have been deleted.
+  const touched = [...days.values()]
+    .filter((d) => d.updated > 0 && !complete.includes(d.day))
+    .map((d) => d.day);
+  await recountDayDeletes(pool, touched);
 
   // Threads queued by the batches become pending (the whole queue: also what a load that died
   // before its finalize left there); the aggregates of the threads this load queued follow the
@@ -177,6 +186,20 @@ function daySummary(day: string, c: Sums): DaySummary {
 }
 
 /**
+ * What the delete step knows of the whole load, found once: whether its deletes over all its
+ * complete days pass the guard (then every day with deletes is held), and the days of which it
+ * quarantined a line whose id cannot be read (a line with no readable day: every complete day).
+ */
+interface LoadHold {
+  /** Why the whole load's deletes are held, or null. */
+  overGuard: string | null;
+  unreadableDays: Set<string>;
+  unreadableAnyDay: boolean;
+}
+
+const NO_LOAD_HOLD: LoadHold = { overGuard: null, unreadableDays: new Set(), unreadableAnyDay: false };
+
+/**
  * One complete day in one transaction: its delete step, its deletes added to what the load
  * recorded before, its ledger row. Returns the day's deletes.
  */
@@ -184,11 +207,11 @@ async function finalizeDay(
   c: pg.PoolClient,
   summary: DaySummary,
   f: FinalizeInput,
-  guardPct: number,
+  g: { guardPct: number; load: LoadHold },
 ): Promise<number> {
   try {
     await c.query('begin');
-    const heldReason = await deleteStep(c, summary, f, guardPct);
+    const held = await deleteStep(c, summary, f, g);
     summary.deleted = await addDayDeletes(c, f.loadKey, summary.day, summary.deleted);
     const own = f.ledgerDay === summary.day;
     await recordDayLoaded(c, summary, {
@@ -200,7 +223,8 @@ async function finalizeDay(
     await recordDayExport(c, summary.day, {
       incompleteReason: summary.incompleteReason,
       deletesHeld: summary.deletesHeld,
-      heldReason,
+      heldReason: held?.reason ?? null,
+      forceReason: held?.forceReason ?? null,
     });
     await c.query('commit');
     return summary.deleted;
@@ -213,8 +237,14 @@ async function finalizeDay(
 /**
  * The live rows of the complete days that the load did not see (`load_seen`) and that are not
  * the id of a line it quarantined: the candidates for deletion, into the session's `crs_gone`.
+ * Returns what the delete step must know of the whole load.
  */
-async function findGone(client: pg.PoolClient, f: FinalizeInput, complete: string[]): Promise<void> {
+async function findGone(
+  client: pg.PoolClient,
+  f: FinalizeInput,
+  complete: string[],
+  guardPct: number,
+): Promise<LoadHold> {
   if (f.seen && f.seenCount !== undefined) {
     // load_seen is unlogged: a warehouse that crashed and recovered since the ids were spilled
     // has emptied it, and an anti-join against too few ids would take present rows for deleted.
@@ -233,6 +263,8 @@ async function findGone(client: pg.PoolClient, f: FinalizeInput, complete: strin
   }
   // Fresh statistics, so the anti-join is planned as the hash join it should be.
   if (f.seen) await client.query('analyze load_seen');
+  const from = complete[0];
+  const to = complete[complete.length - 1];
   await client.query('drop table if exists crs_gone');
   await client.query(
     `create temp table crs_gone as
@@ -240,16 +272,50 @@ async function findGone(client: pg.PoolClient, f: FinalizeInput, complete: strin
      where m.message_date between $1 and $2 and m._deleted_at is null
        and not exists (select 1 from load_seen s where s.load_key = $3 and s.message_id = m.message_id)
        and m.message_id not in (
-         select ${REJECTED_ID}::uuid from rejected_records r
-         where r._load_id = $4 and r.raw ~ '"Message ID"' and ${REJECTED_ID} is not null)`,
-    [complete[0], complete[complete.length - 1], f.seen ? f.loadKey : '', f.loadId],
+         select ${REJECTED_ID} from rejected_records r where r._load_id = $4 and ${REJECTED_ID} is not null)`,
+    [from, to, f.seen ? f.loadKey : '', f.loadId],
   );
+  const n = await client.query<{ gone: number; live: number }>(
+    `select (select count(*) from crs_gone)::bigint as gone,
+            (select count(*) from analytics_messages where message_date between $1 and $2 and _deleted_at is null)::bigint
+              as live`,
+    [from, to],
+  );
+  const gone = Number(n.rows[0]?.gone ?? 0);
+  const live = Number(n.rows[0]?.live ?? 0);
+  const unreadable = await client.query<{ day: string | null }>(
+    `select distinct r.day::text as day from rejected_records r where r._load_id = $1 and ${REJECTED_ID} is null`,
+    [f.loadId],
+  );
+  return {
+    overGuard:
+      complete.length > 1 && overGuard(gone, live, guardPct)
+        ? `this load's deletes over its ${complete.length} complete days, ${gone} of ${live} live rows (${pctOf(gone, live)}%), are more than CRS_DELETE_GUARD=${guardPct}%`
+        : null,
+    unreadableDays: new Set(unreadable.rows.flatMap((r) => (r.day === null ? [] : [r.day]))),
+    unreadableAnyDay: unreadable.rows.some((r) => r.day === null),
+  };
+}
+
+function overGuard(gone: number, live: number, guardPct: number): boolean {
+  return gone > 0 && guardPct < 100 && gone * 100 > guardPct * live;
+}
+
+function pctOf(gone: number, live: number): number {
+  return live === 0 ? 100 : Math.round((gone * 1000) / live) / 10;
+}
+
+/** Why a day's deletes were held, and why applying them needs --force (null: it does not). */
+interface Held {
+  reason: string;
+  forceReason: string | null;
 }
 
 /**
  * Soft-deletes the live rows of a complete day that the load did not see, in the caller's
- * transaction: only when the source is known whole, and only up to the guard; beyond it the ids
- * are held in `held_deletes` for `crs-sync deletes apply`. A known complete load replaces the day's
+ * transaction: only when the source is known whole, only when every line of the day was read (or
+ * at least its id), and only up to the guard, per day and over the load; otherwise the ids are
+ * held in `held_deletes` for `crs-sync deletes apply`. A known complete load replaces the day's
  * held set (the newer export is the better judge); an incomplete one leaves it alone. Returns why
  * deletes were held, or null.
  */
@@ -257,8 +323,8 @@ async function deleteStep(
   client: pg.PoolClient,
   summary: DaySummary,
   f: FinalizeInput,
-  guardPct: number,
-): Promise<string | null> {
+  g: { guardPct: number; load: LoadHold },
+): Promise<Held | null> {
   const reason = f.incompleteReason ?? null;
   if (reason !== null) {
     summary.incompleteReason = reason;
@@ -272,14 +338,14 @@ async function deleteStep(
   const gone = Number(n.rows[0]?.gone ?? 0);
   const live = Number(n.rows[0]?.live ?? 0);
   await client.query('delete from held_deletes where day = $1', [summary.day]);
-  if (gone > 0 && guardPct < 100 && gone * 100 > guardPct * live) {
+  const held = gone > 0 ? holdReason(summary.day, gone, live, g) : null;
+  if (held) {
     await client.query(
       'insert into held_deletes (day, message_id, load_id) select $1, message_id, $2 from crs_gone where message_date = $1',
       [summary.day, f.loadId],
     );
     summary.deletesHeld = gone;
-    const pct = Math.round((gone * 1000) / live) / 10;
-    return `${gone} of ${live} live rows (${pct}%) would be deleted, more than CRS_DELETE_GUARD=${guardPct}%`;
+    return held;
   }
   const del = await client.query(
     `update analytics_messages m set _deleted_at = now() from crs_gone g
@@ -287,5 +353,26 @@ async function deleteStep(
     [summary.day],
   );
   summary.deleted = del.rowCount ?? 0;
+  return null;
+}
+
+/** Why `gone` deletes of a day with `live` live rows are held, or null when they may be applied. */
+function holdReason(
+  day: string,
+  gone: number,
+  live: number,
+  g: { guardPct: number; load: LoadHold },
+): Held | null {
+  if (g.load.unreadableAnyDay || g.load.unreadableDays.has(day)) {
+    const why = `a line of this load${g.load.unreadableDays.has(day) ? ' of this day' : ' with no readable day'} was quarantined and its message id cannot be read: it may be one of these rows`;
+    return { reason: `${gone} deletes held: ${why}`, forceReason: why };
+  }
+  if (overGuard(gone, live, g.guardPct)) {
+    return {
+      reason: `${gone} of ${live} live rows (${pctOf(gone, live)}%) would be deleted, more than CRS_DELETE_GUARD=${g.guardPct}%`,
+      forceReason: null,
+    };
+  }
+  if (g.load.overGuard !== null) return { reason: g.load.overGuard, forceReason: null };
   return null;
 }

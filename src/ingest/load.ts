@@ -8,11 +8,12 @@ import { toDbCrsError } from '../warehouse/db-errors.ts';
 import { BatchWriter } from './batch-writer.ts';
 import { FastPathGate } from './fast-path.ts';
 import { type DaySummary, finalizeLoad } from './finalize.ts';
+import { watchesHeld } from './held-seen.ts';
 import { type SplitStats, splitLines } from './line-splitter.ts';
 import { Partition } from './partition.ts';
 import { type Checkpoints, LineDigest, openCheckpoints } from './resume.ts';
 import { LineRouter } from './router.ts';
-import { SeenSpill } from './seen-spill.ts';
+import { removeDeadSpills, SeenSpill } from './seen-spill.ts';
 
 export { quickMessageId } from './fast-path.ts';
 
@@ -99,7 +100,7 @@ export async function runLoad(req: LoadRequest): Promise<LoadSummary> {
       cause: err,
     });
   }
-  const lockKey = `crs-sync:load:${req.warehouse.schema}:${req.loadKey}`;
+  const lockKey = `${lockPrefix(req.warehouse.schema)}${req.loadKey}`;
   let locked = false;
   try {
     const r = await first.query<{ ok: boolean }>('select pg_try_advisory_lock(hashtext($1)) as ok', [
@@ -125,6 +126,11 @@ export async function runLoad(req: LoadRequest): Promise<LoadSummary> {
       );
     } else first.release();
   }
+}
+
+/** The name of a load's lock, less its load key (hashed into the advisory lock's key). */
+function lockPrefix(schema: string): string {
+  return `crs-sync:load:${schema}:`;
 }
 
 /** Lines and bytes of the source read so far (the furthest any opening of it got). */
@@ -160,7 +166,9 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
       rejected: writer.totals.rejected,
     });
   };
-  const seen = req.completeDays ? new SeenSpill(pool, req.loadKey) : null;
+  // Ids left by loads that died (their lock is gone with their session): nothing else removes them.
+  await removeDeadSpills(pool, lockPrefix(warehouse.schema));
+  const seen = (await watchesHeld(pool, Boolean(req.completeDays))) ? new SeenSpill(pool, req.loadKey) : null;
   const gate = new FastPathGate(20 * req.batchSize * cp.parts);
   const ledgerDay = req.ledgerDay ?? null;
   const writer = new BatchWriter({

@@ -141,6 +141,35 @@ export class SeenSpill {
   }
 }
 
+/**
+ * Removes the ids spilled by loads that are no longer running: a load holds its session advisory
+ * lock (load.ts, named `lockPrefix` + load key) as long as it runs, so a load key in `load_seen`
+ * without that lock granted is a load that was killed before its finalize or its discard. The
+ * keys are listed by a loose scan of the (load_key, message_id) index, not a read of every id.
+ */
+export async function removeDeadSpills(pool: pg.Pool, lockPrefix: string): Promise<number> {
+  const r = await pool.query(
+    `with recursive k(load_key) as (
+       (select load_key from load_seen order by load_key limit 1)
+       union all
+       select (select s.load_key from load_seen s where s.load_key > k.load_key order by s.load_key limit 1)
+       from k where k.load_key is not null
+     ),
+     dead as (
+       select k.load_key from k
+       where k.load_key is not null and not exists (
+         select 1 from pg_locks l
+         where l.locktype = 'advisory' and l.granted and l.objsubid = 1
+           and l.database = (select oid from pg_database where datname = current_database())
+           and l.classid::bigint = (hashtext($1 || k.load_key)::bigint >> 32) & 4294967295
+           and l.objid::bigint = hashtext($1 || k.load_key)::bigint & 4294967295)
+     )
+     delete from load_seen s using dead where s.load_key = dead.load_key`,
+    [lockPrefix],
+  );
+  return r.rowCount ?? 0;
+}
+
 function hex(c: number): number {
   // '0'-'9', 'a'-'f', 'A'-'F'
   return c <= 57 ? c - 48 : (c | 32) - 87;

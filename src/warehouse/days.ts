@@ -192,16 +192,35 @@ export async function addDayDeletes(
   return Number(r.rows[0]?.n ?? deleted);
 }
 
+/**
+ * The ledger's `rows_deleted` of a day: its rows marked deleted now, whoever marked them (a load's
+ * delete step, `deletes apply`). Counted, never carried: a re-load that deletes nothing more keeps
+ * the count, and a row the source sent again (live again) leaves it. `day` is an SQL date expression.
+ */
+export function deletedRowsOf(day: string): string {
+  return `(select count(*) from analytics_messages a where a.message_date = ${day} and a._deleted_at is not null)`;
+}
+
+/** Counts `rows_deleted` again for these days of the ledger (a load re-delivered deleted rows of them). */
+export async function recountDayDeletes(client: LoaderClient, days: string[]): Promise<void> {
+  if (days.length === 0) return;
+  await client.query(
+    `update sync_days set rows_deleted = ${deletedRowsOf('sync_days.day')} where day = any($1::date[])`,
+    [days],
+  );
+}
+
 /** A day's figures as a load's finalize writes them to the ledger. */
 export type DayLoaded = { day: string } & Pick<
   LoadCounts,
-  'rowsRead' | 'inserted' | 'updated' | 'unchanged' | 'rejected' | 'deleted'
+  'rowsRead' | 'inserted' | 'updated' | 'unchanged' | 'rejected'
 >;
 
 /**
  * Writes a load's figures of a day (complete, or pending when the load did not cover the whole
  * day), in the finalize's transaction. `bytes` and `linesCommitted` are the day's own export's
- * (0 for a day a many-day import touched); lines_committed never goes back.
+ * (0 for a day a many-day import touched); lines_committed never goes back. `rows_deleted` is the
+ * day's (deletedRowsOf), not the load's: the load's own deletes are in its summary and its run.
  */
 export async function recordDayLoaded(
   client: LoaderClient,
@@ -211,7 +230,7 @@ export async function recordDayLoaded(
   await client.query(
     `insert into sync_days (day, status, rows_read, rows_inserted, rows_updated, rows_unchanged, rows_rejected,
        rows_deleted, bytes, lines_committed, started_at, finished_at, _load_id, attempts)
-     values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now(), now(), $11, 1)
+     values ($1, $2, $3, $4, $5, $6, $7, ${deletedRowsOf('$1::date')}, $8, $9, now(), now(), $10, 1)
      on conflict (day) do update set status = excluded.status, rows_read = excluded.rows_read,
        rows_inserted = excluded.rows_inserted, rows_updated = excluded.rows_updated,
        rows_unchanged = excluded.rows_unchanged, rows_rejected = excluded.rows_rejected,
@@ -226,7 +245,6 @@ export async function recordDayLoaded(
       d.updated,
       d.unchanged,
       d.rejected,
-      d.deleted,
       load.bytes,
       load.linesCommitted,
       load.loadId,
@@ -236,18 +254,25 @@ export async function recordDayLoaded(
 
 /**
  * Whether a day's export was known complete and why not, and the deletes the guard held (written
- * only for a complete export: an incomplete one deleted nothing, so there was nothing to hold).
+ * only for a complete export: an incomplete one deleted nothing, so there was nothing to hold), and
+ * why applying them needs `deletes apply --force` (null: it does not).
  */
 export async function recordDayExport(
   client: LoaderClient,
   day: string,
-  e: { incompleteReason: string | null; deletesHeld: number; heldReason: string | null },
+  e: {
+    incompleteReason: string | null;
+    deletesHeld: number;
+    heldReason: string | null;
+    forceReason: string | null;
+  },
 ): Promise<void> {
   await client.query(
     `update sync_days set export_complete = $2, export_incomplete_reason = $3,
        deletes_held = case when $2 then $4 else deletes_held end,
-       deletes_held_reason = case when $2 then $5 else deletes_held_reason end
+       deletes_held_reason = case when $2 then $5 else deletes_held_reason end,
+       deletes_force_reason = case when $2 then $6 else deletes_force_reason end
      where day = $1`,
-    [day, e.incompleteReason === null, e.incompleteReason, e.deletesHeld, e.heldReason],
+    [day, e.incompleteReason === null, e.incompleteReason, e.deletesHeld, e.heldReason, e.forceReason],
   );
 }

@@ -1,12 +1,24 @@
 import { type Kysely, sql } from 'kysely';
+import { deletedRowsOf, type LoaderClient } from './days.ts';
 import type { Database, Executor } from './types.ts';
 
 /**
  * Deletes the guard held (src/ingest/finalize.ts): a known complete export of a day that would
- * have soft-deleted more than CRS_DELETE_GUARD percent of its live rows stores those ids in
- * `held_deletes` instead. An operator reviews them (`crs-sync deletes list`) and applies them
- * (`crs-sync deletes apply`); a later known complete load of the day replaces the set.
+ * have soft-deleted more than CRS_DELETE_GUARD percent of its live rows (or whose load's deletes
+ * over all its complete days would, or that quarantined a line whose id could not be read) stores
+ * those ids in `held_deletes` instead. An operator reviews them (`crs-sync deletes list`) and
+ * applies them (`crs-sync deletes apply`); a later known complete load of the day replaces the set,
+ * and any later load that sees a held id takes it out of the set (src/ingest/held-seen.ts).
  */
+
+/**
+ * Whether the held id `h` (a row of `held_deletes`) is still to be deleted, with `m` its live row:
+ * still live, still of the held day, not written since it was held. `deletes list` counts with it
+ * and `deletes apply` deletes with it, so both say the same of every id. Used as the condition of
+ * a join of `analytics_messages m` to `held_deletes h`.
+ */
+const STILL_APPLICABLE = sql`m.message_id = h.message_id and m.message_date = h.day
+  and m._deleted_at is null and m._loaded_at <= h.held_at`;
 
 export interface HeldDay {
   day: string;
@@ -18,6 +30,8 @@ export interface HeldDay {
   loadId: string;
   heldAt: string;
   reason: string | null;
+  /** Why `apply` applies this day only when named with --force; null when it may apply it. */
+  forceReason: string | null;
 }
 
 export async function listHeldDeletes(db: Executor, day?: string): Promise<HeldDay[]> {
@@ -29,17 +43,17 @@ export async function listHeldDeletes(db: Executor, day?: string): Promise<HeldD
     load_id: string;
     held_at: Date;
     reason: string | null;
+    force_reason: string | null;
   }>`
     select h.day::text as day, count(*)::bigint as held,
            count(m.message_id)::bigint as applicable,
            (select count(*) from analytics_messages a where a.message_date = h.day and a._deleted_at is null)::bigint
              as live,
            max(h.load_id) as load_id, max(h.held_at) as held_at,
-           (select d.deletes_held_reason from sync_days d where d.day = h.day) as reason
+           (select d.deletes_held_reason from sync_days d where d.day = h.day) as reason,
+           (select d.deletes_force_reason from sync_days d where d.day = h.day) as force_reason
     from held_deletes h
-    left join analytics_messages m
-      on m.message_id = h.message_id and m.message_date = h.day and m._deleted_at is null
-         and m._loaded_at <= h.held_at
+    left join analytics_messages m on ${STILL_APPLICABLE}
     where ${day === undefined ? sql`true` : sql`h.day = ${day}::date`}
     group by h.day
     order by h.day`.execute(db);
@@ -51,6 +65,7 @@ export async function listHeldDeletes(db: Executor, day?: string): Promise<HeldD
     loadId: x.load_id,
     heldAt: x.held_at.toISOString(),
     reason: x.reason,
+    forceReason: x.force_reason,
   }));
 }
 
@@ -73,40 +88,85 @@ export interface AppliedDay {
   deleted: number;
   /** Held ids left alone: no longer live, no longer of that day, or loaded again after they were held. */
   skipped: number;
+  /** Why the day was not applied (it needs --force); null when it was. Its held set is kept then. */
+  notApplied: string | null;
 }
 
 /**
  * Soft-deletes the held rows of the given days (all held days when `days` is undefined), each day
- * in one transaction. Each id is checked again: only a row still live, still of that day and not
- * written by a load since it was held is deleted (the source may have sent it again meanwhile).
- * The day's held set is emptied either way, and its applied deletes count in `rows_deleted`.
+ * in one transaction. Each id is checked again (STILL_APPLICABLE): the source may have sent it
+ * again meanwhile. The day's held set is emptied, and its ledger's `rows_deleted` counted again.
+ * A day with a force reason is left as it is unless `force` (the caller named the days).
  */
-export async function applyHeldDeletes(db: Kysely<Database>, days?: string[]): Promise<AppliedDay[]> {
+export async function applyHeldDeletes(
+  db: Kysely<Database>,
+  days?: string[],
+  opts: { force?: boolean } = {},
+): Promise<AppliedDay[]> {
   const targets =
     days ??
     (await db.selectFrom('held_deletes').select('day').distinct().orderBy('day').execute()).map((d) => d.day);
   const out: AppliedDay[] = [];
   for (const day of targets) {
     const res = await db.transaction().execute(async (tx) => {
+      // Locks the ledger row: a load's finalize changing the day's hold waits, or is waited for.
+      const state = await sql<{ force_reason: string | null }>`
+        select deletes_force_reason as force_reason from sync_days where day = ${day}::date for update`.execute(
+        tx,
+      );
+      const forceReason = state.rows[0]?.force_reason ?? null;
+      if (forceReason !== null && !opts.force) {
+        const n = await sql<{ n: number }>`
+          select count(*)::bigint as n from held_deletes where day = ${day}::date`.execute(tx);
+        const held = Number(n.rows[0]?.n ?? 0);
+        return { day, held, deleted: 0, skipped: held, notApplied: forceReason };
+      }
       const r = await sql<{ held: number; deleted: number }>`
-        with h as (delete from held_deletes where day = ${day}::date returning message_id, held_at),
+        with h as (delete from held_deletes where day = ${day}::date returning day, message_id, held_at),
              d as (
                update analytics_messages m set _deleted_at = now() from h
-               where m.message_id = h.message_id and m.message_date = ${day}::date
-                 and m._deleted_at is null and m._loaded_at <= h.held_at
+               where ${STILL_APPLICABLE}
                returning m.message_id)
         select (select count(*) from h)::bigint as held, (select count(*) from d)::bigint as deleted`.execute(
         tx,
       );
       const held = Number(r.rows[0]?.held ?? 0);
       const deleted = Number(r.rows[0]?.deleted ?? 0);
+      // After the update above: a statement sees the rows its transaction's earlier ones wrote.
       await sql`
-        update sync_days set deletes_held = 0, deletes_held_reason = null,
-          rows_deleted = rows_deleted + ${deleted}
+        update sync_days set deletes_held = 0, deletes_held_reason = null, deletes_force_reason = null,
+          rows_deleted = ${sql.raw(deletedRowsOf('sync_days.day'))}
         where day = ${day}::date`.execute(tx);
-      return { day, held, deleted, skipped: held - deleted };
+      return { day, held, deleted, skipped: held - deleted, notApplied: null };
     });
     out.push(res);
   }
   return out;
+}
+
+/**
+ * The ledger's held figures of these days set again from `held_deletes` (after a load took ids out
+ * of their held sets): the count, and no reason left for a day with nothing held.
+ */
+export async function recountHeld(client: LoaderClient, days: string[]): Promise<void> {
+  if (days.length === 0) return;
+  await client.query(
+    `update sync_days d set deletes_held = c.n,
+       deletes_held_reason = case when c.n = 0 then null else d.deletes_held_reason end,
+       deletes_force_reason = case when c.n = 0 then null else d.deletes_force_reason end
+     from (select x.day, (select count(*) from held_deletes h where h.day = x.day)::bigint as n
+           from unnest($1::date[]) as x(day)) c
+     where d.day = c.day`,
+    [days],
+  );
+}
+
+/** Marks these days' held deletes as applicable only with --force, for `reason`. */
+export async function requireForce(client: LoaderClient, days: string[], reason: string): Promise<void> {
+  if (days.length === 0) return;
+  await client.query(
+    `update sync_days set deletes_force_reason = $2
+     where day = any($1::date[]) and exists (select 1 from held_deletes h where h.day = sync_days.day)`,
+    [days, reason],
+  );
 }

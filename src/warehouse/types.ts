@@ -150,6 +150,8 @@ export interface SyncDaysTable extends Counters {
   /** Soft-deletes the guard held back (rows in held_deletes) and why. */
   deletes_held: Count;
   deletes_held_reason: string | null;
+  /** Why `crs-sync deletes apply` applies the held deletes only when the day is named with --force. */
+  deletes_force_reason: string | null;
 }
 
 export interface HeldDeletesTable {

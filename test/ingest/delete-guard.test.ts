@@ -254,7 +254,7 @@ describe('deletion safeguard', () => {
     const applied = cli(['deletes', 'apply', '--day', day, '--json'], env);
     expect(applied.code).toBe(0);
     expect(JSON.parse(applied.stdout).applied).toEqual([
-      { day, held: gone.size, deleted: gone.size, skipped: 0 },
+      { day, held: gone.size, deleted: gone.size, skipped: 0, notApplied: null },
     ]);
     expect(await liveIds()).toEqual(new Set(kept.map(idOf)));
     expect(await ledger()).toMatchObject({
@@ -487,5 +487,152 @@ describe('a file import with declared complete days', () => {
     // The same lines with their final newline: a whole file, whose missing rows are deleted.
     writeFileSync(cut, toJsonl(recs.slice(0, 20)));
     expect((await importFile(tw.w, config, log, { file: cut, ...window })).deleted).toBe(30);
+  });
+});
+
+describe('held deletes and the loads around them', () => {
+  let tw: TestWarehouse;
+  beforeAll(async () => {
+    tw = await createTestWarehouse();
+  });
+  afterAll(async () => {
+    await tw?.dispose();
+  });
+
+  const load = (
+    loadId: string,
+    lines: unknown[],
+    completeDays: { from: string; to: string } | null,
+    open?: () => AsyncIterable<Uint8Array>,
+  ) =>
+    runLoad({
+      warehouse: tw.w,
+      log,
+      loadId,
+      loadKey: loadId,
+      source: 'file',
+      sourceName: loadId,
+      open: async () =>
+        open?.() ??
+        (async function* () {
+          yield Buffer.from(toJsonl(lines));
+        })(),
+      completeDays,
+      batchSize: 10,
+      parts: 2,
+      maxLineBytes: 1 << 20,
+    });
+  const liveOf = async (day: string) =>
+    Number(
+      (
+        await tw.w.pool.query(
+          'select count(*) n from analytics_messages where message_date = $1 and _deleted_at is null',
+          [day],
+        )
+      ).rows[0].n,
+    );
+  const dayRow = async (day: string) =>
+    (
+      await tw.w.pool.query(
+        'select deletes_held, deletes_held_reason, deletes_force_reason from sync_days where day = $1',
+        [day],
+      )
+    ).rows[0];
+
+  it('when a complete load quarantines a line of its day whose id cannot be read, then its deletes are held, not applied, and need --force', async () => {
+    const day = '2026-09-01';
+    const recs = makeRecords(100, { day, seed: 'unreadable-complete' });
+    await load('uc-1', recs, { from: day, to: day });
+    // One row missing (1 %, under the guard), and a line whose id is a number.
+    const lines = [...recs.slice(0, 99), `{"Message ID": 12, "Message Time": "${day}T01:00:00Z"}`];
+    const s = await load('uc-2', lines, { from: day, to: day });
+    expect(s).toMatchObject({ deleted: 0, rejected: 1 });
+    expect(s.days.find((d) => d.day === day)?.deletesHeld).toBe(1);
+    expect(await liveOf(day)).toBe(100);
+    const row = await dayRow(day);
+    expect(Number(row.deletes_held)).toBe(1);
+    expect(row.deletes_held_reason).toMatch(/cannot be read/);
+    expect(row.deletes_force_reason).toMatch(/cannot be read/);
+  });
+
+  it("when a load's deletes over its complete days pass the guard while some days stay under it, then every day's deletes are held with the load's reason", async () => {
+    const days = ['2026-09-02', '2026-09-03', '2026-09-04'];
+    const recs = days.flatMap((day) => makeRecords(100, { day, seed: `whole-${day}` }));
+    await load('wg-1', recs, { from: days[0]!, to: days[2]! });
+    // Day 1 loses half its rows, days 2 and 3 two rows each: 54 of 300 (18 %) over the load.
+    const kept = recs.filter((_, i) => (i < 100 ? i % 2 === 0 : i % 100 >= 2));
+    const s = await load('wg-2', kept, { from: days[0]!, to: days[2]! });
+    expect(s.deleted).toBe(0);
+    expect(s.days.map((d) => [d.day, d.deletesHeld])).toEqual([
+      [days[0], 50],
+      [days[1], 2],
+      [days[2], 2],
+    ]);
+    for (const day of days) expect(await liveOf(day)).toBe(100);
+    expect((await dayRow(days[1]!)).deletes_held_reason).toMatch(
+      /over its 3 complete days.*CRS_DELETE_GUARD=10%/,
+    );
+  });
+
+  it("when loads were killed with ids in load_seen, then the next load removes theirs and keeps a running one's", async () => {
+    const ids = makeRecords(3, { seed: 'dead' }).map((r) => r['Message ID']);
+    await tw.w.pool.query(
+      `insert into load_seen (load_key, message_id) select k, id::uuid from unnest($1::text[]) k, unnest($2::text[]) id`,
+      [['killed-a', 'killed-b', 'running'], ids],
+    );
+    // A load still running holds its lock on a session of its own.
+    const running = await tw.w.pool.connect();
+    try {
+      await running.query('select pg_advisory_lock(hashtext($1))', [`crs-sync:load:${tw.schema}:running`]);
+      const day = '2026-09-05';
+      await load('cleaner', makeRecords(5, { day, seed: 'cleaner' }), null);
+      const left = await tw.w.pool.query(
+        'select load_key, count(*)::int n from load_seen group by load_key order by 1',
+      );
+      expect(left.rows).toEqual([{ load_key: 'running', n: 3 }]);
+      // The load keys are listed from an index, not by reading every id.
+      const idx = await tw.w.pool.query(
+        "select indexdef from pg_indexes where schemaname = $1 and tablename = 'load_seen'",
+        [tw.schema],
+      );
+      expect(idx.rows.map((r) => r.indexdef).join()).toMatch(/\(load_key, message_id\)/);
+    } finally {
+      await running.query('select pg_advisory_unlock_all()');
+      running.release();
+    }
+  });
+
+  it('when a load that began with nothing held reads rows of a day whose deletes another load held meanwhile, then that day needs --force', async () => {
+    const day = '2026-09-06';
+    const recs = makeRecords(100, { day, seed: 'overlap' });
+    await load('ov-1', recs, { from: day, to: day });
+    // Nothing held anywhere when the overlapping load starts (the earlier tests' holds dropped).
+    await tw.w.pool.query('delete from held_deletes');
+    // The overlapping load reads its first lines, then waits while the other load holds deletes.
+    let go!: () => void;
+    const wait = new Promise<void>((r) => {
+      go = r;
+    });
+    let started!: () => void;
+    const reading = new Promise<void>((r) => {
+      started = r;
+    });
+    const overlapping = load('ov-slow', [], null, async function* () {
+      yield Buffer.from(toJsonl(recs.slice(0, 30)));
+      started();
+      await wait;
+      yield Buffer.from(toJsonl(recs.slice(30, 60)));
+    });
+    await reading;
+    const held = await load('ov-2', recs.slice(0, 50), { from: day, to: day });
+    expect(held.days[0]?.deletesHeld).toBe(50);
+    go();
+    await overlapping;
+    // Its ids were not noted: which held rows it read is unknown, so apply must be forced.
+    const row = await dayRow(day);
+    expect(Number(row.deletes_held)).toBe(50);
+    expect(row.deletes_force_reason).toMatch(
+      /ov-slow read rows of this day while its deletes were being held/,
+    );
   });
 });

@@ -27,7 +27,8 @@ export function registerDeletes(program: Command): void {
         'loaded, but only from an export known to be complete, and only up to CRS_DELETE_GUARD percent ' +
         "of the day's live rows (default 10). Past that, the ids are held in held_deletes and nothing is " +
         'deleted until you apply them here (or a later complete load of the day, within the guard, ' +
-        'replaces the held set). `list` shows the held days; `apply` marks them deleted.',
+        'replaces the held set). Any later load that reads a held id again takes it out of the held ' +
+        'set: the source still holds it. `list` shows the held days; `apply` marks them deleted.',
     );
 
   deletes
@@ -70,7 +71,7 @@ export function registerDeletes(program: Command): void {
               d.live,
               d.heldAt.slice(0, 19).replace('T', ' '),
               d.loadId,
-              d.reason ?? '',
+              d.forceReason === null ? (d.reason ?? '') : `needs --force: ${d.forceReason}`,
             ]),
           )}\n`,
         );
@@ -87,20 +88,27 @@ export function registerDeletes(program: Command): void {
     .description(
       'mark the held rows deleted, day by day. Each id is checked again: a row no longer live, no ' +
         'longer of that day, or written by a load since it was held is left alone. The held set of ' +
-        "each applied day is emptied and its deletes are added to the day's rows_deleted.",
+        "each applied day is emptied and the day's rows_deleted counted again. A day whose load " +
+        'quarantined a line with no readable message id (it may be one of the held rows) is skipped, ' +
+        'with the reason, unless you name it with --day and --force.',
     )
     .option('--day <day...>', 'apply the held deletes of these days (YYYY-MM-DD)')
-    .option('--all', 'apply the held deletes of every day')
+    .option('--all', 'apply the held deletes of every day (never those that need --force)')
+    .option(
+      '--force',
+      'with --day: also apply days held because a quarantined line had no readable id (check them first)',
+    )
     .option('--json', 'print JSON')
-    .action(async (o: { day?: string[]; all?: boolean; json?: boolean }) => {
+    .action(async (o: { day?: string[]; all?: boolean; force?: boolean; json?: boolean }) => {
       if (!o.all && (o.day === undefined || o.day.length === 0))
         throw new CrsError('USAGE', 'name the days with --day DAY (or every held day with --all)');
       if (o.all && o.day) throw new CrsError('USAGE', '--day and --all exclude each other');
+      if (o.force && !o.day) throw new CrsError('USAGE', '--force applies only to days named with --day');
       const days = o.day?.map(checkDay);
       const ctx = loadContext();
       const wh = await openConfiguredWarehouse(ctx, { connections: 1 });
       try {
-        const applied = await applyHeldDeletes(wh.warehouse.db, days);
+        const applied = await applyHeldDeletes(wh.warehouse.db, days, { force: o.force === true });
         // The soft-deletes marked their days for the rollups; bring them up to date now, as a
         // load's finalize would, so the dashboard and the views read rollups again at once.
         await refreshRollups(wh.warehouse.pool);
@@ -114,8 +122,14 @@ export function registerDeletes(program: Command): void {
         }
         process.stdout.write(
           `${renderTable(
-            ['day', 'held', 'deleted', 'left alone'],
-            applied.map((a) => [a.day, a.held, a.deleted, a.skipped]),
+            ['day', 'held', 'deleted', 'left alone', 'note'],
+            applied.map((a) => [
+              a.day,
+              a.held,
+              a.deleted,
+              a.skipped,
+              a.notApplied === null ? '' : `not applied, needs --force: ${a.notApplied}`,
+            ]),
           )}\n`,
         );
       } finally {

@@ -1,0 +1,99 @@
+import type pg from 'pg';
+import { recountHeld, requireForce } from '../warehouse/held-deletes.ts';
+import { REJECTED_ID } from './rejected-id.ts';
+
+/**
+ * Held deletes against what later loads see. A held id is a row one export lacked; any later load
+ * that reads it again (changed or not, complete or not, an import, a sync, a replay) shows the
+ * source still holds it, so the load's finalize takes it out of the held set: `deletes apply` can
+ * then never delete it. What a load cannot prove it did not see (a quarantined line without a
+ * readable id) makes the held days it may belong to need `deletes apply --force`.
+ *
+ * A load notes the ids it sees (`load_seen`) when it has complete days or when `held_deletes` has
+ * rows at its start (`watchesHeld`): a first load of an empty warehouse pays nothing. A load that
+ * did not note them (nothing was held at its start) and finds held rows at its end overlapped the
+ * load that held them: the held days it read rows of need --force.
+ */
+
+/** Whether a load starting now must note the ids it sees (`load_seen`) for the held deletes. */
+export async function watchesHeld(pool: pg.Pool, hasCompleteDays: boolean): Promise<boolean> {
+  if (hasCompleteDays) return true;
+  const r = await pool.query<{ held: boolean }>('select exists (select 1 from held_deletes) as held');
+  return r.rows[0]?.held === true;
+}
+
+export interface SeenLoad {
+  loadId: string;
+  loadKey: string;
+  /** Whether `load_seen` holds every id the load saw under its load key. */
+  seen: boolean;
+}
+
+/**
+ * After the load's delete step, in one transaction: the held ids it saw (or quarantined with a
+ * readable id) leave the hold; held days it may have read unnoted ids of need --force; the
+ * ledger's held figures of those days follow. Idempotent (a retried finalize changes nothing more).
+ */
+export async function settleHeld(pool: pg.Pool, l: SeenLoad): Promise<void> {
+  const c = await pool.connect();
+  let broken: Error | undefined;
+  try {
+    await c.query('begin');
+    const released = await c.query<{ day: string }>(
+      `delete from held_deletes h
+       where ($3 and exists (select 1 from load_seen s where s.load_key = $1 and s.message_id = h.message_id))
+         or h.message_id in (select ${REJECTED_ID} from rejected_records r where r._load_id = $2)
+       returning h.day::text as day`,
+      [l.loadKey, l.loadId, l.seen],
+    );
+    const blocked = await blockUnreadable(c, l);
+    const unnoted = l.seen ? [] : await blockUnnoted(c, l);
+    await recountHeld(c, [...new Set([...released.rows.map((r) => r.day), ...blocked, ...unnoted])]);
+    await c.query('commit');
+  } catch (err) {
+    await c.query('rollback').catch(() => {});
+    broken = err as Error;
+    throw err;
+  } finally {
+    c.release(broken);
+  }
+}
+
+/**
+ * Held days (other than the ones this load's delete step just decided) of which the load
+ * quarantined a line whose id cannot be read: any held id of such a day may be that line's. A line
+ * with no readable day may be of any held day.
+ */
+async function blockUnreadable(c: pg.PoolClient, l: SeenLoad): Promise<string[]> {
+  const r = await c.query<{ day: string }>(
+    `select distinct h.day::text as day from held_deletes h
+     join rejected_records r on r._load_id = $1 and ${REJECTED_ID} is null and (r.day is null or r.day = h.day)
+     where h.load_id <> $1`,
+    [l.loadId],
+  );
+  const days = r.rows.map((x) => x.day);
+  await requireForce(
+    c,
+    days,
+    `load ${l.loadId} quarantined a line whose message id cannot be read: it may be one of these rows (see crs-sync rejects list)`,
+  );
+  return days;
+}
+
+/** Held days the load read rows of without noting their ids (it overlapped the load that held them). */
+async function blockUnnoted(c: pg.PoolClient, l: SeenLoad): Promise<string[]> {
+  const r = await c.query<{ day: string }>(
+    `select distinct h.day::text as day from held_deletes h
+     where h.load_id <> $2
+       and (exists (select 1 from load_day_counts d where d.load_key = $1 and d.day = h.day)
+            or exists (select 1 from rejected_records r where r._load_id = $2 and (r.day is null or r.day = h.day)))`,
+    [l.loadKey, l.loadId],
+  );
+  const days = r.rows.map((x) => x.day);
+  await requireForce(
+    c,
+    days,
+    `load ${l.loadId} read rows of this day while its deletes were being held, without noting which: load the day again to settle them`,
+  );
+  return days;
+}
