@@ -78,6 +78,11 @@ const envSchema = z.object({
   // A complete export that would soft-delete more than this percent of a day's live rows has
   // its deletes held for review (a normal day deletes a handful; 100 turns the guard off).
   CRS_DELETE_GUARD: z.coerce.number().min(0).max(100).default(10),
+  // The same over a load of several complete days (a file imported with --from/--to): the share
+  // of all their live rows it may soft-delete. Lower than the per-day guard, because a whole
+  // load's share is the average of its days' shares: at the per-day figure it could delete just
+  // under 10 % of every day of a year and never be held.
+  CRS_DELETE_GUARD_LOAD: z.coerce.number().min(0).max(100).default(2),
   // Database timeouts (0 turns one off). They stop a statement, lock wait or forgotten transaction
   // that hangs, so the activity fails retryably instead of looking busy for hours; the defaults
   // sit far above what a legitimate day needs (a first load's finalize of a 1M-row day: 41 s).
@@ -135,6 +140,8 @@ export interface Config {
   readonly loadConnections: number;
   /** CRS_DELETE_GUARD: percent of a day's live rows above which its deletes are held. */
   readonly deleteGuardPct: number;
+  /** CRS_DELETE_GUARD_LOAD: percent of a multi-day load's live rows above which all its deletes are held. */
+  readonly deleteGuardLoadPct: number;
   readonly db: {
     readonly statementTimeoutMs: number;
     readonly lockTimeoutMs: number;
@@ -190,6 +197,7 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     batchSize: e.CRS_BATCH_SIZE,
     loadConnections: e.CRS_LOAD_CONNECTIONS,
     deleteGuardPct: e.CRS_DELETE_GUARD,
+    deleteGuardLoadPct: e.CRS_DELETE_GUARD_LOAD,
     db: {
       statementTimeoutMs: e.CRS_DB_STATEMENT_TIMEOUT_MS,
       lockTimeoutMs: e.CRS_DB_LOCK_TIMEOUT_MS,

@@ -43,6 +43,8 @@ export interface FinalizeInput {
   incompleteReason?: string | null;
   /** Percent of a day's live rows above which its deletes are held (default DEFAULT_DELETE_GUARD_PCT). */
   deleteGuardPct?: number | undefined;
+  /** Percent of the live rows of a load's complete days (more than one) above which all its deletes are held. */
+  deleteGuardLoadPct?: number | undefined;
   completeDays: { from: string; to: string } | null;
   ledgerDay: string | null;
   bytes: number;
@@ -51,6 +53,7 @@ export interface FinalizeInput {
 }
 
 export const DEFAULT_DELETE_GUARD_PCT = 10;
+export const DEFAULT_DELETE_GUARD_LOAD_PCT = 2;
 
 export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<FinalizeResult> {
   const pool = w.pool;
@@ -65,7 +68,8 @@ export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<Fina
   try {
     if (client) {
       const whole = (f.incompleteReason ?? null) === null;
-      const load = whole ? await findGone(client, f, complete, guardPct) : NO_LOAD_HOLD;
+      const loadPct = f.deleteGuardLoadPct ?? DEFAULT_DELETE_GUARD_LOAD_PCT;
+      const load = whole ? await findGone(client, f, complete, loadPct) : NO_LOAD_HOLD;
       for (const day of complete) {
         const summary = days.get(day) ?? daySummary(day, { r: 0, i: 0, u: 0, n: 0, j: 0 });
         days.set(day, summary);
@@ -187,7 +191,7 @@ function daySummary(day: string, c: Sums): DaySummary {
 
 /**
  * What the delete step knows of the whole load, found once: whether its deletes over all its
- * complete days pass the guard (then every day with deletes is held), and the days of which it
+ * complete days pass CRS_DELETE_GUARD_LOAD (then every day with deletes is held), and the days of which it
  * quarantined a line whose id cannot be read (a line with no readable day: every complete day).
  */
 interface LoadHold {
@@ -243,7 +247,7 @@ async function findGone(
   client: pg.PoolClient,
   f: FinalizeInput,
   complete: string[],
-  guardPct: number,
+  loadPct: number,
 ): Promise<LoadHold> {
   if (f.seen && f.seenCount !== undefined) {
     // load_seen is unlogged: a warehouse that crashed and recovered since the ids were spilled
@@ -289,8 +293,8 @@ async function findGone(
   );
   return {
     overGuard:
-      complete.length > 1 && overGuard(gone, live, guardPct)
-        ? `this load's deletes over its ${complete.length} complete days, ${gone} of ${live} live rows (${pctOf(gone, live)}%), are more than CRS_DELETE_GUARD=${guardPct}%`
+      complete.length > 1 && overGuard(gone, live, loadPct)
+        ? `this load's deletes over its ${complete.length} complete days, ${gone} of ${live} live rows (${pctOf(gone, live)}%), are more than CRS_DELETE_GUARD_LOAD=${loadPct}%`
         : null,
     unreadableDays: new Set(unreadable.rows.flatMap((r) => (r.day === null ? [] : [r.day]))),
     unreadableAnyDay: unreadable.rows.some((r) => r.day === null),

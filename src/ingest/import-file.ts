@@ -74,6 +74,7 @@ export async function importFile(
             ? 'empty input'
             : 'the input does not end with a newline (it may be cut)',
       deleteGuardPct: config.deleteGuardPct,
+      deleteGuardLoadPct: config.deleteGuardLoadPct,
       batchSize: config.batchSize,
       parts: config.loadConnections,
       maxLineBytes: config.maxLineBytes,

@@ -58,6 +58,8 @@ export interface LoadRequest {
   incompleteReason?: () => string | null;
   /** Percent of a day's live rows above which its deletes are held for review (default 10). */
   deleteGuardPct?: number;
+  /** Percent of a multi-day load's live rows above which all its deletes are held (default 2). */
+  deleteGuardLoadPct?: number;
   /** The sync_days row this load is the export of (mirrors the checkpoint in the same transaction). */
   ledgerDay?: string | null;
   batchSize: number;
@@ -204,6 +206,7 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
     ...(seen ? { seenCount: seen.count } : {}),
     incompleteReason: req.incompleteReason?.() ?? null,
     deleteGuardPct: req.deleteGuardPct,
+    deleteGuardLoadPct: req.deleteGuardLoadPct,
     completeDays: req.completeDays ?? null,
     ledgerDay,
     bytes: read.bytesRead,

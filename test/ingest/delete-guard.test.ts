@@ -555,23 +555,35 @@ describe('held deletes and the loads around them', () => {
     expect(row.deletes_force_reason).toMatch(/cannot be read/);
   });
 
-  it("when a load's deletes over its complete days pass the guard while some days stay under it, then every day's deletes are held with the load's reason", async () => {
+  it("when a load's deletes over its complete days pass CRS_DELETE_GUARD_LOAD while every day stays under CRS_DELETE_GUARD, then every day's deletes are held with the load's reason", async () => {
     const days = ['2026-09-02', '2026-09-03', '2026-09-04'];
     const recs = days.flatMap((day) => makeRecords(100, { day, seed: `whole-${day}` }));
     await load('wg-1', recs, { from: days[0]!, to: days[2]! });
-    // Day 1 loses half its rows, days 2 and 3 two rows each: 54 of 300 (18 %) over the load.
-    const kept = recs.filter((_, i) => (i < 100 ? i % 2 === 0 : i % 100 >= 2));
+    // Every day loses 5 of its 100 rows (5 %, under the per-day 10 %): 15 of 300 over the load,
+    // more than the load's 2 %.
+    const kept = recs.filter((_, i) => i % 100 >= 5);
     const s = await load('wg-2', kept, { from: days[0]!, to: days[2]! });
     expect(s.deleted).toBe(0);
     expect(s.days.map((d) => [d.day, d.deletesHeld])).toEqual([
-      [days[0], 50],
-      [days[1], 2],
-      [days[2], 2],
+      [days[0], 5],
+      [days[1], 5],
+      [days[2], 5],
     ]);
     for (const day of days) expect(await liveOf(day)).toBe(100);
     expect((await dayRow(days[1]!)).deletes_held_reason).toMatch(
-      /over its 3 complete days.*CRS_DELETE_GUARD=10%/,
+      /over its 3 complete days, 15 of 300 live rows \(5%\).*CRS_DELETE_GUARD_LOAD=2%/,
     );
+  });
+
+  it("when a multi-day load's deletes stay under CRS_DELETE_GUARD_LOAD, then they are applied", async () => {
+    const days = ['2026-09-12', '2026-09-13', '2026-09-14'];
+    const recs = days.flatMap((day) => makeRecords(100, { day, seed: `under-${day}` }));
+    await load('wu-1', recs, { from: days[0]!, to: days[2]! });
+    // One row of each day: 3 of 300 (1 %).
+    const kept = recs.filter((_, i) => i % 100 !== 0);
+    const s = await load('wu-2', kept, { from: days[0]!, to: days[2]! });
+    expect(s.deleted).toBe(3);
+    for (const day of days) expect(await liveOf(day)).toBe(99);
   });
 
   it("when loads were killed with ids in load_seen, then the next load removes theirs and keeps a running one's", async () => {
