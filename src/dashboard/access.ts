@@ -51,7 +51,12 @@ function allowed(entry: string, port: number): string {
 }
 
 /** The accepted Host values of a server bound to `host`:`port`, with the allow-list's entries. */
-export function accessRules(o: { host: string; port: number; allowedHosts?: string[]; token?: string }): AccessRules {
+export function accessRules(o: {
+  host: string;
+  port: number;
+  allowedHosts?: string[];
+  token?: string;
+}): AccessRules {
   const hosts = new Set<string>();
   const names: string[] = [o.host];
   if (WILDCARDS.has(o.host)) {

@@ -416,7 +416,8 @@ const citations: PageDef = {
         days: daysOf(d),
         series: names.map((n) => ({
           label: n,
-          values: byDay(d,
+          values: byDay(
+            d,
             daily.filter((x) => x.citationType === n),
             (x) => x.citations,
             0,

@@ -62,7 +62,11 @@ export async function dataExtent(q: Queryable, source: Source = 'rollup'): Promi
  * of the history entries' days, a superset of the citation days. What the server cuts a range to
  * before any per-day query (range.ts `clampToData`).
  */
-export async function dataSpan(q: Queryable, extent: DataExtent, source: Source = 'rollup'): Promise<DataExtent> {
+export async function dataSpan(
+  q: Queryable,
+  extent: DataExtent,
+  source: Source = 'rollup',
+): Promise<DataExtent> {
   const [c] = await rows<DataExtent>(
     q,
     source === 'rollup'
@@ -74,8 +78,8 @@ export async function dataSpan(q: Queryable, extent: DataExtent, source: Source 
   const ends = (a: string | null, b: string | null | undefined, pick: (x: string, y: string) => string) =>
     a && b ? pick(a, b) : (a ?? b ?? null);
   return {
-    firstDay: ends(extent.firstDay, c?.firstDay, (x, y) => (x < y ? x : y)),
-    lastDay: ends(extent.lastDay, c?.lastDay, (x, y) => (x > y ? x : y)),
+    firstDay: ends(extent.firstDay, c?.firstDay, (x, y) => [x, y].sort()[0] as string),
+    lastDay: ends(extent.lastDay, c?.lastDay, (x, y) => [x, y].sort()[1] as string),
   };
 }
 

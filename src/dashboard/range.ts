@@ -62,7 +62,10 @@ export function resolveRange(
     }
     // Year 0 is a day to JavaScript but not to PostgreSQL, whose calendar starts at year 1.
     if (v !== undefined && v < FIRST_DAY) {
-      return { ok: false, error: `${name}=${JSON.stringify(v)} is before ${FIRST_DAY}, the first day there is` };
+      return {
+        ok: false,
+        error: `${name}=${JSON.stringify(v)} is before ${FIRST_DAY}, the first day there is`,
+      };
     }
   }
   const span = DEFAULT_SPAN_DAYS - 1;
@@ -95,8 +98,12 @@ export function clampToData(range: DayRange, extent: DataExtent | null): DayRang
   const first = extent?.firstDay;
   const last = extent?.lastDay;
   if (!first || !last || range.to < first || range.from > last) return { from: range.from, to: range.from };
-  return { from: range.from < first ? first : range.from, to: range.to > last ? last : range.to };
+  return { from: laterDay(range.from, first), to: earlierDay(range.to, last) };
 }
+
+/** Of two 'YYYY-MM-DD' days (text: Math.min would make numbers of them), the earlier and the later. */
+export const earlierDay = (a: string, b: string): string => [a, b].sort()[0] as string;
+export const laterDay = (a: string, b: string): string => [a, b].sort()[1] as string;
 
 /** Presets shown beside the form: the last N days up to the latest export day, and all of it. */
 export function presets(extent: DataExtent | null, now = new Date()): { label: string; range: DayRange }[] {

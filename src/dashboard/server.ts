@@ -434,7 +434,14 @@ async function handle(
   const path = 'url' in parsed ? parsed.url.pathname : '';
   const refused = st.rules ? refusal(st.rules, req, path) : null;
   if (refused) {
-    return send(res, refused.status, 'text/plain; charset=utf-8', `${refused.message}\n`, head, refused.headers);
+    return send(
+      res,
+      refused.status,
+      'text/plain; charset=utf-8',
+      `${refused.message}\n`,
+      head,
+      refused.headers,
+    );
   }
   if (req.method !== 'GET' && !head) {
     send(res, 405, 'text/plain; charset=utf-8', 'the dashboard is read-only: GET and HEAD only\n', false, {
@@ -443,6 +450,9 @@ async function handle(
     return;
   }
   if ('error' in parsed) {
+    if ((req.url ?? '').startsWith('/api/')) {
+      return send(res, 400, 'application/json; charset=utf-8', JSON.stringify({ error: parsed.error }), head);
+    }
     const body = layout(opts, null, new URLSearchParams(), errorPanel('page', parsed.error), {});
     return send(res, 400, 'text/html; charset=utf-8', body, head);
   }
@@ -476,7 +486,12 @@ async function handle(
     if (!res.writableFinished) gone.abort();
   };
   res.once('close', onClose);
-  const loaded = await loadPage(opts, { connections: st.connections, signal: gone.signal }, name, url.searchParams);
+  const loaded = await loadPage(
+    opts,
+    { connections: st.connections, signal: gone.signal },
+    name,
+    url.searchParams,
+  );
   if (gone.signal.aborted) return;
   res.off('close', onClose);
   res.setHeader('server-timing', `db;dur=${loaded.queryMs.toFixed(1)}`);

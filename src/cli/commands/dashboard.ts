@@ -1,6 +1,10 @@
 import type { Command } from 'commander';
 import { HOSTS_SETTING, isLoopback, parseHostList, TOKEN_SETTING } from '../../dashboard/access.ts';
-import { DEFAULT_DASHBOARD_PORT, DEFAULT_STATEMENT_TIMEOUT_MS, startDashboard } from '../../dashboard/server.ts';
+import {
+  DEFAULT_DASHBOARD_PORT,
+  DEFAULT_STATEMENT_TIMEOUT_MS,
+  startDashboard,
+} from '../../dashboard/server.ts';
 import { CrsError } from '../../errors.ts';
 import { loadContext, openConfiguredWarehouse } from '../context.ts';
 import { releaseForeignExitHooks, stopSignal } from '../process-hooks.ts';

@@ -29,7 +29,11 @@
           values: (_u, ticks, _axis, _space, incr) =>
             ticks.map((t) => {
               const iso = new Date(t * 1000).toISOString();
-              return incr >= 365 * 86400 ? iso.slice(0, 4) : incr >= 30 * 86400 ? iso.slice(0, 7) : iso.slice(5, 10);
+              return incr >= 365 * 86400
+                ? iso.slice(0, 4)
+                : incr >= 30 * 86400
+                  ? iso.slice(0, 7)
+                  : iso.slice(5, 10);
             }),
           space: 50,
         },
