@@ -57,8 +57,6 @@ export interface DashboardOptions {
   token?: string;
   /** Host values accepted besides the bound address (`name` or `name:port`): access.ts. */
   allowedHosts?: string[];
-  /** How long a request waits for a connection the pool has not yet handed out, ms (then: busy). */
-  connectWaitMs?: number;
 }
 
 /** Each statement's bound unless told otherwise: a page's queries take milliseconds. */
@@ -156,24 +154,12 @@ function busy(c: Connections, queryMs: number): Loaded {
   };
 }
 
-/** A pooled connection within `ms`, or null; one handed out later goes straight back. */
-async function connectWithin(pool: pg.Pool, ms: number): Promise<pg.PoolClient | null> {
-  const pending = pool.connect();
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<null>((resolve) => {
-    timer = setTimeout(() => resolve(null), ms);
-  });
-  try {
-    const won = await Promise.race([pending, late]);
-    if (won === null)
-      pending.then(
-        (c) => c.release(),
-        () => {},
-      );
-    return won;
-  } finally {
-    clearTimeout(timer);
-  }
+/**
+ * Whether the pool could hand out a connection without a wait: an idle one, or room for a new one.
+ * Only a pool shared with others fills past the dashboard's own count (Connections).
+ */
+function poolHasRoom(pool: pg.Pool, max: number): boolean {
+  return pool.idleCount > 0 || pool.totalCount < max;
 }
 
 interface RequestContext {
@@ -194,19 +180,18 @@ async function loadPage(
   // The range's form first: a request that is not one costs no connection.
   const asked = resolveRange(params, { firstDay: null, lastDay: null });
   if (!asked.ok) return { status: 400, error: `the date range is not valid: ${asked.error}`, queryMs: 0 };
-  if (!rc.connections.take(name === 'health')) return busy(rc.connections, 0);
-  let client: pg.PoolClient | null;
+  if (!poolHasRoom(opts.pool, rc.connections.max) || !rc.connections.take(name === 'health')) {
+    return busy(rc.connections, 0);
+  }
+  let held: pg.PoolClient;
   try {
-    client = await connectWithin(opts.pool, opts.connectWaitMs ?? 1_000);
+    // With room in the pool this waits only for a new connection to be made: a warehouse slow to
+    // accept one is then told apart from a busy dashboard (the pool's own timeout says so).
+    held = await opts.pool.connect();
   } catch (err) {
     rc.connections.give();
     return { status: 503, error: describeFailure(err).message, queryMs: performance.now() - started };
   }
-  if (!client) {
-    rc.connections.give();
-    return busy(rc.connections, performance.now() - started);
-  }
-  const held = client;
   // A client gone away: its running statement is cancelled, and no other one starts.
   let cancelled: Promise<void> | undefined;
   const onAbort = () => {
