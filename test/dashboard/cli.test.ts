@@ -150,4 +150,46 @@ describe('crs-sync dashboard', () => {
     expect(await exited(p.child)).toBe(0);
     expect(p.out() + p.err()).not.toContain(token);
   });
+
+  it('when CRS_DASHBOARD_STATEMENT_TIMEOUT_MS is set, then a query past it is stopped and its part of the page says so; a bad value exits 2', async () => {
+    const bad = start(['dashboard', '--port', '0'], {
+      DATABASE_URL: tw.url,
+      CRS_SCHEMA: tw.schema,
+      CRS_DASHBOARD_STATEMENT_TIMEOUT_MS: 'soon',
+    });
+    expect(await exited(bad.child)).toBe(2);
+    expect(bad.err()).toContain(
+      'CRS_DASHBOARD_STATEMENT_TIMEOUT_MS must be milliseconds in 100..3600000, got "soon"',
+    );
+
+    const p = start(['dashboard', '--port', '0'], {
+      DATABASE_URL: tw.url,
+      CRS_SCHEMA: tw.schema,
+      CRS_DASHBOARD_STATEMENT_TIMEOUT_MS: '300',
+      LOG_LEVEL: 'error',
+    });
+    // A lock the usage page's queries wait for, held by the test until the page has answered.
+    const locker = await tw.w.pool.connect();
+    try {
+      await locker.query('begin');
+      await locker.query('lock table rollup_daily in access exclusive mode');
+      for (let i = 0; i < 200 && !/http:\/\/\S+/.test(p.out()); i++) {
+        if (p.child.exitCode !== null)
+          throw new Error(`the dashboard exited ${p.child.exitCode}: ${p.err()}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      const url = /(http:\/\/127\.0\.0\.1:\d+)\//.exec(p.out())?.[1];
+      const r = await fetch(`${url}/api/usage?from=2026-11-01&to=2026-11-02`);
+      expect(r.status).toBe(200);
+      const body = (await r.json()) as { sections: Record<string, { ok: boolean; error?: string }> };
+      const stopped = Object.values(body.sections).filter((x) => !x.ok);
+      expect(stopped.length).toBeGreaterThan(0);
+      for (const x of stopped) expect(x.error).toContain('the query was stopped by the warehouse');
+    } finally {
+      await locker.query('rollback');
+      locker.release();
+      p.child.kill('SIGTERM');
+    }
+    expect(await exited(p.child)).toBe(0);
+  });
 });
