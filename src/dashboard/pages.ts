@@ -27,6 +27,11 @@ export type SectionResult = { ok: true; data: unknown } | { ok: false; error: st
 export interface PageData {
   page: PageName;
   range: DayRange;
+  /**
+   * The part of the range the ranged queries read: the range cut to the days that can hold data
+   * (range.ts `clampToData`); the range itself on the health page.
+   */
+  dataRange: DayRange;
   /** Where the ranged figures were read: the rollups, or the raw tables while a refresh is due. */
   source: Q.Source;
   extent: Q.DataExtent | null;
@@ -53,21 +58,37 @@ export interface PageDef {
   render(d: PageData): { html: string; charts: Record<string, ChartSpec> };
 }
 
-/** Every day of the range, so that a chart shows a day without rows as 0, not as a gap closed up. */
-function daysOf(r: DayRange): string[] {
+/**
+ * The x values of a chart over the whole range: every day of the data's part of it, so that a day
+ * without rows shows as 0, not as a gap closed up; and the empty stretches outside it as their two
+ * ends only (the range's end and the day next to the data), which draw the same flat line. So a
+ * chart of 0001-01-01 … 9999-12-31 holds as many points as the data has days, plus four.
+ */
+function daysOf(d: PageData): string[] {
+  const { range, dataRange: inner } = d;
   const out: string[] = [];
-  for (let d = r.from; d <= r.to && out.length < 3700; d = shiftDay(d, 1)) out.push(d);
+  if (range.from < inner.from) {
+    out.push(range.from);
+    const before = shiftDay(inner.from, -1);
+    if (before > range.from) out.push(before);
+  }
+  for (let day = inner.from; day <= inner.to; day = shiftDay(day, 1)) out.push(day);
+  if (inner.to < range.to) {
+    const after = shiftDay(inner.to, 1);
+    if (after < range.to) out.push(after);
+    out.push(range.to);
+  }
   return out;
 }
 
 function byDay<T extends { day: string }>(
-  r: DayRange,
+  d: PageData,
   rows: T[],
   pick: (row: T) => number | null,
   gap: number | null,
 ) {
   const m = new Map(rows.map((x) => [x.day, pick(x)]));
-  return daysOf(r).map((d) => (m.has(d) ? (m.get(d) ?? null) : gap));
+  return daysOf(d).map((day) => (m.has(day) ? (m.get(day) ?? null) : gap));
 }
 
 /** The section's rows, or an error panel in the HTML (and undefined). */
@@ -122,28 +143,28 @@ const usage: PageDef = {
       );
     }
     if (daily && totals?.messages) {
-      const days = daysOf(d.range);
+      const days = daysOf(d);
       charts.messages = {
         days,
         series: [
-          { label: 'messages', values: byDay(d.range, daily, (x) => x.messages, 0) },
-          { label: 'cancelled', values: byDay(d.range, daily, (x) => x.cancelled, 0) },
+          { label: 'messages', values: byDay(d, daily, (x) => x.messages, 0) },
+          { label: 'cancelled', values: byDay(d, daily, (x) => x.cancelled, 0) },
         ],
       };
       charts.active = {
         days,
         series: [
-          { label: 'active users', values: byDay(d.range, daily, (x) => x.activeUsers, 0) },
-          { label: 'active threads', values: byDay(d.range, daily, (x) => x.activeThreads, 0) },
+          { label: 'active users', values: byDay(d, daily, (x) => x.activeUsers, 0) },
+          { label: 'active threads', values: byDay(d, daily, (x) => x.activeThreads, 0) },
         ],
       };
       charts.length = {
         days,
         series: [
-          { label: 'mean response chars', values: byDay(d.range, daily, (x) => x.avgResponseChars, null) },
+          { label: 'mean response chars', values: byDay(d, daily, (x) => x.avgResponseChars, null) },
           {
             label: 'median response chars',
-            values: byDay(d.range, daily, (x) => x.medianResponseChars, null),
+            values: byDay(d, daily, (x) => x.medianResponseChars, null),
           },
         ],
       };
@@ -211,10 +232,10 @@ const users: PageDef = {
     }
     if (daily && fresh && totals?.messages) {
       charts.users = {
-        days: daysOf(d.range),
+        days: daysOf(d),
         series: [
-          { label: 'active users', values: byDay(d.range, daily, (x) => x.activeUsers, 0) },
-          { label: 'new users', values: byDay(d.range, fresh, (x) => x.newUsers, 0) },
+          { label: 'active users', values: byDay(d, daily, (x) => x.activeUsers, 0) },
+          { label: 'new users', values: byDay(d, fresh, (x) => x.newUsers, 0) },
         ],
       };
       out.push(`<div class="charts">${chartBox('users', 'Active and new users per day')}</div>`);
@@ -392,11 +413,11 @@ const citations: PageDef = {
     if (daily && daily.length > 0) {
       const names = [...new Set(daily.map((x) => x.citationType))].sort();
       charts.types = {
-        days: daysOf(d.range),
+        days: daysOf(d),
         series: names.map((n) => ({
           label: n,
           values: byDay(
-            d.range,
+            d,
             daily.filter((x) => x.citationType === n),
             (x) => x.citations,
             0,

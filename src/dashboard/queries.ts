@@ -55,6 +55,34 @@ export async function dataExtent(q: Queryable, source: Source = 'rollup'): Promi
   return r ?? { firstDay: null, lastDay: null };
 }
 
+/**
+ * The first and last day any ranged figure can fall on: the export days of `extent` and the days
+ * of citations, which count on their history entry's day (that may lie outside the export days).
+ * From the rollups, the citation days' own ends (two index reads); from the raw tables, the ends
+ * of the history entries' days, a superset of the citation days. What the server cuts a range to
+ * before any per-day query (range.ts `clampToData`).
+ */
+export async function dataSpan(
+  q: Queryable,
+  extent: DataExtent,
+  source: Source = 'rollup',
+): Promise<DataExtent> {
+  const [c] = await rows<DataExtent>(
+    q,
+    source === 'rollup'
+      ? `select min(day)::text as "firstDay", max(day)::text as "lastDay" from rollup_citation_type_daily`
+      : `select (min(created_at) at time zone 'UTC')::date::text as "firstDay",
+                (max(created_at) at time zone 'UTC')::date::text as "lastDay"
+           from thread_messages`,
+  );
+  const ends = (a: string | null, b: string | null | undefined, pick: (x: string, y: string) => string) =>
+    a && b ? pick(a, b) : (a ?? b ?? null);
+  return {
+    firstDay: ends(extent.firstDay, c?.firstDay, (x, y) => [x, y].sort()[0] as string),
+    lastDay: ends(extent.lastDay, c?.lastDay, (x, y) => [x, y].sort()[1] as string),
+  };
+}
+
 // ---------------------------------------------------------------- usage
 
 /**

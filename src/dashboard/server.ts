@@ -12,6 +12,12 @@
  * (repeatable read, so every figure of a page comes from the same snapshot), each query under a
  * savepoint so that one failing query becomes that section's error panel and the others still
  * show. Only GET and HEAD are answered.
+ *
+ * Held against other origins (access.ts: Host, Origin, a token off loopback) and against absurd
+ * requests: a page's per-day queries read the range cut to the days with data (range.ts
+ * `clampToData`), each statement is bounded (`statementTimeoutMs`), a request whose client went
+ * away has its statement cancelled (cancel.ts), and a request that finds the connections all in
+ * use is answered "busy" at once, one connection being kept for the health page.
  */
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
@@ -23,10 +29,12 @@ import type { Logger } from '../log.ts';
 import { redactText } from '../log.ts';
 import { dbFailureKind } from '../warehouse/db-errors.ts';
 import { rollupsCurrent } from '../warehouse/rollups.ts';
+import { type AccessRules, accessRules, refusal } from './access.ts';
+import { cancelRunning } from './cancel.ts';
 import { errorPanel, esc } from './html.ts';
 import { PAGE_ORDER, PAGES, type PageData, type PageName, type SectionResult } from './pages.ts';
-import { type DataExtent, dataExtent, type Source } from './queries.ts';
-import { presets, resolveRange } from './range.ts';
+import { type DataExtent, dataExtent, dataSpan, type Queryable, type Source } from './queries.ts';
+import { clampToData, presets, resolveRange } from './range.ts';
 
 /** The port `crs-sync dashboard` (and `crs-sync demo --keep`) listens on unless told otherwise. */
 export const DEFAULT_DASHBOARD_PORT = 8787;
@@ -42,7 +50,19 @@ export interface DashboardOptions {
   warehouse?: string;
   /** Per-query bound, ms: a query past it is cancelled and its section says so. */
   statementTimeoutMs?: number;
+  /**
+   * Required of every request (bearer token, or basic auth's password) but /healthz; the CLI
+   * requires one when the address is not loopback (access.ts).
+   */
+  token?: string;
+  /** Host values accepted besides the bound address (`name` or `name:port`): access.ts. */
+  allowedHosts?: string[];
 }
+
+/** Each statement's bound unless told otherwise: a page's queries take milliseconds. */
+export const DEFAULT_STATEMENT_TIMEOUT_MS = 10_000;
+/** Seconds a "busy" answer asks the client to wait (Retry-After). */
+const BUSY_RETRY_AFTER_S = 5;
 
 export interface Dashboard {
   /** http://host:port (the address to open). */
@@ -95,59 +115,147 @@ interface Loaded {
   data?: PageData;
   error?: string;
   queryMs: number;
+  /** Answered "busy": sent with Retry-After. */
+  busy?: boolean;
+}
+
+class Aborted extends Error {}
+
+/**
+ * The connections the pages may hold at once: all of the pool's but one, which only the health
+ * page may take, so that "is the sync current?" is answered while wide ranges keep the others.
+ * A request past the limit is answered busy at once rather than queued behind the pool's wait.
+ */
+class Connections {
+  private used = 0;
+  readonly max: number;
+  constructor(max: number) {
+    this.max = max;
+  }
+  take(health: boolean): boolean {
+    const limit = health || this.max <= 1 ? this.max : this.max - 1;
+    if (this.used >= limit) return false;
+    this.used++;
+    return true;
+  }
+  give(): void {
+    this.used--;
+  }
+}
+
+function busy(c: Connections, queryMs: number): Loaded {
+  return {
+    status: 503,
+    busy: true,
+    error:
+      `busy: the dashboard's connections to the warehouse (${c.max}, one kept for the health page) are all ` +
+      `in use by other requests; try again in ${BUSY_RETRY_AFTER_S} seconds`,
+    queryMs,
+  };
+}
+
+/**
+ * Whether the pool could hand out a connection without a wait: an idle one, or room for a new one.
+ * Only a pool shared with others fills past the dashboard's own count (Connections).
+ */
+function poolHasRoom(pool: pg.Pool, max: number): boolean {
+  return pool.idleCount > 0 || pool.totalCount < max;
+}
+
+interface RequestContext {
+  connections: Connections;
+  /** Aborted when the client goes away before its answer is sent. */
+  signal: AbortSignal;
 }
 
 /** Runs a page's queries in one read-only snapshot; see the module comment. */
-async function loadPage(opts: DashboardOptions, name: PageName, params: URLSearchParams): Promise<Loaded> {
+async function loadPage(
+  opts: DashboardOptions,
+  rc: RequestContext,
+  name: PageName,
+  params: URLSearchParams,
+): Promise<Loaded> {
   const started = performance.now();
   const page = PAGES[name];
-  let client: pg.PoolClient;
+  // The range's form first: a request that is not one costs no connection.
+  const asked = resolveRange(params, { firstDay: null, lastDay: null });
+  if (!asked.ok) return { status: 400, error: `the date range is not valid: ${asked.error}`, queryMs: 0 };
+  if (!poolHasRoom(opts.pool, rc.connections.max) || !rc.connections.take(name === 'health')) {
+    return busy(rc.connections, 0);
+  }
+  let held: pg.PoolClient;
   try {
-    client = await opts.pool.connect();
+    // With room in the pool this waits only for a new connection to be made: a warehouse slow to
+    // accept one is then told apart from a busy dashboard (the pool's own timeout says so).
+    held = await opts.pool.connect();
   } catch (err) {
+    rc.connections.give();
     return { status: 503, error: describeFailure(err).message, queryMs: performance.now() - started };
   }
+  // A client gone away: its running statement is cancelled, and no other one starts.
+  let cancelled: Promise<void> | undefined;
+  const onAbort = () => {
+    cancelled = cancelRunning(held);
+  };
+  rc.signal.addEventListener('abort', onAbort, { once: true });
+  const query = (text: string) => {
+    if (rc.signal.aborted) throw new Aborted('the client went away');
+    return held.query(text);
+  };
   let broken: unknown;
   try {
-    await client.query('begin transaction isolation level repeatable read, read only');
-    await client.query(`set local timezone = 'UTC'`);
+    await query('begin transaction isolation level repeatable read, read only');
+    await query(`set local timezone = 'UTC'`);
     // The pages' queries are small aggregations over rollups: compiling them (PostgreSQL's JIT,
     // on when a plan's estimated cost is high, as on a 10M-row warehouse) costs more than it saves.
-    await client.query('set local jit = off');
-    await client.query(
-      `set local statement_timeout = ${Math.max(0, Math.floor(opts.statementTimeoutMs ?? 30_000))}`,
+    await query('set local jit = off');
+    await query(
+      `set local statement_timeout = ${Math.max(0, Math.floor(opts.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS))}`,
     );
     let n = 0;
     const run = async (fn: () => Promise<unknown>): Promise<SectionResult> => {
       const sp = `s${n++}`;
-      await client.query(`savepoint ${sp}`);
+      await query(`savepoint ${sp}`);
       try {
         const data = await fn();
-        await client.query(`release savepoint ${sp}`);
+        await query(`release savepoint ${sp}`);
         return { ok: true, data };
       } catch (err) {
+        if (rc.signal.aborted) throw new Aborted('the client went away');
         const f = describeFailure(err);
         if (f.unreachable) throw new Unreachable(f.message);
-        await client.query(`rollback to savepoint ${sp}`);
+        await query(`rollback to savepoint ${sp}`);
         opts.log?.warn({ page: name, error: f.message }, 'a dashboard query failed');
         return { ok: false, error: f.message };
       }
     };
     // The rollups when they are current in this snapshot; the raw tables while a load's refresh
     // is due, or on a warehouse whose schema predates them.
-    const current = await run(() => rollupsCurrent(client));
+    // What the sections query through: nothing new starts once the client has gone.
+    const q: Queryable = {
+      query: (text, values) =>
+        rc.signal.aborted ? Promise.reject(new Aborted('the client went away')) : held.query(text, values),
+    };
+    const current = await run(() => rollupsCurrent(held));
     const source: Source = current.ok && current.data === true ? 'rollup' : 'raw';
-    const ext = await run(() => dataExtent(client, source));
+    const ext = await run(() => dataExtent(q, source));
     const extent = ext.ok ? (ext.data as DataExtent) : null;
     const range = resolveRange(params, extent);
     if (!range.ok) return { status: 400, error: `the date range is not valid: ${range.error}`, queryMs: 0 };
+    // The ranged pages read the range cut to the days that can hold data: their per-day work
+    // then follows the data whatever the range (range.ts clampToData).
+    let dataRange = range.range;
+    if (page.ranged) {
+      const span = extent ? await run(() => dataSpan(q, extent, source)) : null;
+      dataRange = clampToData(range.range, span?.ok ? (span.data as DataExtent) : null);
+    }
     const sections: Record<string, SectionResult> = ext.ok ? {} : { extent: ext };
     for (const [key, fn] of Object.entries(page.sections)) {
-      sections[key] = await run(() => fn(client, range.range, source));
+      sections[key] = await run(() => fn(q, dataRange, source));
     }
     return {
       status: 200,
-      data: { page: name, range: range.range, source, extent, sections },
+      data: { page: name, range: range.range, dataRange, source, extent, sections },
       queryMs: performance.now() - started,
     };
   } catch (err) {
@@ -155,14 +263,22 @@ async function loadPage(opts: DashboardOptions, name: PageName, params: URLSearc
     const message = err instanceof Unreachable ? err.message : describeFailure(err).message;
     return { status: 503, error: message, queryMs: performance.now() - started };
   } finally {
-    // Nothing to keep (read only): the transaction is rolled back. A client whose transaction
-    // could not be ended is dropped rather than handed to the next request.
-    if (!broken)
-      broken = await client.query('rollback').then(
-        () => undefined,
-        (err: unknown) => err,
-      );
-    client.release(broken ? true : undefined);
+    rc.signal.removeEventListener('abort', onAbort);
+    if (rc.signal.aborted) {
+      // Dropped, not reused: a cancel still on its way must not stop the next request's query.
+      await cancelled;
+      held.release(true);
+    } else {
+      // Nothing to keep (read only): the transaction is rolled back. A client whose transaction
+      // could not be ended is dropped rather than handed to the next request.
+      if (!broken)
+        broken = await held.query('rollback').then(
+          () => undefined,
+          (err: unknown) => err,
+        );
+      held.release(broken ? true : undefined);
+    }
+    rc.connections.give();
   }
 }
 
@@ -245,7 +361,9 @@ ${main}
 
 const SECURITY_HEADERS = {
   'content-security-policy':
-    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'",
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+  // The same for browsers that predate frame-ancestors: no other page may frame this one.
+  'x-frame-options': 'DENY',
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'no-referrer',
   'cache-control': 'no-store',
@@ -263,20 +381,67 @@ function send(
   res.end(head ? undefined : body);
 }
 
+/** The address as the server reads it, or why it is not one (a 400 says so). */
+function parseAddress(raw: string): { url: URL } | { error: string } {
+  let url: URL;
+  try {
+    url = new URL(raw, 'http://dashboard.invalid');
+  } catch {
+    return { error: `the address ${JSON.stringify(raw.slice(0, 200))} is not a URL path` };
+  }
+  // URLSearchParams reads a broken %-escape as text: it would pass for a value it is not.
+  const parts = [url.pathname, ...url.search.slice(1).split(/[&=]/)];
+  for (const part of parts) {
+    try {
+      decodeURIComponent(part);
+    } catch {
+      return { error: `the address has a malformed percent-encoding: ${JSON.stringify(part.slice(0, 200))}` };
+    }
+  }
+  return { url };
+}
+
+interface ServerState {
+  assets: Map<string, Asset>;
+  /** Set once the server listens (the port is known then). */
+  rules?: AccessRules;
+  connections: Connections;
+}
+
 async function handle(
   opts: DashboardOptions,
-  assets: Map<string, Asset>,
+  st: ServerState,
   req: http.IncomingMessage,
   res: http.ServerResponse,
 ) {
   const head = req.method === 'HEAD';
+  const parsed = parseAddress(req.url ?? '/');
+  const path = 'url' in parsed ? parsed.url.pathname : '';
+  const refused = st.rules ? refusal(st.rules, req, path) : null;
+  if (refused) {
+    return send(
+      res,
+      refused.status,
+      'text/plain; charset=utf-8',
+      `${refused.message}\n`,
+      head,
+      refused.headers,
+    );
+  }
   if (req.method !== 'GET' && !head) {
     send(res, 405, 'text/plain; charset=utf-8', 'the dashboard is read-only: GET and HEAD only\n', false, {
       allow: 'GET, HEAD',
     });
     return;
   }
-  const url = new URL(req.url ?? '/', 'http://dashboard.invalid');
+  if ('error' in parsed) {
+    if ((req.url ?? '').startsWith('/api/')) {
+      return send(res, 400, 'application/json; charset=utf-8', JSON.stringify({ error: parsed.error }), head);
+    }
+    const body = layout(opts, null, new URLSearchParams(), errorPanel('page', parsed.error), {});
+    return send(res, 400, 'text/html; charset=utf-8', body, head);
+  }
+  const { url } = parsed;
   const p = url.pathname;
   if (p === '/' || p === '/index.html') {
     res.writeHead(302, { location: `/usage${url.search}`, ...SECURITY_HEADERS });
@@ -285,7 +450,7 @@ async function handle(
   }
   if (p === '/healthz') return send(res, 200, 'text/plain; charset=utf-8', 'ok\n', head);
   if (p.startsWith('/assets/')) {
-    const a = assets.get(p.slice('/assets/'.length));
+    const a = st.assets.get(p.slice('/assets/'.length));
     if (a) return send(res, 200, a.type, a.body, head, { 'cache-control': 'max-age=300' });
   }
   const api = p.startsWith('/api/');
@@ -300,17 +465,31 @@ async function handle(
     );
     return send(res, 404, 'text/html; charset=utf-8', body, head);
   }
-  const loaded = await loadPage(opts, name, url.searchParams);
+  // The client's going away (before the answer is complete) stops the request's queries.
+  const gone = new AbortController();
+  const onClose = () => {
+    if (!res.writableFinished) gone.abort();
+  };
+  res.once('close', onClose);
+  const loaded = await loadPage(
+    opts,
+    { connections: st.connections, signal: gone.signal },
+    name,
+    url.searchParams,
+  );
+  if (gone.signal.aborted) return;
+  res.off('close', onClose);
   res.setHeader('server-timing', `db;dur=${loaded.queryMs.toFixed(1)}`);
+  const extra = loaded.busy ? { 'retry-after': String(BUSY_RETRY_AFTER_S) } : {};
   if (api) {
     const body = loaded.data ? JSON.stringify(loaded.data) : JSON.stringify({ error: loaded.error });
-    return send(res, loaded.status, 'application/json; charset=utf-8', body, head);
+    return send(res, loaded.status, 'application/json; charset=utf-8', body, head, extra);
   }
   if (!loaded.data) {
     const body = layout(opts, name, url.searchParams, errorPanel('page', loaded.error ?? 'unknown error'), {
       queryMs: loaded.queryMs,
     });
-    return send(res, loaded.status, 'text/html; charset=utf-8', body, head);
+    return send(res, loaded.status, 'text/html; charset=utf-8', body, head, extra);
   }
   const { html, charts } = PAGES[name].render(loaded.data);
   const body = layout(opts, name, url.searchParams, html, {
@@ -321,10 +500,16 @@ async function handle(
   return send(res, 200, 'text/html; charset=utf-8', body, head);
 }
 
+/** The most connections the pool hands out (pg.Pool's `max`; 10 when not set). */
+function poolSize(pool: pg.Pool): number {
+  const max = (pool as unknown as { options?: { max?: number } }).options?.max;
+  return typeof max === 'number' && max > 0 ? max : 10;
+}
+
 export async function startDashboard(opts: DashboardOptions): Promise<Dashboard> {
-  const assets = loadAssets();
+  const st: ServerState = { assets: loadAssets(), connections: new Connections(poolSize(opts.pool)) };
   const server = http.createServer((req, res) => {
-    handle(opts, assets, req, res).catch((err: unknown) => {
+    handle(opts, st, req, res).catch((err: unknown) => {
       const message = describeFailure(err).message;
       opts.log?.error({ error: message }, 'dashboard request failed');
       if (!res.headersSent)
@@ -341,6 +526,7 @@ export async function startDashboard(opts: DashboardOptions): Promise<Dashboard>
     });
   });
   const addr = server.address() as AddressInfo;
+  st.rules = accessRules({ host, port: addr.port, allowedHosts: opts.allowedHosts, token: opts.token });
   const shown = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
   return {
     url: `http://${shown}:${addr.port}`,

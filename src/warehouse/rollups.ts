@@ -67,26 +67,28 @@ export async function refreshRollups(
   // One read when nothing is marked (an unchanged re-load): no transaction, lock or temporary
   // table. A mark committed after this read belongs to a write whose own refresh follows it.
   if (await rollupsCurrent(pool)) return { rebuilt: false, days: 0, threads: 0, users: 0 };
-  return inTransaction(pool, async (c) => {
+  const out = await inTransaction(pool, async (c) => {
     const state = await c.query<{ rebuild_needed: boolean }>('select rebuild_needed from rollup_state');
     if (state.rows[0]?.rebuild_needed !== false) {
       return opts.rebuild ? rebuildAll(c, onStep) : { rebuilt: false, days: 0, threads: 0, users: 0 };
     }
     return refreshMarked(c, onStep);
   });
+  if (out.rebuilt) await vacuumRollups(pool, onStep);
+  return out;
 }
 
 /**
  * Recomputes every rollup from the raw tables (`from`/`to`: only the days in that range and the
  * threads with export rows on them), in one transaction. Without a range the tables are emptied
- * and filled again.
+ * and filled again; readers go on reading the old rows meanwhile (rebuildAll).
  */
 export async function rebuildRollups(
   pool: pg.Pool,
   range: { from: string; to: string } | null,
   onStep?: Progress,
 ): Promise<RollupRefresh> {
-  return inTransaction(pool, async (c) => {
+  const out = await inTransaction(pool, async (c) => {
     if (range === null) return rebuildAll(c, onStep);
     onStep?.('marking the days and their threads');
     await c.query(
@@ -103,6 +105,27 @@ export async function rebuildRollups(
     );
     return refreshMarked(c, onStep);
   });
+  if (out.rebuilt) await vacuumRollups(pool, onStep);
+  return out;
+}
+
+/**
+ * After a full rebuild: the deleted rows' space made reusable and the statistics taken again.
+ * Outside the rebuild's transaction (VACUUM cannot run in one); it blocks neither readers nor
+ * writers.
+ */
+async function vacuumRollups(pool: pg.Pool, onStep?: Progress): Promise<void> {
+  onStep?.('vacuum');
+  const c = await pool.connect();
+  try {
+    await c.query('set statement_timeout = 0');
+    await c.query(`vacuum (analyze) ${ROLLUP_TABLES.join(', ')}`);
+    await c.query('reset statement_timeout');
+    c.release();
+  } catch (err) {
+    c.release(err instanceof Error ? err : new Error(String(err)));
+    throw err;
+  }
 }
 
 // Nothing marked and no rebuild pending. Marks commit with the data they mark and a refresh
@@ -301,7 +324,11 @@ const citationTypeDailySql = (keys: string) => `
 async function rebuildAll(c: Client, onStep?: Progress): Promise<RollupRefresh> {
   await c.query('delete from rollup_dirty_days');
   await c.query('delete from rollup_dirty_threads');
-  await c.query(`truncate ${ROLLUP_TABLES.join(', ')}`);
+  // Deleted, not truncated: TRUNCATE's lock would stop every reader of the rollups (the dashboard,
+  // the views) for the whole rebuild, minutes at 10M rows. A delete leaves them reading the old
+  // rows of their snapshot until this transaction commits the new ones; the space the old rows
+  // held is vacuumed after the commit (vacuumRollups).
+  for (const t of ROLLUP_TABLES) await c.query(`delete from ${t}`);
   // The per-day rows of threads and users first: daily_usage's distinct counts read them (dailySql).
   onStep?.('rollup_thread_daily, rollup_user_daily, rollup_thread_firsts');
   await rebuildDays(c);

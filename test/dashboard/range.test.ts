@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isDay, presets, resolveRange, shiftDay } from '../../src/dashboard/range.ts';
+import { clampToData, isDay, presets, resolveRange, shiftDay } from '../../src/dashboard/range.ts';
 
 const NOW = new Date('2026-11-24T07:00:00Z');
 const extent = { firstDay: '2026-01-10', lastDay: '2026-11-20' };
@@ -58,5 +58,38 @@ describe('the dashboard date range', () => {
       ['last 90 days', '2026-08-23', '2026-11-20'],
       ['all', '2026-01-10', '2026-11-20'],
     ]);
+  });
+
+  it('when a range reaches past the data, then its queries read only the days the data spans, and a range without data one empty day', () => {
+    expect(clampToData({ from: '0001-01-01', to: '9999-12-31' }, extent)).toEqual({
+      from: '2026-01-10',
+      to: '2026-11-20',
+    });
+    expect(clampToData({ from: '2026-02-01', to: '9999-12-31' }, extent)).toEqual({
+      from: '2026-02-01',
+      to: '2026-11-20',
+    });
+    expect(clampToData({ from: '9000-01-01', to: '9999-12-31' }, extent)).toEqual({
+      from: '9000-01-01',
+      to: '9000-01-01',
+    });
+    expect(clampToData({ from: '2026-02-01', to: '2026-02-07' }, { firstDay: null, lastDay: null })).toEqual({
+      from: '2026-02-01',
+      to: '2026-02-01',
+    });
+  });
+
+  it('when a bound lies outside the calendar or one bound alone would run past it, then it is an error that says so', () => {
+    expect(resolveRange(params('from=0000-12-31&to=2026-01-01'), extent, NOW)).toEqual({
+      ok: false,
+      error: 'from="0000-12-31" is before 0001-01-01, the first day there is',
+    });
+    expect(resolveRange(params('from=9999-12-31'), extent, NOW)).toMatchObject({ ok: false });
+    expect(resolveRange(params('to=0001-01-05'), extent, NOW)).toMatchObject({ ok: false });
+    expect(resolveRange(params('from=0001-01-01&to=9999-12-31'), extent, NOW)).toMatchObject({
+      ok: true,
+      range: { from: '0001-01-01', to: '9999-12-31' },
+    });
+    expect(resolveRange(params('from=9999-12-31&to=9999-12-31'), extent, NOW)).toMatchObject({ ok: true });
   });
 });

@@ -1,5 +1,10 @@
 import type { Command } from 'commander';
-import { DEFAULT_DASHBOARD_PORT, startDashboard } from '../../dashboard/server.ts';
+import { HOSTS_SETTING, isLoopback, parseHostList, TOKEN_SETTING } from '../../dashboard/access.ts';
+import {
+  DEFAULT_DASHBOARD_PORT,
+  DEFAULT_STATEMENT_TIMEOUT_MS,
+  startDashboard,
+} from '../../dashboard/server.ts';
 import { CrsError } from '../../errors.ts';
 import { loadContext, openConfiguredWarehouse } from '../context.ts';
 import { releaseForeignExitHooks, stopSignal } from '../process-hooks.ts';
@@ -7,6 +12,32 @@ import { releaseForeignExitHooks, stopSignal } from '../process-hooks.ts';
 interface DashboardOptions {
   port: string;
   host: string;
+}
+
+const TIMEOUT_SETTING = 'CRS_DASHBOARD_STATEMENT_TIMEOUT_MS';
+/** Shorter is guessable by trying; the setting is meant to be a generated secret. */
+const MIN_TOKEN_CHARS = 16;
+
+/** The dashboard's own settings, from the environment (and .env); a bad one exits 2 naming it. */
+export function dashboardSettings(host: string, env: NodeJS.ProcessEnv = process.env) {
+  const token = env[TOKEN_SETTING] || undefined;
+  if (!isLoopback(host) && !token) {
+    throw new CrsError(
+      'USAGE',
+      `--host ${host} opens the dashboard beyond this machine, and it shows user ids, thread names and ` +
+        `quarantined lines: set ${TOKEN_SETTING} (a secret of at least ${MIN_TOKEN_CHARS} characters, ` +
+        `e.g. openssl rand -hex 24), which every request must then carry`,
+    );
+  }
+  if (token !== undefined && token.length < MIN_TOKEN_CHARS) {
+    throw new CrsError('USAGE', `${TOKEN_SETTING} must be at least ${MIN_TOKEN_CHARS} characters long`);
+  }
+  const raw = env[TIMEOUT_SETTING];
+  const timeout = raw === undefined || raw === '' ? DEFAULT_STATEMENT_TIMEOUT_MS : Number(raw);
+  if (!/^\d*$/.test(raw ?? '') || timeout < 100 || timeout > 3_600_000) {
+    throw new CrsError('USAGE', `${TIMEOUT_SETTING} must be milliseconds in 100..3600000, got "${raw}"`);
+  }
+  return { token, allowedHosts: parseHostList(env[HOSTS_SETTING]), statementTimeoutMs: timeout };
 }
 
 export function registerDashboard(program: Command): void {
@@ -24,13 +55,17 @@ export function registerDashboard(program: Command): void {
         'It only reads: every request runs in a read-only transaction, and it applies no\n' +
         'migration (run crs-sync migrate, or any sync, first). It reads the warehouse of\n' +
         'DATABASE_URL and CRS_SCHEMA, or the embedded PostgreSQL when DATABASE_URL is unset.\n' +
-        'A query that fails shows what went wrong in place of its part of the page.',
+        'A query that fails shows what went wrong in place of its part of the page.\n\n' +
+        `It answers only requests addressed to it (the Host it is bound to, or one of\n` +
+        `${HOSTS_SETTING}); bound beyond loopback it needs ${TOKEN_SETTING}, sent as a bearer token\n` +
+        `or basic auth's password. Each query is bounded by ${TIMEOUT_SETTING}\n` +
+        `(default ${DEFAULT_STATEMENT_TIMEOUT_MS}).`,
     )
     .option('--port <P>', 'port to listen on (0 = any free port)', String(DEFAULT_DASHBOARD_PORT))
     .option(
       '--host <H>',
       'address to bind; 127.0.0.1 keeps it on this machine, 0.0.0.0 opens it to the network ' +
-        '(it has no login: only where everyone who can reach it may see the data)',
+        `(then ${TOKEN_SETTING} is required)`,
       '127.0.0.1',
     )
     .addHelpText(
@@ -48,6 +83,7 @@ export function registerDashboard(program: Command): void {
         throw new CrsError('USAGE', `--port must be an integer in 0..65535, got "${opts.port}"`);
       }
       const ctx = loadContext();
+      const settings = dashboardSettings(opts.host);
       const wh = await openConfiguredWarehouse(ctx, { connections: 1, schema: 'current' });
       const dash = await startDashboard({
         pool: wh.warehouse.pool,
@@ -55,8 +91,7 @@ export function registerDashboard(program: Command): void {
         port,
         log: ctx.log,
         warehouse: wh.description,
-        // A page waits for its queries: a minute at most each, whatever the loader's bound is.
-        statementTimeoutMs: 60_000,
+        ...settings,
       }).catch(async (err: NodeJS.ErrnoException) => {
         await wh.close();
         if (err.code === 'EADDRINUSE' || err.code === 'EACCES' || err.code === 'EADDRNOTAVAIL') {

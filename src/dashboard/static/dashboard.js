@@ -10,17 +10,31 @@
     const spec = data[box.dataset.chart];
     if (!spec || typeof uPlot === 'undefined') continue;
     const xs = spec.days.map((d) => Date.parse(`${d}T00:00:00Z`) / 1000);
+    // Days the chart spans (its x values skip the empty stretches: pages.ts daysOf).
+    const span = xs.length ? (xs[xs.length - 1] - xs[0]) / 86400 + 1 : 0;
     const opts = {
       width: Math.max(280, box.clientWidth),
       height: 220,
       tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), 'Etc/UTC'),
       scales: { x: { time: true } },
-      // Daily data: ticks on whole days (1, 2, 7, 14 days, ~a month, ~a year apart), shown as dates.
+      // Daily data: ticks on whole days (1, 2, 7, 14 days, ~a month, ~a year, up to ~10,000 years
+      // apart: a range may span the whole calendar, its empty ends drawn as one flat stretch).
       axes: [
         {
-          incrs: [1, 2, 7, 14, 30, 91, 365].map((d) => d * 86400),
-          // Month-day on the axis (the legend shows the full date of the day under the cursor).
-          values: (_u, ticks) => ticks.map((t) => new Date(t * 1000).toISOString().slice(5, 10)),
+          incrs: [1, 2, 7, 14, 30, 91, 365, 730, 1826, 3652, 7305, 18262, 36525, 182625, 365250, 1826250].map(
+            (d) => d * 86400,
+          ),
+          // Month-day on the axis, the month once ticks are a month apart, the year once a year
+          // apart (the legend shows the full date of the day under the cursor).
+          values: (_u, ticks, _axis, _space, incr) =>
+            ticks.map((t) => {
+              const iso = new Date(t * 1000).toISOString();
+              return incr >= 365 * 86400
+                ? iso.slice(0, 4)
+                : incr >= 30 * 86400
+                  ? iso.slice(0, 7)
+                  : iso.slice(5, 10);
+            }),
           space: 50,
         },
         { size: 60 },
@@ -35,7 +49,7 @@
           label: s.label,
           stroke: COLORS[i % COLORS.length],
           width: 2,
-          points: { show: xs.length <= 62 },
+          points: { show: span <= 62 },
           spanGaps: false,
         })),
       ],
