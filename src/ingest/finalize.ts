@@ -47,9 +47,10 @@ export interface FinalizeInput {
 
 export const DEFAULT_DELETE_GUARD_PCT = 10;
 
-// The id of a quarantined line, where its text has one: such a line is in the source, just
-// unreadable, so its row must not be deleted for its absence.
-const REJECTED_ID = `substring(r.raw from '"Message ID"\\s*:\\s*"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})"')`;
+// The id of a quarantined line, where it could be read (from the whole line, not only the prefix
+// `raw` keeps of an over-long one): such a line is in the source, just unreadable, so its row
+// must not be deleted for its absence.
+const REJECTED_ID = 'r.message_id';
 
 export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<FinalizeResult> {
   const pool = w.pool;
@@ -241,7 +242,7 @@ async function findGone(client: pg.PoolClient, f: FinalizeInput, complete: strin
        and not exists (select 1 from load_seen s where s.load_key = $3 and s.message_id = m.message_id)
        and m.message_id not in (
          select ${REJECTED_ID}::uuid from rejected_records r
-         where r._load_id = $4 and r.raw ~ '"Message ID"' and ${REJECTED_ID} is not null)`,
+         where r._load_id = $4 and ${REJECTED_ID} is not null)`,
     [complete[0], complete[complete.length - 1], f.seen ? f.loadKey : '', f.loadId],
   );
 }
