@@ -19,6 +19,8 @@ import { type FakeRecord, makeRecords } from '../../helpers/export-lines.ts';
  * line of the same message id), a row of rejected_records, or a blank line, with the summary, the
  * run ledger and the checkpoints agreeing. Lines are classified here independently of the loader
  * (split on LF, BOM on line 1, CR, white space), so a line the loader silently drops is caught.
+ * Every eighth case also runs `lateIdCheck` (an over-long line with its id beyond the kept prefix,
+ * in a day declared complete).
  */
 
 export interface FuzzTally {
