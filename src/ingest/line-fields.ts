@@ -5,8 +5,9 @@ import { uuidForm } from './record-parser.ts';
  * absence, finalize.ts) and `Message Time` (the reject's `day`), read from the line's bytes as
  * they stream past, piece by piece, holding nothing of the line but the two values. The splitter
  * runs it only over a line longer than the limit, which it never holds whole: the export writes
- * `Input` and `Response` first, so both fields may lie far beyond the kept prefix. Every other
- * reject is read through it as well (one rule for every quarantine row).
+ * `Input` and `Response` first, so both fields may lie far beyond the kept prefix. The id of every
+ * other export or file reject is read by it too, from the line's bytes (one rule for
+ * `rejected_records.message_id`); their day stays `dayOfRaw`'s (pending.ts), by the same rule.
  *
  * How strict, and why:
  * - Only the keys of the line's own object count (depth 1): strings are followed with their
