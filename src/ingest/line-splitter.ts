@@ -1,4 +1,5 @@
 import { isUtf8 } from 'node:buffer';
+import { LineFieldScanner } from './line-fields.ts';
 
 export type LineProblem = 'line_too_long' | 'invalid_utf8' | 'nul_byte';
 
@@ -18,6 +19,12 @@ export interface SourceLine {
    * without ever turning it into a string.
    */
   bytes?: Buffer;
+  /**
+   * line_too_long only: the line's `Message ID` and `Message Time`, read from all its bytes as they
+   * were skipped (line-fields.ts), wherever they lie; null when the line does not hold them.
+   */
+  messageId?: string | null;
+  messageTime?: string | null;
 }
 
 export interface SplitOptions {
@@ -62,7 +69,10 @@ function onlyJsonSpace(buf: Buffer, s: number, e: number): boolean {
  *
  * A line longer than `maxLineBytes` is never held whole: at most `maxLineBytes + 1` bytes (+3 on
  * line 1, for a BOM) are carried before the splitter switches to skipping, keeping only the first
- * `maxPrefixBytes`. Chunks are never mutated, and partial lines are copied out of them.
+ * `maxPrefixBytes`. Its `Message ID` and `Message Time` are read as it streams past (a
+ * LineFieldScanner, made only for such a line: ordinary lines never meet it), since the export
+ * writes them after `Input` and `Response`, far beyond the prefix of a long line. Chunks are never
+ * mutated, and partial lines are copied out of them.
  *
  * Long: the hot loop of every load, one pass per chunk with its state (carry, line number, the
  * over-long line's skip) in locals; split into functions, that state would move into an object
@@ -87,6 +97,8 @@ export async function* splitLines(
   let skipLen = 0;
   let skipLast = -1;
   let prefixSlack = 0;
+  // The over-long line's fields, read from every byte of it (the skipped ones too).
+  let fields = null as LineFieldScanner | null;
 
   const st = stats ?? { bytesRead: 0, linesSeen: 0, blankLines: 0 };
   let peak = st.peakLineBytes ?? 0;
@@ -114,8 +126,13 @@ export async function* splitLines(
     prefix = [];
     prefixLen = 0;
     skipLen = carryLen + rest.length;
-    for (const c of carry) addPrefix(c);
+    fields = new LineFieldScanner();
+    for (const c of carry) {
+      addPrefix(c);
+      fields.feed(c);
+    }
     addPrefix(rest);
+    fields.feed(rest);
     // The line's last byte so far: of `rest`, or of the carried part when `rest` is empty.
     const lastCarried = carry[carry.length - 1];
     skipLast =
@@ -135,12 +152,14 @@ export async function* splitLines(
       byteLength -= 3;
     }
     if (raw.length > maxPrefix) raw = raw.subarray(0, maxPrefix);
+    const read = fields?.result() ?? { messageId: null, messageTime: null };
     skipping = false;
     prefix = [];
     prefixLen = 0;
     skipLen = 0;
     skipLast = -1;
-    return { lineNo, byteLength, problem: 'line_too_long', rawBytes: raw };
+    fields = null;
+    return { lineNo, byteLength, problem: 'line_too_long', rawBytes: raw, ...read };
   };
 
   /** One complete line held in `buf[s, e)` (line ending excluded, CR still included). */
@@ -153,11 +172,14 @@ export async function* splitLines(
       return;
     }
     if (len > maxLine) {
+      const whole = new LineFieldScanner();
+      whole.feed(buf.subarray(s, e));
       out.push({
         lineNo,
         byteLength: len,
         problem: 'line_too_long',
         rawBytes: Buffer.from(buf.subarray(s, s + Math.min(len, maxPrefix))),
+        ...whole.result(),
       });
       return;
     }
@@ -198,6 +220,7 @@ export async function* splitLines(
           skipLen += buf.length;
           skipLast = buf[buf.length - 1] ?? -1;
           addPrefix(buf);
+          fields?.feed(buf);
         } else if (carryLen + buf.length > carryLimit()) {
           startSkipping(buf);
         } else {
@@ -215,6 +238,7 @@ export async function* splitLines(
         if (nl > 0) {
           skipLast = buf[nl - 1] ?? -1;
           addPrefix(buf.subarray(0, nl));
+          fields?.feed(buf.subarray(0, nl));
         }
         out.push(tooLongLine());
       } else if (carryLen + nl > limit) {

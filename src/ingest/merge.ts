@@ -108,10 +108,10 @@ const THREADS_SQL = `
   select t.thread_id, t.user_id, $3 from unnest($1::uuid[], $2::uuid[]) as t(thread_id, user_id)`;
 
 const REJECTS_SQL = `
-  insert into rejected_records (_load_id, source, source_name, day, line_no, raw, raw_bytes, raw_length, error_code, error_detail)
-  select $1, $2, $3, r.day, r.line_no, r.raw, r.raw_bytes, r.raw_length, r.code, r.detail
-  from unnest($4::date[], $5::bigint[], $6::text[], $7::bytea[], $8::bigint[], $9::text[], $10::text[])
-    as r(day, line_no, raw, raw_bytes, raw_length, code, detail)
+  insert into rejected_records (_load_id, source, source_name, day, line_no, raw, raw_bytes, raw_length, error_code, error_detail, message_id)
+  select $1, $2, $3, r.day, r.line_no, r.raw, r.raw_bytes, r.raw_length, r.code, r.detail, r.message_id
+  from unnest($4::date[], $5::bigint[], $6::text[], $7::bytea[], $8::bigint[], $9::text[], $10::text[], $11::uuid[])
+    as r(day, line_no, raw, raw_bytes, raw_length, code, detail, message_id)
   on conflict (_load_id, source, coalesce(source_name, ''), line_no) where line_no is not null do nothing`;
 
 const CHECKPOINT_SQL = `
@@ -242,7 +242,9 @@ function decide(
       const enc = encodeText(text, t.sink, pending.lineNo, t.loadId, pending.lineHash);
       if (!enc.ok) {
         const day = t.ledgerDay ?? dayOfRaw(text);
-        quarantined.push(textReject(pending.lineNo, enc, text, pending.rawEnd - pending.rawAt, day));
+        quarantined.push(
+          textReject(pending.lineNo, enc, text, t.sink.view(pending.rawAt, pending.rawEnd), day),
+        );
         continue;
       }
       row = enc.row;
@@ -332,6 +334,7 @@ async function writeBookkeeping(
         rejects.map((r) => r.rawLength),
         rejects.map((r) => r.code),
         rejects.map((r) => r.detail),
+        rejects.map((r) => r.messageId),
       ],
     });
   }

@@ -1,6 +1,7 @@
 import { dayOfTimeText } from '../common/iso-time.ts';
 import type { ByteSink } from './copy-binary.ts';
 import { putMessageTuple } from './copy-binary.ts';
+import { lineFields } from './line-fields.ts';
 import type { LineProblem, SourceLine } from './line-splitter.ts';
 import { recordHash } from './record-hash.ts';
 import {
@@ -67,6 +68,8 @@ export interface PendingReject {
   rawBytes: Buffer | null;
   rawLength: number;
   day: string | null;
+  /** The line's `Message ID` where it can be read (line-fields.ts): its row is not deleted for its absence. */
+  messageId: string | null;
 }
 
 /** The message id of any row: parsed, or read from its bytes. */
@@ -140,25 +143,42 @@ export function encodeText(
   return { ok: true, row: encodeRecord(sink, parsed.record, lineNo, loadId, lineHash) };
 }
 
-/** The reject of a line whose text is not a record. */
+/** The reject of a line whose text (decoded from `bytes`) is not a record. */
 export function textReject(
   lineNo: number,
   problem: { code: string; detail: string },
   text: string,
-  rawLength: number,
+  bytes: Uint8Array,
   day: string | null,
 ): PendingReject {
-  return { lineNo, code: problem.code, detail: problem.detail, raw: text, rawBytes: null, rawLength, day };
+  return {
+    lineNo,
+    code: problem.code,
+    detail: problem.detail,
+    raw: text,
+    rawBytes: null,
+    rawLength: bytes.length,
+    day,
+    messageId: lineFields(bytes).messageId,
+  };
 }
 
-/** The reject of a line the splitter could not hand over as text (its exact bytes are kept). */
+/**
+ * The reject of a line the splitter could not hand over as text (its exact bytes are kept, or of
+ * an over-long line a prefix). Its id and, without a `ledgerDay`, its day are read from the whole
+ * line: an over-long line's by the splitter as it skipped it, the others' from their bytes here.
+ */
 export function lineReject(
   line: SourceLine,
   problem: LineProblem,
   maxLineBytes: number,
-  day: string | null,
+  ledgerDay: string | null,
 ): PendingReject {
   const bytes = line.rawBytes ?? Buffer.alloc(0);
+  const read =
+    problem === 'line_too_long'
+      ? { messageId: line.messageId ?? null, messageTime: line.messageTime ?? null }
+      : lineFields(bytes);
   return {
     lineNo: line.lineNo,
     code: rejectCodeForLineProblem(problem),
@@ -171,7 +191,8 @@ export function lineReject(
     raw: bytes.toString('utf8').replaceAll('\u0000', '\\u0000'),
     rawBytes: bytes,
     rawLength: line.byteLength,
-    day,
+    day: ledgerDay ?? dayOfTimeValue(read.messageTime),
+    messageId: read.messageId,
   };
 }
 
@@ -183,4 +204,9 @@ export function lineReject(
 export function dayOfRaw(text: string): string | null {
   const m = /"Message Time"\s*:\s*"(\d{4}-\d{2}-\d{2}[^"\\]{0,64})"/.exec(text);
   return m?.[1] === undefined ? null : dayOfTimeText(m[1]);
+}
+
+/** The day of a `Message Time` value read on its own (line-fields.ts), by the rule of `dayOfRaw`. */
+export function dayOfTimeValue(value: string | null): string | null {
+  return value !== null && /^\d{4}-\d{2}-\d{2}[^"\\]{0,64}$/.test(value) ? dayOfTimeText(value) : null;
 }

@@ -78,7 +78,7 @@ export class LineRouter {
     const parsed = parseRecord(text, { hash: false, fromUtf8: true });
     if (!parsed.ok) {
       const day = this.opts.ledgerDay ?? dayOfRaw(text);
-      await this.takeReject(line.lineNo, textReject(line.lineNo, parsed, text, line.byteLength, day));
+      await this.takeReject(line.lineNo, textReject(line.lineNo, parsed, text, bytes, day));
       return;
     }
     const rec = parsed.record;

@@ -205,6 +205,8 @@ export interface RejectedRecordsTable {
   error_code: string;
   error_detail: string;
   received_at: GeneratedTimestamp;
+  /** Export and file lines: the line's `Message ID`, where it could be read (the whole line, not only `raw`). */
+  message_id: string | null;
   replayed_at: Timestamp | null;
   replay_result: string | null;
 }

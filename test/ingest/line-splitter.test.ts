@@ -1,5 +1,6 @@
 import { isUtf8 } from 'node:buffer';
 import { describe, expect, it } from 'vitest';
+import { lineFields } from '../../src/ingest/line-fields.ts';
 import { type SourceLine, type SplitStats, splitLines } from '../../src/ingest/line-splitter.ts';
 
 async function* chunksOf(parts: Uint8Array[]): AsyncGenerator<Uint8Array> {
@@ -303,6 +304,70 @@ describe('splitLines', () => {
   });
 });
 
+describe('splitLines: the id and time of an over-long line', () => {
+  const ID = '0F8FAD5B-D9CB-469F-A165-70867728950E';
+  const id = ID.toLowerCase();
+  const TIME = '2026-11-20T23:59:59.999+02:00';
+  // The export's order: Input and Response first, then the ids and the time.
+  const record = (input: string, tail = `"Message ID":"${ID}","Message Time":"${TIME}"`) =>
+    `{"Input":"${input}","Response":"r",${tail},"Thread ID":"${ID}","User ID":"${ID}"}`;
+
+  /** The one line of `text` (over maxLine 64, prefix 16), the input cut into chunks at `cuts`. */
+  async function overLong(text: string, cuts: number[]) {
+    const ls = (await collect(splitAt(Buffer.from(`${text}\n`), cuts), 64, 16)).flat();
+    expect(ls).toHaveLength(1);
+    expect(ls[0]).toMatchObject({ problem: 'line_too_long' });
+    return ls[0]!;
+  }
+
+  it('when the Message ID lies beyond the kept prefix and is cut over two chunks at any byte, then the line still carries it, lower-cased, and its Message Time', async () => {
+    const text = record('x'.repeat(200));
+    const at = text.indexOf('"Message ID"');
+    for (let cut = at - 1; cut <= at + 52; cut++) {
+      const line = await overLong(text, [cut]);
+      expect(line.rawBytes!.toString(), `cut ${cut}`).not.toContain('Message ID');
+      expect([line.messageId, line.messageTime], `cut ${cut}`).toEqual([id, TIME]);
+    }
+  });
+
+  it('when the line arrives in one chunk, or a byte per chunk, then the same id is read', async () => {
+    const text = record('y'.repeat(300));
+    expect((await overLong(text, [])).messageId).toBe(id);
+    const everyByte = Array.from({ length: text.length }, (_, i) => i + 1);
+    expect((await overLong(text, everyByte)).messageId).toBe(id);
+  });
+
+  it("when the key and a UUID appear inside a string value (Input, with escaped quotes) or in a nested object, then they are not taken for the line's id", async () => {
+    const other = '11111111-2222-4333-8444-555555555555';
+    const inText = record(`see \\"Message ID\\": \\"${other}\\" ${'z'.repeat(100)}`, '"Message Time":"x"');
+    expect(JSON.parse(inText).Input).toContain(`"Message ID": "${other}"`);
+    expect((await overLong(inText, [70, 71])).messageId).toBeNull();
+    const nested = record('n'.repeat(100), `"meta":{"Message ID":"${other}","deeper":[{"a":"}"}]}`);
+    expect((await overLong(nested, [90])).messageId).toBeNull();
+    // The line's own id after both: only it is read.
+    const both = record(
+      `see \\"Message ID\\":\\"${other}\\" ${'z'.repeat(100)}`,
+      `"meta":{"Message ID":"${other}"},"Message ID":"${ID}"`,
+    );
+    expect((await overLong(both, [64, 130])).messageId).toBe(id);
+  });
+
+  it('when escaped quotes and backslashes come before the key and JSON white space surrounds the colon, then the id is read', async () => {
+    const text = `{"Input":"${'a\\\\'.repeat(20)}\\"${'q'.repeat(60)}\\\\" , \t"Message ID"\r :\t "${ID}" }`;
+    expect(JSON.parse(text)['Message ID']).toBe(ID);
+    for (const cut of [10, 41, 42, 100, 150]) expect((await overLong(text, [cut])).messageId).toBe(id);
+  });
+
+  it('when the line has no Message ID, or it is not a UUID, or the line is not a JSON object, then the id is null', async () => {
+    expect((await overLong(record('w'.repeat(100), '"Message Time":"x"'), [50])).messageId).toBeNull();
+    expect((await overLong(record('w'.repeat(100), '"Message ID":"abc"'), [50])).messageId).toBeNull();
+    expect((await overLong(record('w'.repeat(100), `"Message ID":12`), [50])).messageId).toBeNull();
+    expect((await overLong(`["Message ID","${ID}",${'1,'.repeat(60)}1]`, [50])).messageId).toBeNull();
+    const none = await overLong('v'.repeat(100), [30]);
+    expect([none.messageId, none.messageTime]).toEqual([null, null]);
+  });
+});
+
 /** The obvious whole-buffer splitter, as the reference the streaming one must agree with. */
 function reference(input: Buffer, maxLine: number, maxPrefix: number): TextLine[] {
   let buf = input;
@@ -327,6 +392,8 @@ function reference(input: Buffer, maxLine: number, maxPrefix: number): TextLine[
         byteLength: line.length,
         problem: 'line_too_long',
         rawBytes: Buffer.from(line.subarray(0, maxPrefix)),
+        // Read from the whole line at once: the splitter must read the same streaming.
+        ...lineFields(line),
       });
     } else if (!isUtf8(line)) {
       out.push({

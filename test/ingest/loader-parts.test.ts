@@ -44,7 +44,9 @@ describe('Partition (the batch a key partition fills)', () => {
     expect(p.addRaw(2, LINE_HASH, 'id-2', Buffer.from('two'))).toBe(true);
     const batch = p.close(3);
     expect(batch.rows.map((r) => r.lineNo)).toEqual([1, 2]);
-    expect(p.addReject(textReject(3, { code: 'invalid_json', detail: 'x' }, '{', 1, null))).toBe(false);
+    expect(
+      p.addReject(textReject(3, { code: 'invalid_json', detail: 'x' }, '{', Buffer.from('{'), null)),
+    ).toBe(false);
     expect(p.addRaw(4, LINE_HASH, 'id-4', Buffer.from('four'))).toBe(false);
     expect(p.addRaw(5, LINE_HASH, 'id-5', Buffer.from('five'))).toBe(true);
   });

@@ -12,6 +12,7 @@ import { backfillWorkflowId, startBackfill } from '../../../src/temporal/runs.ts
 import { openWarehouse, type Warehouse } from '../../../src/warehouse/db.ts';
 import { migrateToLatest } from '../../../src/warehouse/migrator.ts';
 import { type Comparison, compareWithTruth, wronglyDeleted } from './compare.ts';
+import { lateIdPhase } from './late-id.ts';
 import { type PgCluster, startPgCluster } from './pg-cluster.ts';
 
 /**
@@ -85,6 +86,8 @@ export interface ChaosReport {
   /** Soft-deleted rows the service still has, after the chaos phase (before the clean pass). */
   deletedByFaults: string[];
   workerDeaths: { injected: number; other: number; otherExits: string[] };
+  /** What the "over-long line with a late id" step found wrong (late-id.ts); empty when it held. */
+  lateId: string[];
   /** Days a backfill pass reported failed (over all passes), and the distinct reasons. */
   daysFailed: number;
   failures: string[];
@@ -165,7 +168,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     const simEnv = sim.env();
     const taskQueue = 'crs-chaos';
 
-    const startWorker = (): WorkerProc => {
+    const startWorker = (extraEnv: Record<string, string> = {}): WorkerProc => {
       const child = spawn(process.execPath, [path.join(root, 'bin', 'crs-sync.js'), 'worker'], {
         cwd: root,
         env: {
@@ -186,6 +189,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
           CRS_RATE_LIMIT_RPS: '1000',
           CRS_HTTP_TIMEOUT_MS: String(HTTP_TIMEOUT_MS),
           LOG_LEVEL: 'warn',
+          ...extraEnv,
         },
         stdio: ['ignore', 'ignore', 'pipe'],
       });
@@ -357,10 +361,19 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     }
     log(`chaos: clean pass done (${backfillWorkflowId(from, to)})`);
     const comparison = await compareWithTruth(w, sim, days);
+    const lateId = await lateIdPhase({
+      w,
+      sim,
+      client,
+      day: to,
+      startWorker: (extra) => workers.push(startWorker(extra)),
+    });
     const injected = Object.fromEntries(FAULT_KINDS.map((k) => [k, count(k)])) as Record<ChaosFault, number>;
     const { log: _log, ...rest } = opts;
     const differences =
-      Object.values(comparison.differences).reduce((n, d) => n + d.length, 0) + deletedByFaults.length;
+      Object.values(comparison.differences).reduce((n, d) => n + d.length, 0) +
+      deletedByFaults.length +
+      lateId.length;
     return {
       seed: opts.seed,
       options: rest,
@@ -369,6 +382,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       comparison,
       deletedByFaults,
       workerDeaths: deaths,
+      lateId,
       daysFailed,
       failures: [...failures],
       cleanPassFailedDays,
@@ -429,6 +443,7 @@ export function formatReport(r: ChaosReport): string {
     lines.push(`${pad(t, 18)} ${pad(String(n), 14)} ${r.comparison.differences[t]?.length ?? 0}`);
   }
   lines.push(`${pad('deleted by faults', 18)} ${pad('', 14)} ${r.deletedByFaults.length}`);
+  lines.push(`${pad('late id (1 line)', 18)} ${pad('', 14)} ${r.lateId.length}`);
   lines.push('');
   lines.push(`worker deaths: ${r.workerDeaths.injected} injected, ${r.workerDeaths.other} other`);
   lines.push(
@@ -436,7 +451,11 @@ export function formatReport(r: ChaosReport): string {
   );
   lines.push(`run time: ${(r.runtimeMs / 1000).toFixed(0)} s`);
   lines.push(`differences: ${r.differences}`);
-  const samples = [...r.deletedByFaults, ...Object.values(r.comparison.differences).flat()].slice(0, 20);
+  const samples = [
+    ...r.deletedByFaults,
+    ...r.lateId,
+    ...Object.values(r.comparison.differences).flat(),
+  ].slice(0, 20);
   if (samples.length > 0) lines.push('', 'first differences:', ...samples.map((s) => `  ${s}`));
   if (r.failures.length > 0)
     lines.push('', 'failures:', ...r.failures.slice(0, 10).map((s) => `  ${s.slice(0, 300)}`));

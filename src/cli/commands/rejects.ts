@@ -83,13 +83,14 @@ export function registerRejects(program: Command): void {
         }
         process.stdout.write(
           `${renderTable(
-            ['id', 'source', 'load id', 'day', 'line', 'code', 'detail', 'raw (start)'],
+            ['id', 'source', 'load id', 'day', 'line', 'message id', 'code', 'detail', 'raw (start)'],
             rows.map((r) => [
               r.id,
               r.source,
               r._load_id,
               r.day ?? '',
               r.line_no === null ? '' : String(r.line_no),
+              r.message_id ?? '',
               r.error_code,
               r.error_detail.slice(0, 60),
               r.raw.slice(0, 40).replace(/\s+/g, ' '),

@@ -19,6 +19,8 @@ import { type FakeRecord, makeRecords } from '../../helpers/export-lines.ts';
  * line of the same message id), a row of rejected_records, or a blank line, with the summary, the
  * run ledger and the checkpoints agreeing. Lines are classified here independently of the loader
  * (split on LF, BOM on line 1, CR, white space), so a line the loader silently drops is caught.
+ * Every eighth case also runs `lateIdCheck` (an over-long line with its id beyond the kept prefix,
+ * in a day declared complete).
  */
 
 export interface FuzzTally {
@@ -453,6 +455,65 @@ async function importAndCheck(
   return s;
 }
 
+const LATE_ID_DAY = '2026-10-30';
+
+/**
+ * The "over-long line with a late id" case: a day imported in full as its complete export, then
+ * again with one line grown past CRS_MAX_LINE_BYTES so that its `Message ID` and `Message Time`
+ * lie beyond the 64 KiB the quarantine keeps. Expected: the line is the day's one reject, with
+ * its id and day; no row of the day is deleted or held; the day's ledger counts 1 rejected.
+ * Which line, and how long (so where the id falls against the file's read chunks), follow the seed.
+ */
+async function lateIdCheck(
+  w: Warehouse,
+  config: Config,
+  log: Logger,
+  dir: string,
+  seed: number,
+  tally: FuzzTally,
+): Promise<void> {
+  const recs = makeRecords(40, { day: LATE_ID_DAY, seed: `late${seed}` });
+  const lines = recs.map((r) => JSON.stringify(r));
+  const victim = seed % lines.length;
+  const pad = config.maxLineBytes + (seed % 70_000);
+  const grown = lines.map((l, i) =>
+    i === victim ? l.replace('{"Input":"', `{"Input":"${'p'.repeat(pad)}`) : l,
+  );
+  const days = { from: LATE_ID_DAY, to: LATE_ID_DAY };
+  const full = path.join(dir, `late${seed}-full.jsonl`);
+  const long = path.join(dir, `late${seed}-long.jsonl`);
+  writeFileSync(full, `${lines.join('\n')}\n`);
+  writeFileSync(long, `${grown.join('\n')}\n`);
+  tally.imports += 2;
+  await importFile(w, config, log, { file: full, completeDays: days });
+  const s = await importFile(w, config, log, { file: long, completeDays: days });
+  rmSync(full);
+  rmSync(long);
+  const id = recs[victim]!['Message ID'];
+  const live = await w.pool.query<{ n: number }>(
+    'select count(*)::int as n from analytics_messages where message_date = $1 and _deleted_at is null',
+    [LATE_ID_DAY],
+  );
+  if (live.rows[0]?.n !== lines.length) fail(`late id: ${live.rows[0]?.n} of ${lines.length} rows live`);
+  const rj = await w.pool.query<{ code: string; id: string | null; day: string | null }>(
+    'select error_code as code, message_id::text as id, day::text as day from rejected_records where _load_id = $1',
+    [s.loadId],
+  );
+  const r0 = rj.rows[0];
+  if (rj.rows.length !== 1 || r0?.code !== 'line_too_long' || r0.id !== id || r0.day !== LATE_ID_DAY) {
+    fail(`late id: the rejects of line ${victim + 1} (id ${id}) are ${JSON.stringify(rj.rows)}`);
+  }
+  const led = await w.pool.query<{ j: number; d: number; h: number }>(
+    'select rows_rejected::int as j, rows_deleted::int as d, deletes_held::int as h from sync_days where day = $1',
+    [LATE_ID_DAY],
+  );
+  const l0 = led.rows[0];
+  if (l0?.j !== 1 || l0.d !== 0 || l0.h !== 0) fail(`late id: the day's ledger is ${JSON.stringify(l0)}`);
+  tally.lines += 2 * lines.length;
+  tally.rows += 2 * lines.length - 1;
+  tally.byCode.set('line_too_long (late id)', (tally.byCode.get('line_too_long (late id)') ?? 0) + 1);
+}
+
 export interface FuzzOptions {
   w: Warehouse;
   config: Config;
@@ -480,6 +541,8 @@ export async function runFuzz(o: FuzzOptions): Promise<void> {
         // account for every line the same way.
         if (c.seed % 4 === 0) await importAndCheck(o.w, o.config, o.log, file, bytes, o.tally);
         rmSync(file);
+        // The first case and every eighth after it, so that a short run has it too.
+        if (n % 8 === 1) await lateIdCheck(o.w, o.config, o.log, dir, c.seed, o.tally);
       }),
       { seed: o.seed, numRuns: Math.ceil(o.lines / perRun), endOnFailure: true },
     );

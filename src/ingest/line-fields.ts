@@ -1,0 +1,275 @@
+import { uuidForm } from './record-parser.ts';
+
+/**
+ * The two fields a quarantined line is known by, `Message ID` (its row is not deleted for its
+ * absence, finalize.ts) and `Message Time` (the reject's `day`), read from the line's bytes as
+ * they stream past, piece by piece, holding nothing of the line but the two values. The splitter
+ * runs it only over a line longer than the limit, which it never holds whole: the export writes
+ * `Input` and `Response` first, so both fields may lie far beyond the kept prefix. The id of every
+ * other export or file reject is read by it too, from the line's bytes (one rule for
+ * `rejected_records.message_id`); their day stays `dayOfRaw`'s (pending.ts), by the same rule.
+ *
+ * How strict, and why:
+ * - Only the keys of the line's own object count (depth 1): strings are followed with their
+ *   escapes, so `"Message ID"` inside `Input`'s text or a nested object is never taken for it.
+ * - A key must be written exactly `"Message ID"` / `"Message Time"` (no `\u` escape in it); JSON
+ *   white space (space, tab, CR) may surround the colon.
+ * - The id must be a plain string of a UUID in 8-4-4-4-12 hex (either case, read lower-case), as
+ *   the parser wants it; the time a plain string (no escape) of at most 80 bytes. A duplicated key
+ *   is read as JSON.parse reads it: the last one wins, and a last one that is not a UUID gives null.
+ * - The bytes are not validated as JSON. At the first one that cannot be where it is (a line not
+ *   starting with `{`, a missing colon, a stray quote after a number), the scan stops and keeps
+ *   what it read before: from there on it could no longer tell a key from text. After the object
+ *   closes nothing more is read.
+ */
+
+const ID_KEY = Buffer.from('Message ID', 'latin1');
+const TIME_KEY = Buffer.from('Message Time', 'latin1');
+const CAPTURE = 80;
+
+const QUOTE = 34;
+const BACKSLASH = 92;
+
+// The scanner's states (numbers: the project runs TypeScript by type stripping, without enums).
+/** Before the line's `{` (white space, and a BOM on line 1). */
+const START = 0;
+/** After `{`: a key (or `}`). */
+const FIRST_KEY = 1;
+/** After `,`: a key. */
+const KEY = 2;
+const IN_KEY = 3;
+const COLON = 4;
+const VALUE = 5;
+const IN_VALUE = 6;
+/** A number or literal at depth 1. */
+const SCALAR = 7;
+/** After a value: `,` or `}`. */
+const AFTER = 8;
+/** Inside an object or array value (depth 2 and more). */
+const NESTED = 9;
+const DONE = 10;
+
+// Which of the two fields the key just read names.
+const NONE = 0;
+const ID = 1;
+const TIME = 2;
+
+function isSpace(c: number): boolean {
+  return c === 32 || c === 9 || c === 13;
+}
+
+export interface LineFields {
+  /** The line's `Message ID`, lower-case, or null when it cannot be read. */
+  messageId: string | null;
+  /** The line's `Message Time` as written, or null. */
+  messageTime: string | null;
+}
+
+export class LineFieldScanner {
+  private state = START as number;
+  // Bytes seen before the line's `{` (a BOM is allowed only as the first three).
+  private lead = 0;
+  // Inside a string: the next byte is escaped.
+  private escaped = false;
+  // Inside a nested value: its depth below the line's object, and whether in a string there.
+  private depth = 0;
+  private nestedString = false;
+  // The key being read: its length so far and whether it can still be one of the two.
+  private keyLen = 0;
+  private keyId = false;
+  private keyTime = false;
+  private target = NONE as number;
+  private readonly value = Buffer.alloc(CAPTURE);
+  private valueLen = 0;
+  private valueOk = false;
+  private id: string | null = null;
+  private time: string | null = null;
+  // skipString's search positions in `piece`.
+  private piece: Uint8Array | null = null;
+  private nextQuote = -2;
+  private nextEscape = -2;
+
+  /** The next bytes of the line (without its line ending). */
+  feed(b: Uint8Array): void {
+    let i = 0;
+    const n = b.length;
+    while (i < n && this.state !== DONE) {
+      if (this.state === IN_VALUE) i = this.target === NONE ? this.skipString(b, i) : this.readValue(b, i);
+      else if (this.state === NESTED) i = this.nested(b, i);
+      else this.structural(b[i++] as number);
+    }
+  }
+
+  /** What the line said, as far as it was read. */
+  result(): LineFields {
+    return { messageId: this.id, messageTime: this.time };
+  }
+
+  /** One byte outside any string of a value, at depth 1 (or before the object). */
+  private structural(c: number): void {
+    switch (this.state) {
+      case START: {
+        const bom =
+          (this.lead === 0 && c === 0xef) ||
+          (this.lead === 1 && c === 0xbb) ||
+          (this.lead === 2 && c === 0xbf);
+        this.lead++;
+        if (c === 123) this.state = FIRST_KEY;
+        else if (!isSpace(c) && !bom) this.state = DONE;
+        return;
+      }
+      case FIRST_KEY:
+      case KEY:
+        if (c === QUOTE) {
+          this.state = IN_KEY;
+          this.keyLen = 0;
+          this.keyId = true;
+          this.keyTime = true;
+          this.escaped = false;
+        } else if (!isSpace(c)) this.state = DONE; // `}` ends an empty object: nothing to read either
+        return;
+      case IN_KEY:
+        if (this.escaped || c === BACKSLASH) {
+          this.escaped = !this.escaped;
+          this.keyId = false;
+          this.keyTime = false;
+        } else if (c === QUOTE) {
+          this.target =
+            this.keyId && this.keyLen === ID_KEY.length
+              ? ID
+              : this.keyTime && this.keyLen === TIME_KEY.length
+                ? TIME
+                : NONE;
+          this.state = COLON;
+        } else {
+          this.keyId &&= ID_KEY[this.keyLen] === c;
+          this.keyTime &&= TIME_KEY[this.keyLen] === c;
+          this.keyLen++;
+        }
+        return;
+      case COLON:
+        if (c === 58) this.state = VALUE;
+        else if (!isSpace(c)) this.state = DONE;
+        return;
+      case VALUE:
+        if (c === QUOTE) {
+          this.state = IN_VALUE;
+          this.escaped = false;
+          this.valueLen = 0;
+          this.valueOk = true;
+        } else if (c === 123 || c === 91) {
+          this.state = NESTED;
+          this.depth = 1;
+          this.nestedString = false;
+          this.keyRead(null);
+        } else if (c === 125 || c === 44 || c === 58 || c === 93) this.state = DONE;
+        else if (!isSpace(c)) {
+          this.state = SCALAR;
+          this.keyRead(null);
+        }
+        return;
+      case SCALAR:
+      case AFTER:
+        if (c === 44) this.state = KEY;
+        else if (c === 125) this.state = DONE;
+        else if (isSpace(c)) this.state = AFTER;
+        else if (this.state === AFTER || c === QUOTE || c === 123 || c === 91) this.state = DONE;
+        return;
+    }
+  }
+
+  /**
+   * The text of a value that is not read: to its closing quote, by indexOf (the bulk of a line
+   * is such text). Returns the index after the last byte consumed. The next quote and backslash
+   * of the piece are remembered, so that no byte is searched twice however many strings and
+   * escapes the piece holds.
+   */
+  private skipString(b: Uint8Array, i: number): number {
+    const n = b.length;
+    if (this.piece !== b) {
+      this.piece = b;
+      this.nextQuote = -2;
+      this.nextEscape = -2;
+    }
+    while (i < n) {
+      if (this.escaped) {
+        this.escaped = false;
+        i++;
+        continue;
+      }
+      // -1: none left in the piece; -2 or behind `i`: to be searched again.
+      if (this.nextQuote !== -1 && this.nextQuote < i) this.nextQuote = b.indexOf(QUOTE, i);
+      if (this.nextEscape !== -1 && this.nextEscape < i) this.nextEscape = b.indexOf(BACKSLASH, i);
+      const q = this.nextQuote;
+      const e = this.nextEscape;
+      if (e !== -1 && (q === -1 || e < q)) {
+        this.escaped = true;
+        i = e + 1;
+      } else if (q === -1) return n;
+      else {
+        this.state = AFTER;
+        return q + 1;
+      }
+    }
+    return i;
+  }
+
+  /** The text of the id's or the time's value, captured while short and plain. */
+  private readValue(b: Uint8Array, i: number): number {
+    const n = b.length;
+    while (i < n) {
+      const c = b[i++] as number;
+      if (this.escaped) this.escaped = false;
+      else if (c === BACKSLASH) {
+        // Not plain: followed to its end, not taken.
+        this.escaped = true;
+        this.valueOk = false;
+      } else if (c === QUOTE) {
+        this.keyRead(this.valueOk ? this.value.toString('utf8', 0, this.valueLen) : null);
+        this.state = AFTER;
+        return i;
+      } else if (this.valueLen < CAPTURE) this.value[this.valueLen++] = c;
+      else this.valueOk = false;
+    }
+    return i;
+  }
+
+  /** The value of the key just read: null when it was not a plain string. */
+  private keyRead(v: string | null): void {
+    if (this.target === ID) {
+      const form = v === null ? 0 : uuidForm(v);
+      this.id = v === null || form === 0 ? null : form === 2 ? v.toLowerCase() : v;
+    } else if (this.target === TIME) this.time = v;
+    this.target = NONE;
+  }
+
+  /** Bytes of a nested value from `i`; returns the index after the last byte consumed. */
+  private nested(b: Uint8Array, i: number): number {
+    const n = b.length;
+    while (i < n) {
+      const c = b[i++] as number;
+      if (this.nestedString) {
+        if (this.escaped) this.escaped = false;
+        else if (c === BACKSLASH) this.escaped = true;
+        else if (c === QUOTE) this.nestedString = false;
+      } else if (c === QUOTE) {
+        this.nestedString = true;
+        this.escaped = false;
+      } else if (c === 123 || c === 91) this.depth++;
+      else if (c === 125 || c === 93) {
+        if (--this.depth === 0) {
+          this.state = AFTER;
+          return i;
+        }
+      }
+    }
+    return i;
+  }
+}
+
+/** The fields of a whole line held in one buffer (a reject that is not over-long). */
+export function lineFields(bytes: Uint8Array): LineFields {
+  const s = new LineFieldScanner();
+  s.feed(bytes);
+  return s.result();
+}
