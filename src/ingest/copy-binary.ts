@@ -1,6 +1,7 @@
 import { daysFromCivil } from '../common/civil-date.ts';
 import { recordHashOf } from './record-hash.ts';
-import { type ExportRecord, HEX_VALUE } from './record-parser.ts';
+import type { ExportRecord } from './record-parser.ts';
+import { HEX_VALUE } from './uuid-form.ts';
 
 /**
  * PostgreSQL's binary COPY format for `analytics_messages` rows, written straight into a reusable

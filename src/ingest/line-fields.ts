@@ -1,4 +1,4 @@
-import { uuidForm } from './record-parser.ts';
+import { uuidForm } from './uuid-form.ts';
 
 /**
  * The two fields a quarantined line is known by, `Message ID` (its row is not deleted for its
