@@ -17,6 +17,7 @@ import {
   table,
   time,
 } from './html.ts';
+import { describeFreshness, type Freshness, healthViewFreshness } from '../warehouse/freshness.ts';
 import * as Q from './queries.ts';
 import { type DayRange, shiftDay } from './range.ts';
 
@@ -687,6 +688,7 @@ const health: PageDef = {
   ranged: false,
   sections: {
     health: (q) => Q.syncHealth(q),
+    freshness: (q) => healthViewFreshness(q),
     days: Q.ledgerDays,
     failed: (q) => Q.failedDays(q),
     held: (q) => Q.heldDeletes(q),
@@ -702,6 +704,7 @@ const health: PageDef = {
       if (rows) out.push(show(rows));
     };
     part<Q.SyncHealth>('health', healthFigures);
+    part<Freshness>('freshness', (f) => `<p class="help" data-figure="freshness">Freshness: ${esc(describeFreshness(f))}.</p>`);
     part<Q.FailedDay[]>('failed', failedDaysPart);
     part<Q.HeldDeleteDay[]>('held', heldDeletesPart);
     part<Q.QuarantineCode[]>('quarantine', quarantinePart);
