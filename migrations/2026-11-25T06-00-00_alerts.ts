@@ -33,7 +33,9 @@ export async function up(db: Kysely<any>): Promise<void> {
       firing_notified_at timestamptz,
       resolved_notified_at timestamptz
     )`.execute(db);
-  await sql`create unique index alert_incidents_open on alert_incidents (key) where resolved_at is null`.execute(db);
+  await sql`create unique index alert_incidents_open on alert_incidents (key) where resolved_at is null`.execute(
+    db,
+  );
   await sql`create index alert_incidents_opened on alert_incidents (opened_at desc)`.execute(db);
   await sql`
     create table alert_deliveries (
@@ -49,7 +51,9 @@ export async function up(db: Kysely<any>): Promise<void> {
       last_error text,
       primary key (incident, state, target)
     )`.execute(db);
-  await sql`create index alert_deliveries_due on alert_deliveries (next_attempt_at) where sent_at is null`.execute(db);
+  await sql`create index alert_deliveries_due on alert_deliveries (next_attempt_at) where sent_at is null`.execute(
+    db,
+  );
   await sql`
     create table freshness_sla (
       one boolean primary key default true check (one),

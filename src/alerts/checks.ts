@@ -146,7 +146,12 @@ function enrichmentStalled(f: Freshness): Condition[] {
         e.state === 'failing'
           ? 'threads failed their enrichment after its retries'
           : `the oldest pending thread has waited ${hours(e.age_seconds ?? 0)}, past the SLA of ${hours(f.sla_seconds)}`,
-      details: { source: 'enrichment', age_seconds: e.age_seconds, sla_seconds: f.sla_seconds, state: e.state },
+      details: {
+        source: 'enrichment',
+        age_seconds: e.age_seconds,
+        sla_seconds: f.sla_seconds,
+        state: e.state,
+      },
     },
   ];
 }

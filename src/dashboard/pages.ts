@@ -4,6 +4,8 @@
  * each section either holds its rows or the error its query met, so one broken query shows an
  * error panel and leaves the rest of the page standing.
  */
+
+import { describeFreshness, type Freshness, healthViewFreshness } from '../warehouse/freshness.ts';
 import {
   type Column,
   chartBox,
@@ -17,7 +19,6 @@ import {
   table,
   time,
 } from './html.ts';
-import { describeFreshness, type Freshness, healthViewFreshness } from '../warehouse/freshness.ts';
 import * as Q from './queries.ts';
 import { type DayRange, shiftDay } from './range.ts';
 
@@ -704,7 +705,10 @@ const health: PageDef = {
       if (rows) out.push(show(rows));
     };
     part<Q.SyncHealth>('health', healthFigures);
-    part<Freshness>('freshness', (f) => `<p class="help" data-figure="freshness">Freshness: ${esc(describeFreshness(f))}.</p>`);
+    part<Freshness>(
+      'freshness',
+      (f) => `<p class="help" data-figure="freshness">Freshness: ${esc(describeFreshness(f))}.</p>`,
+    );
     part<Q.FailedDay[]>('failed', failedDaysPart);
     part<Q.HeldDeleteDay[]>('held', heldDeletesPart);
     part<Q.QuarantineCode[]>('quarantine', quarantinePart);

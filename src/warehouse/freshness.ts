@@ -53,7 +53,9 @@ export async function readFreshness(
            exists (select 1 from threads where enrich_status = 'failed') as enrich_failing`.execute(db);
   const row = r.rows[0];
   const exportAge =
-    watermark === null ? null : Math.floor((now.getTime() - Date.parse(`${watermark}T00:00:00Z`)) / 1000) - 86_400;
+    watermark === null
+      ? null
+      : Math.floor((now.getTime() - Date.parse(`${watermark}T00:00:00Z`)) / 1000) - 86_400;
   const enrichAge = Math.max(0, Math.floor(Number(row?.enrich_age ?? 0)));
   return {
     sla_seconds: slaSeconds,

@@ -189,7 +189,9 @@ export async function listIncidents(db: Executor, limit = 100): Promise<Incident
 /** Deliveries not sent yet, by target (for `crs-sync alerts list`). */
 export async function pendingDeliveries(
   db: Executor,
-): Promise<{ incident: string; state: AlertState; target: string; attempts: number; lastError: string | null }[]> {
+): Promise<
+  { incident: string; state: AlertState; target: string; attempts: number; lastError: string | null }[]
+> {
   const rows = await db
     .selectFrom('alert_deliveries')
     .select(['incident', 'state', 'target', 'attempts', 'last_error'])

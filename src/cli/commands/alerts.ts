@@ -28,7 +28,10 @@ export function registerAlerts(program: Command): void {
       const { config } = loadContext();
       const urls = config.alerts.webhookUrls;
       if (urls.length === 0)
-        throw new CrsError('CONFIG_INVALID', 'invalid configuration:\n  - CRS_ALERT_WEBHOOK_URL: required for alerts test');
+        throw new CrsError(
+          'CONFIG_INVALID',
+          'invalid configuration:\n  - CRS_ALERT_WEBHOOK_URL: required for alerts test',
+        );
       const now = new Date().toISOString();
       let failed = 0;
       for (const url of urls) {
@@ -43,7 +46,10 @@ export function registerAlerts(program: Command): void {
           details: {},
         });
         const a = await postWebhook(url, payload, config.alerts.timeoutMs);
-        const answer = !a.ok && a.status === null ? a.error : `HTTP ${a.status}${a.body ? ` ${JSON.stringify(a.body)}` : ''}`;
+        const answer =
+          !a.ok && a.status === null
+            ? a.error
+            : `HTTP ${a.status}${a.body ? ` ${JSON.stringify(a.body)}` : ''}`;
         process.stdout.write(`${describeTarget(url)}  ${a.ok ? 'ok' : 'FAILED'}: ${answer}\n`);
         if (!a.ok) failed++;
       }
@@ -60,7 +66,8 @@ export function registerAlerts(program: Command): void {
     .option('--limit <n>', 'at most this many incidents (default 100)')
     .action(async (o: { json?: boolean; limit?: string }) => {
       const limit = o.limit === undefined ? 100 : Number(o.limit);
-      if (!Number.isInteger(limit) || limit <= 0) throw new CrsError('USAGE', '--limit takes a positive whole number');
+      if (!Number.isInteger(limit) || limit <= 0)
+        throw new CrsError('USAGE', '--limit takes a positive whole number');
       const ctx = loadContext();
       const wh = await openConfiguredWarehouse(ctx, { connections: 1, schema: 'current' });
       try {
@@ -76,14 +83,25 @@ export function registerAlerts(program: Command): void {
         }
         process.stdout.write(
           `${renderTable(
-            ['state', 'kind', 'severity', 'opened (UTC)', 'resolved (UTC)', 'notified', 'summary', 'incident'],
+            [
+              'state',
+              'kind',
+              'severity',
+              'opened (UTC)',
+              'resolved (UTC)',
+              'notified',
+              'summary',
+              'incident',
+            ],
             incidents.map((i) => [
               i.resolvedAt ? 'resolved' : 'open',
               i.kind,
               i.severity,
               utc(i.openedAt),
               utc(i.resolvedAt),
-              [i.firingNotifiedAt ? 'firing' : '', i.resolvedNotifiedAt ? 'resolved' : ''].filter(Boolean).join(', '),
+              [i.firingNotifiedAt ? 'firing' : '', i.resolvedNotifiedAt ? 'resolved' : '']
+                .filter(Boolean)
+                .join(', '),
               i.summary.slice(0, 100),
               i.incident,
             ]),
