@@ -18,6 +18,57 @@ const optionalString = z
 
 const optionalUrl = optionalString.pipe(z.url({ protocol: /^https?$/ }).optional());
 
+const DURATION = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/;
+const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** Milliseconds of a duration such as `26h`, `90m`, `30s`, `1.5d`; undefined when it is not one. */
+export function parseDuration(v: string): number | undefined {
+  const m = DURATION.exec(v.trim());
+  return m ? Math.round(Number(m[1]) * (UNIT_MS[m[2] as string] ?? Number.NaN)) : undefined;
+}
+
+/** A duration setting (`26h`), as milliseconds within [min, max]. */
+function durationSetting(def: string, minMs: number, maxMs: number) {
+  return z
+    .string()
+    .trim()
+    .default(def)
+    .transform((v, ctx) => {
+      const ms = parseDuration(v === '' ? def : v);
+      if (ms === undefined || ms < minMs || ms > maxMs) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `must be a duration such as ${def} (a number and ms, s, m, h or d), from ${minMs / 1000} s to ${maxMs / 3_600_000} h`,
+        });
+        return z.NEVER;
+      }
+      return ms;
+    });
+}
+
+// Comma-separated http(s) URLs. A problem names the entry by position, never by value: a
+// webhook URL carries its own credential (Slack's path is the secret).
+const urlList = z
+  .string()
+  .optional()
+  .transform((v, ctx) => {
+    const entries = (v ?? '')
+      .split(',')
+      .map((u) => u.trim())
+      .filter((u) => u !== '');
+    entries.forEach((u, i) => {
+      let ok = false;
+      try {
+        const url = new URL(u);
+        ok = (url.protocol === 'http:' || url.protocol === 'https:') && url.hostname !== '';
+      } catch {
+        ok = false;
+      }
+      if (!ok) ctx.addIssue({ code: 'custom', message: `entry ${i + 1} is not an http(s) URL` });
+    });
+    return entries;
+  });
+
 function intSetting(def: number, min: number, max: number) {
   return z.coerce.number().int().min(min).max(max).default(def);
 }
@@ -95,6 +146,18 @@ const envSchema = z.object({
   // A load or enrichment batch heartbeats while it moves; this long without moving (a hung
   // query, a dead network) it stops, so Temporal times the attempt out and retries it.
   CRS_STALL_TIMEOUT_MS: intSetting(300_000, 0, 86_400_000),
+  // Freshness: data older than this is late. The default follows the daily schedule (00:30 UTC):
+  // a day is loaded half an hour after it ends and is the newest until the next run, 24 h later.
+  CRS_FRESHNESS_SLA: durationSetting('26h', 60_000, 90 * 86_400_000),
+  CRS_ALERT_WEBHOOK_URL: urlList,
+  // A day whose open rejects exceed this share of its lines read is a quarantine spike.
+  CRS_ALERT_QUARANTINE_SHARE: z.coerce.number().gt(0).max(1).default(0.01),
+  // How often each worker checks the alert conditions and sends what is due.
+  CRS_ALERT_CHECK_INTERVAL: durationSetting('1m', 1_000, 86_400_000),
+  // A receiver that has not answered within this is cut off; the message is retried later.
+  CRS_ALERT_TIMEOUT: durationSetting('10s', 100, 300_000),
+  // A Retry-After pause of the shared request budget longer than this is budget starvation.
+  CRS_ALERT_BUDGET_WAIT: durationSetting('5m', 1_000, 86_400_000),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 
@@ -150,6 +213,18 @@ export interface Config {
     readonly keepAliveMs: number;
   };
   readonly stallTimeoutMs: number;
+  /** CRS_FRESHNESS_SLA in seconds: data older than this is late. */
+  readonly freshnessSlaSeconds: number;
+  readonly alerts: {
+    /** CRS_ALERT_WEBHOOK_URL: every receiver (secrets: never logged whole). */
+    readonly webhookUrls: readonly string[];
+    /** CRS_ALERT_QUARANTINE_SHARE: open rejects over lines read of a day that make a spike. */
+    readonly quarantineShare: number;
+    readonly checkIntervalMs: number;
+    readonly timeoutMs: number;
+    /** CRS_ALERT_BUDGET_WAIT: a shared-budget pause longer than this is starvation. */
+    readonly budgetWaitMs: number;
+  };
   readonly logLevel: Env['LOG_LEVEL'];
 }
 
@@ -206,6 +281,14 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
       keepAliveMs: e.CRS_DB_KEEPALIVE_MS,
     },
     stallTimeoutMs: e.CRS_STALL_TIMEOUT_MS,
+    freshnessSlaSeconds: Math.round(e.CRS_FRESHNESS_SLA / 1000),
+    alerts: {
+      webhookUrls: e.CRS_ALERT_WEBHOOK_URL,
+      quarantineShare: e.CRS_ALERT_QUARANTINE_SHARE,
+      checkIntervalMs: e.CRS_ALERT_CHECK_INTERVAL,
+      timeoutMs: e.CRS_ALERT_TIMEOUT,
+      budgetWaitMs: e.CRS_ALERT_BUDGET_WAIT,
+    },
     logLevel: e.LOG_LEVEL,
   };
   return deepFreeze(cfg);
@@ -228,6 +311,7 @@ export function configuredSecrets(cfg: Config): (string | undefined)[] {
     cfg.api.apiKey,
     cfg.temporal.apiKey,
     dbPassword,
+    ...cfg.alerts.webhookUrls,
   ];
 }
 

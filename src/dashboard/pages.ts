@@ -4,6 +4,8 @@
  * each section either holds its rows or the error its query met, so one broken query shows an
  * error panel and leaves the rest of the page standing.
  */
+
+import { describeFreshness, type Freshness, healthViewFreshness } from '../warehouse/freshness.ts';
 import {
   type Column,
   chartBox,
@@ -687,6 +689,7 @@ const health: PageDef = {
   ranged: false,
   sections: {
     health: (q) => Q.syncHealth(q),
+    freshness: (q) => healthViewFreshness(q),
     days: Q.ledgerDays,
     failed: (q) => Q.failedDays(q),
     held: (q) => Q.heldDeletes(q),
@@ -702,6 +705,10 @@ const health: PageDef = {
       if (rows) out.push(show(rows));
     };
     part<Q.SyncHealth>('health', healthFigures);
+    part<Freshness>(
+      'freshness',
+      (f) => `<p class="help" data-figure="freshness">Freshness: ${esc(describeFreshness(f))}.</p>`,
+    );
     part<Q.FailedDay[]>('failed', failedDaysPart);
     part<Q.HeldDeleteDay[]>('held', heldDeletesPart);
     part<Q.QuarantineCode[]>('quarantine', quarantinePart);

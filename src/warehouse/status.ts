@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import { STALE_AFTER_MS } from '../common/liveness.ts';
 import { getWatermark } from './days.ts';
+import { DEFAULT_FRESHNESS_SLA_SECONDS, type Freshness, readFreshness } from './freshness.ts';
 import { type HeldDay, listHeldDeletes } from './held-deletes.ts';
 import { shiftDay, utcDay } from './ledger.ts';
 import { DAY_ALIVE_AT, isStale, RUN_ALIVE_AT } from './liveness.ts';
@@ -41,6 +42,8 @@ export interface WarehouseStatus {
   heldDeletes: HeldDay[];
   /** Days whose last export was not known complete (nothing of them deleted), and why. */
   incompleteExports: { day: string; reason: string | null; loadId: string | null }[];
+  /** The export's and the enrichment's state and age against the SLA (freshness.ts). */
+  freshness: Freshness;
 }
 
 /** Reads every section of the status, in the order `crs-sync status` shows them. */
@@ -48,6 +51,7 @@ export async function readStatus(
   db: Executor,
   now = new Date(),
   staleAfterMs = STALE_AFTER_MS,
+  freshnessSlaSeconds = DEFAULT_FRESHNESS_SLA_SECONDS,
 ): Promise<WarehouseStatus> {
   const watermark = await getWatermark(db);
   const yesterday = shiftDay(utcDay(now), -1);
@@ -109,6 +113,7 @@ export async function readStatus(
       reason: d.export_incomplete_reason,
       loadId: d._load_id,
     })),
+    freshness: await readFreshness(db, freshnessSlaSeconds, now),
   };
 }
 

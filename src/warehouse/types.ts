@@ -224,6 +224,48 @@ export interface RateBudgetRequestTable {
   asked_at: Timestamp;
 }
 
+export type AlertState = 'firing' | 'resolved';
+export type AlertSeverity = 'critical' | 'warning' | 'info';
+
+/** An alert's incident: one condition (its `key`) from when it was seen until it cleared (migration T06 of 11-25). */
+export interface AlertIncidentsTable {
+  /** The incident's stable id: its key and the moment it opened. */
+  incident: string;
+  /** The condition, e.g. `day_failed:2026-11-20`: at most one open incident per key. */
+  key: string;
+  kind: string;
+  severity: AlertSeverity;
+  summary: string;
+  details: Json;
+  opened_at: GeneratedTimestamp;
+  last_seen_at: GeneratedTimestamp;
+  resolved_at: Timestamp | null;
+  firing_notified_at: Timestamp | null;
+  resolved_notified_at: Timestamp | null;
+}
+
+/** One message to send: an incident's state to one receiver (a digest of its URL). */
+export interface AlertDeliveriesTable {
+  incident: string;
+  state: AlertState;
+  target: string;
+  created_at: GeneratedTimestamp;
+  attempts: Generated<number>;
+  next_attempt_at: GeneratedTimestamp;
+  /** A sender's lease on the row: nobody else sends it before then. */
+  claimed_until: Timestamp | null;
+  sent_at: Timestamp | null;
+  last_status: number | null;
+  last_error: string | null;
+}
+
+/** The freshness SLA the last alert check judged by (CRS_FRESHNESS_SLA), read by `sync_health`. */
+export interface FreshnessSlaTable {
+  one: Generated<boolean>;
+  sla_seconds: number;
+  updated_at: GeneratedTimestamp;
+}
+
 export interface Database {
   analytics_messages: AnalyticsMessagesTable;
   threads: ThreadsTable;
@@ -239,6 +281,9 @@ export interface Database {
   held_deletes: HeldDeletesTable;
   load_seen: LoadSeenTable;
   rate_budget_request: RateBudgetRequestTable;
+  alert_incidents: AlertIncidentsTable;
+  alert_deliveries: AlertDeliveriesTable;
+  freshness_sla: FreshnessSlaTable;
 }
 
 /** What a repository function runs on: the pool's kysely or one of its transactions (kysely's style). */

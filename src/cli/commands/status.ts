@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { renderTable } from '../../common/table.ts';
+import { describeFreshness } from '../../warehouse/freshness.ts';
 import { readStatus, type WarehouseStatus } from '../../warehouse/status.ts';
 import { loadContext, openConfiguredWarehouse } from '../context.ts';
 
@@ -19,7 +20,7 @@ export function registerStatus(program: Command): void {
       const ctx = loadContext();
       const wh = await openConfiguredWarehouse(ctx, { connections: 1, schema: 'current' });
       try {
-        const s = await readStatus(wh.warehouse.db);
+        const s = await readStatus(wh.warehouse.db, undefined, undefined, ctx.config.freshnessSlaSeconds);
         process.stdout.write(
           opts.json ? `${JSON.stringify(s, null, 2)}\n` : `${formatStatus(s, wh.description)}\n`,
         );
@@ -38,6 +39,7 @@ function formatStatus(s: WarehouseStatus, warehouse: string): string {
   const out = [
     `warehouse   ${warehouse}`,
     `watermark   ${s.watermark ?? '(no complete day yet)'}${s.lagDays === null ? '' : `   lag ${s.lagDays} day(s)`}`,
+    `freshness   ${describeFreshness(s.freshness)}`,
     `days        ${byKey(s.days)}`,
     `messages    ${s.messages.live.toLocaleString('en-US')} live, ${s.messages.deleted.toLocaleString('en-US')} marked deleted`,
     `threads     ${byKey(s.threads)}`,

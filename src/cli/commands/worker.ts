@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { createActivities, DEFAULT_MAX_DAY_LOADS } from '../../../activities/index.ts';
+import { alertSettings, startAlertMonitor } from '../../alerts/monitor.ts';
 import { createDeploymentClient } from '../../api/deployment-client.ts';
 import { requireSettings } from '../../config.ts';
 import { CrsError, errorMessage } from '../../errors.ts';
@@ -101,7 +102,9 @@ export function registerWorker(program: Command): void {
             },
             'worker started',
           );
-          await worker.run();
+          // Alerts check from every worker: the warehouse sees to one message per incident.
+          const monitor = startAlertMonitor(opened.warehouse.db, alertSettings(config), log);
+          await worker.run().finally(() => monitor.stop());
           log.info('worker stopped');
         } finally {
           await connection.close();

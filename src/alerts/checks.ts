@@ -1,0 +1,177 @@
+import { sql } from 'kysely';
+import { redactText } from '../log.ts';
+import { type Freshness, readFreshness } from '../warehouse/freshness.ts';
+import type { Condition } from '../warehouse/incidents.ts';
+import type { Executor } from '../warehouse/types.ts';
+import { openSchemaDrifts } from './drift-source.ts';
+
+/** What the checks judge by (from the configuration). */
+export interface CheckSettings {
+  freshnessSlaSeconds: number;
+  /** Open rejects over rows read of a day's last load that make a spike. */
+  quarantineShare: number;
+  /** A shared-budget pause longer than this is starvation. */
+  budgetWaitMs: number;
+}
+
+/** Every kind the checks decide on: an open incident of one of them resolves when its condition is gone. */
+export const ALERT_KINDS = [
+  'day_failed',
+  'freshness_late',
+  'deletes_held',
+  'quarantine_spike',
+  'schema_drift',
+  'enrichment_stalled',
+  'budget_starved',
+] as const;
+export type AlertKind = (typeof ALERT_KINDS)[number];
+
+const hours = (s: number) => `${Math.round(s / 360) / 10} h`;
+
+/** The conditions true now, with the freshness they were judged from. */
+export async function evaluateConditions(
+  db: Executor,
+  s: CheckSettings,
+  now = new Date(),
+): Promise<{ conditions: Condition[]; freshness: Freshness }> {
+  const freshness = await readFreshness(db, s.freshnessSlaSeconds, now);
+  const conditions = [
+    ...(await failedDays(db)),
+    ...exportLate(freshness),
+    ...(await heldDeletes(db)),
+    ...(await quarantineSpikes(db, s.quarantineShare)),
+    ...(await schemaDrifts(db)),
+    ...enrichmentStalled(freshness),
+    ...(await budgetStarved(db, s.budgetWaitMs)),
+  ];
+  return { conditions, freshness };
+}
+
+/** A day whose load ran out of retries (`failed` in the ledger) until it loads. */
+async function failedDays(db: Executor): Promise<Condition[]> {
+  const rows = await db
+    .selectFrom('sync_days')
+    .select(['day', 'attempts', 'last_error'])
+    .where('status', '=', 'failed')
+    .orderBy('day')
+    .execute();
+  return rows.map((d) => {
+    const error = redactText((d.last_error ?? '').slice(0, 200));
+    return {
+      key: `day_failed:${d.day}`,
+      kind: 'day_failed',
+      severity: 'critical',
+      summary: `day ${d.day} failed after ${d.attempts} attempt(s)${error ? `: ${error}` : ''}`,
+      details: { day: d.day, attempts: d.attempts, error },
+    };
+  });
+}
+
+/** The export's age past the SLA (or no complete day at all). */
+function exportLate(f: Freshness): Condition[] {
+  const age = f.export.age_seconds;
+  if (age !== null && age <= f.sla_seconds) return [];
+  return [
+    {
+      key: 'freshness_late:export',
+      kind: 'freshness_late',
+      severity: 'critical',
+      summary:
+        age === null
+          ? 'no day of the export is loaded complete yet'
+          : `the newest complete day ended ${hours(age)} ago, past the SLA of ${hours(f.sla_seconds)}`,
+      details: { source: 'export', age_seconds: age, sla_seconds: f.sla_seconds, state: f.export.state },
+    },
+  ];
+}
+
+/** A day whose deletes the guard held for review. */
+async function heldDeletes(db: Executor): Promise<Condition[]> {
+  const rows = await db
+    .selectFrom('held_deletes')
+    .select(['day', (eb) => eb.fn.countAll<number>().as('n')])
+    .groupBy('day')
+    .orderBy('day')
+    .execute();
+  return rows.map((d) => ({
+    key: `deletes_held:${d.day}`,
+    kind: 'deletes_held',
+    severity: 'warning',
+    summary: `${Number(d.n)} delete(s) of day ${d.day} held for review (CRS_DELETE_GUARD)`,
+    details: { day: d.day, held: Number(d.n) },
+  }));
+}
+
+/** A day whose last load rejected more than `share` of the rows it read. */
+async function quarantineSpikes(db: Executor, share: number): Promise<Condition[]> {
+  const rows = await db
+    .selectFrom('sync_days')
+    .select(['day', 'rows_read', 'rows_rejected'])
+    .where('rows_read', '>', 0)
+    .where(sql<boolean>`rows_rejected::float8 / rows_read > ${share}`)
+    .orderBy('day')
+    .execute();
+  return rows.map((d) => {
+    const pct = Math.round((d.rows_rejected / d.rows_read) * 1000) / 10;
+    return {
+      key: `quarantine_spike:${d.day}`,
+      kind: 'quarantine_spike',
+      severity: 'warning',
+      summary: `day ${d.day}: ${d.rows_rejected} of ${d.rows_read} lines quarantined (${pct} %, above ${share * 100} %)`,
+      details: { day: d.day, rejected: d.rows_rejected, read: d.rows_read, share },
+    };
+  });
+}
+
+async function schemaDrifts(db: Executor): Promise<Condition[]> {
+  return (await openSchemaDrifts(db)).map((d) => ({
+    key: `schema_drift:${d.source}:${d.path}:${d.kind}`,
+    kind: 'schema_drift',
+    severity: 'warning',
+    summary: `${d.source}: ${d.kind} ${d.path}`,
+    details: { ...d },
+  }));
+}
+
+/** The enrichment's oldest pending thread past the SLA, or threads out of retries. */
+function enrichmentStalled(f: Freshness): Condition[] {
+  const e = f.enrichment;
+  if (e.state === 'on_time') return [];
+  return [
+    {
+      key: 'enrichment_stalled',
+      kind: 'enrichment_stalled',
+      severity: 'warning',
+      summary:
+        e.state === 'failing'
+          ? 'threads failed their enrichment after its retries'
+          : `the oldest pending thread has waited ${hours(e.age_seconds ?? 0)}, past the SLA of ${hours(f.sla_seconds)}`,
+      details: {
+        source: 'enrichment',
+        age_seconds: e.age_seconds,
+        sla_seconds: f.sla_seconds,
+        state: e.state,
+      },
+    },
+  ];
+}
+
+/**
+ * The shared request budget paused (the service's Retry-After) for longer than the limit from now:
+ * every request of the deployment waits at least that long. Measured from `rate_budget`, the one
+ * place every worker's waits meet.
+ */
+async function budgetStarved(db: Executor, limitMs: number): Promise<Condition[]> {
+  const r = await sql<{ name: string; wait_ms: number }>`
+    select name, (extract(epoch from paused_until - clock_timestamp()) * 1000)::float8 as wait_ms
+      from rate_budget
+     where paused_until > clock_timestamp() + ${limitMs} * interval '1 millisecond'
+     order by name`.execute(db);
+  return r.rows.map((b) => ({
+    key: `budget_starved:${b.name}`,
+    kind: 'budget_starved',
+    severity: 'warning',
+    summary: `the shared request budget "${b.name}" holds every request for ${Math.round(Number(b.wait_ms) / 1000)} s (limit ${Math.round(limitMs / 1000)} s)`,
+    details: { budget: b.name, wait_ms: Math.round(Number(b.wait_ms)), limit_ms: limitMs },
+  }));
+}

@@ -1,0 +1,136 @@
+import type { Command } from 'commander';
+import { alertPayload } from '../../alerts/message.ts';
+import { alertSettings, runAlertPass } from '../../alerts/monitor.ts';
+import { describeTarget, postWebhook } from '../../alerts/webhook.ts';
+import { renderTable } from '../../common/table.ts';
+import { CrsError } from '../../errors.ts';
+import { listIncidents, pendingDeliveries } from '../../warehouse/incidents.ts';
+import { loadContext, openConfiguredWarehouse } from '../context.ts';
+
+const utc = (iso: string | null) => (iso ? iso.slice(0, 19).replace('T', ' ') : '');
+
+/** `crs-sync alerts test|list|check`. Long: one commander definition of three subcommands. */
+export function registerAlerts(program: Command): void {
+  const alerts = program
+    .command('alerts')
+    .summary('webhook alerts: send a test message, list incidents, run one check')
+    .description(
+      'Every worker checks the alert conditions every CRS_ALERT_CHECK_INTERVAL (a failed day, late ' +
+        'data, held deletes, a quarantine spike, schema drift, stalled enrichment, a starved request ' +
+        'budget) and posts one message per incident to each CRS_ALERT_WEBHOOK_URL when it opens ' +
+        '(firing) and when it clears (resolved). See docs/alerts.md.',
+    );
+
+  alerts
+    .command('test')
+    .description('post a test message to every CRS_ALERT_WEBHOOK_URL and show what each receiver answered')
+    .action(async () => {
+      const { config } = loadContext();
+      const urls = config.alerts.webhookUrls;
+      if (urls.length === 0)
+        throw new CrsError(
+          'CONFIG_INVALID',
+          'invalid configuration:\n  - CRS_ALERT_WEBHOOK_URL: required for alerts test',
+        );
+      const now = new Date().toISOString();
+      let failed = 0;
+      for (const url of urls) {
+        const payload = alertPayload({
+          kind: 'test',
+          severity: 'info',
+          summary: 'a test message from crs-sync alerts test; nothing is wrong',
+          incident: `test@${now}`,
+          state: 'firing',
+          opened_at: now,
+          resolved_at: null,
+          details: {},
+        });
+        const a = await postWebhook(url, payload, config.alerts.timeoutMs);
+        const answer =
+          !a.ok && a.status === null
+            ? a.error
+            : `HTTP ${a.status}${a.body ? ` ${JSON.stringify(a.body)}` : ''}`;
+        process.stdout.write(`${describeTarget(url)}  ${a.ok ? 'ok' : 'FAILED'}: ${answer}\n`);
+        if (!a.ok) failed++;
+      }
+      if (failed > 0) {
+        process.stderr.write(`crs-sync: ${failed} of ${urls.length} receiver(s) did not take the message\n`);
+        process.exitCode = 1;
+      }
+    });
+
+  alerts
+    .command('list')
+    .description('the incidents, open ones first, then the newest; and messages not delivered yet')
+    .option('--json', 'print JSON')
+    .option('--limit <n>', 'at most this many incidents (default 100)')
+    .action(async (o: { json?: boolean; limit?: string }) => {
+      const limit = o.limit === undefined ? 100 : Number(o.limit);
+      if (!Number.isInteger(limit) || limit <= 0)
+        throw new CrsError('USAGE', '--limit takes a positive whole number');
+      const ctx = loadContext();
+      const wh = await openConfiguredWarehouse(ctx, { connections: 1, schema: 'current' });
+      try {
+        const incidents = await listIncidents(wh.warehouse.db, limit);
+        const pending = await pendingDeliveries(wh.warehouse.db);
+        if (o.json) {
+          process.stdout.write(`${JSON.stringify({ incidents, undelivered: pending }, null, 2)}\n`);
+          return;
+        }
+        if (incidents.length === 0) {
+          process.stdout.write('no incidents\n');
+          return;
+        }
+        process.stdout.write(
+          `${renderTable(
+            [
+              'state',
+              'kind',
+              'severity',
+              'opened (UTC)',
+              'resolved (UTC)',
+              'notified',
+              'summary',
+              'incident',
+            ],
+            incidents.map((i) => [
+              i.resolvedAt ? 'resolved' : 'open',
+              i.kind,
+              i.severity,
+              utc(i.openedAt),
+              utc(i.resolvedAt),
+              [i.firingNotifiedAt ? 'firing' : '', i.resolvedNotifiedAt ? 'resolved' : '']
+                .filter(Boolean)
+                .join(', '),
+              i.summary.slice(0, 100),
+              i.incident,
+            ]),
+          )}\n`,
+        );
+        if (pending.length > 0)
+          process.stdout.write(
+            `\n${pending.length} message(s) not delivered yet (retried with backoff), e.g. ${pending[0]?.incident} ${pending[0]?.state}: ${pending[0]?.lastError ?? 'not tried yet'}\n`,
+          );
+      } finally {
+        await wh.close();
+      }
+    });
+
+  alerts
+    .command('check')
+    .description(
+      'run one check now, as each worker does every CRS_ALERT_CHECK_INTERVAL: open and resolve ' +
+        'incidents, send what is due (for a deployment without a worker, e.g. from cron)',
+    )
+    .action(async () => {
+      const ctx = loadContext();
+      const wh = await openConfiguredWarehouse(ctx, { connections: 1, schema: 'current' });
+      try {
+        const pass = await runAlertPass(wh.warehouse.db, alertSettings(ctx.config), ctx.log);
+        for (const t of pass.transitions) process.stdout.write(`${t.state}  ${t.incident}\n`);
+        process.stdout.write(`${pass.transitions.length} change(s), ${pass.sent} message(s) sent\n`);
+      } finally {
+        await wh.close();
+      }
+    });
+}

@@ -1,0 +1,116 @@
+import { sql } from 'kysely';
+import { getWatermark } from './days.ts';
+import type { Executor } from './types.ts';
+
+/**
+ * How current the warehouse is, per source, judged against an SLA (CRS_FRESHNESS_SLA).
+ *
+ * - export: its age runs from the end (midnight UTC) of the watermark's day, the newest day known
+ *   complete with every day before it. `failing` while a day after the watermark is `failed` (its
+ *   load ran out of retries: the watermark cannot move until it loads); `late` when the age passes
+ *   the SLA, or no day is complete yet; `on_time` otherwise.
+ * - enrichment: its age is the oldest pending thread's (since it was queued), 0 with none
+ *   pending. `failing` while a thread's enrichment is `failed` (out of retries; a replay or the
+ *   next load of the thread re-queues it); `late` when the age passes the SLA.
+ *
+ * The `sync_health` view computes the same with `now()` and the SLA stored by the last alert
+ * check (migrations/2026-11-25T06-00-00_alerts.ts): change both together.
+ */
+export type FreshnessState = 'on_time' | 'late' | 'failing';
+export type FreshnessSource = 'export' | 'enrichment';
+
+export interface SourceFreshness {
+  state: FreshnessState;
+  /** Seconds; null for the export while no day is complete. */
+  age_seconds: number | null;
+}
+
+export interface Freshness {
+  sla_seconds: number;
+  export: SourceFreshness;
+  enrichment: SourceFreshness;
+}
+
+/** The default SLA: the daily schedule (00:30 UTC) plus its load time and a margin. */
+export const DEFAULT_FRESHNESS_SLA_SECONDS = 26 * 3600;
+
+const judge = (failing: boolean, age: number | null, sla: number): FreshnessState =>
+  failing ? 'failing' : age === null || age > sla ? 'late' : 'on_time';
+
+/** Freshness of the export and the enrichment now (for metrics: `age_seconds` and `state` per source). */
+export async function readFreshness(
+  db: Executor,
+  slaSeconds = DEFAULT_FRESHNESS_SLA_SECONDS,
+  now = new Date(),
+): Promise<Freshness> {
+  const watermark = await getWatermark(db);
+  const r = await sql<{ export_failing: boolean; enrich_age: number | null; enrich_failing: boolean }>`
+    select exists (select 1 from sync_days
+                   where status = 'failed' and (${watermark}::date is null or day > ${watermark}::date))
+             as export_failing,
+           (select extract(epoch from ${now}::timestamptz - min(coalesce(enrich_requested_at, _loaded_at)))::float8
+              from threads where enrich_status = 'pending') as enrich_age,
+           exists (select 1 from threads where enrich_status = 'failed') as enrich_failing`.execute(db);
+  const row = r.rows[0];
+  const exportAge =
+    watermark === null
+      ? null
+      : Math.floor((now.getTime() - Date.parse(`${watermark}T00:00:00Z`)) / 1000) - 86_400;
+  const enrichAge = Math.max(0, Math.floor(Number(row?.enrich_age ?? 0)));
+  return {
+    sla_seconds: slaSeconds,
+    export: { state: judge(row?.export_failing ?? false, exportAge, slaSeconds), age_seconds: exportAge },
+    enrichment: { state: judge(row?.enrich_failing ?? false, enrichAge, slaSeconds), age_seconds: enrichAge },
+  };
+}
+
+/** Stores the SLA the alert check judges by, so the `sync_health` view judges by the same one. */
+export async function storeFreshnessSla(db: Executor, slaSeconds: number): Promise<void> {
+  await db
+    .insertInto('freshness_sla')
+    .values({ sla_seconds: slaSeconds, updated_at: sql`now()` })
+    .onConflict((oc) =>
+      oc
+        .column('one')
+        .doUpdateSet({ sla_seconds: slaSeconds, updated_at: sql`now()` })
+        .where('freshness_sla.sla_seconds', '<>', slaSeconds),
+    )
+    .execute();
+}
+
+/** What runs a query on pg's interface (the dashboard's pool or client). */
+export interface RowQueryable {
+  query(text: string, values?: unknown[]): Promise<{ rows: unknown[] }>;
+}
+
+/** Freshness as the `sync_health` view shows it (the dashboard's health page). */
+export async function healthViewFreshness(q: RowQueryable): Promise<Freshness> {
+  const { rows } = await q.query(
+    `select freshness_sla_seconds::int as sla, export_age_seconds::float8 as export_age, export_freshness,
+            enrichment_age_seconds::float8 as enrichment_age, enrichment_freshness
+       from sync_health`,
+  );
+  const h = rows[0] as
+    | {
+        sla: number;
+        export_age: number | null;
+        export_freshness: FreshnessState;
+        enrichment_age: number;
+        enrichment_freshness: FreshnessState;
+      }
+    | undefined;
+  if (!h) throw new Error('the sync_health view returned no row');
+  return {
+    sla_seconds: h.sla,
+    export: { state: h.export_freshness, age_seconds: h.export_age },
+    enrichment: { state: h.enrichment_freshness, age_seconds: h.enrichment_age },
+  };
+}
+
+/** One line: `export on_time (age 5h 2m), enrichment late (age 27h 0m); SLA 26h`. */
+export function describeFreshness(f: Freshness): string {
+  const age = (s: number | null) =>
+    s === null ? 'no complete day yet' : `age ${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m`;
+  const one = (name: string, x: SourceFreshness) => `${name} ${x.state} (${age(x.age_seconds)})`;
+  return `${one('export', f.export)}, ${one('enrichment', f.enrichment)}; SLA ${Math.round(f.sla_seconds / 360) / 10}h`;
+}
