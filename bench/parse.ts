@@ -9,6 +9,12 @@
  *   encode   + the line's sha1 and putMessageTuple (binary COPY tuple, record hash from its bytes)
  *
  *   node bench/parse.ts [lines=200000] [rounds=5]
+ *   node bench/parse.ts [lines] [rounds] --drift
+ *
+ * `--drift` measures what schema-drift detection adds to the parse: the parse stage's own cost
+ * (decode + parse, less decode) with the contract (as the loader parses) and without it
+ * (`contract: null`), alternating in each round in the same process, and the median of the
+ * rounds' ratios.
  *
  * Reported as CPU microseconds per line (process.cpuUsage, so other processes on the machine move
  * it less than wall time), the best of the rounds; and a sha1 of every tuple written, which must
@@ -19,11 +25,13 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { ByteSink, putMessageTuple } from '../src/ingest/copy-binary.ts';
 import { splitLines } from '../src/ingest/line-splitter.ts';
-import { parseRecord } from '../src/ingest/record-parser.ts';
+import { type ExportContract, parseRecord } from '../src/ingest/record-parser.ts';
 import { ensureExport } from './lib/generate.ts';
 
-const lineCount = Number(process.argv[2] ?? 200_000);
-const rounds = Number(process.argv[3] ?? 5);
+const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));
+const driftMode = process.argv.includes('--drift');
+const lineCount = Number(args[0] ?? 200_000);
+const rounds = Number(args[1] ?? 5);
 const CHUNK = 64 * 1024;
 const STAGES = ['split', 'decode', 'parse', 'encode'] as const;
 
@@ -37,7 +45,11 @@ async function* chunks(buf: Buffer): AsyncGenerator<Uint8Array> {
 const sink = new ByteSink();
 
 /** Runs the stages up to `upto`; returns the lines seen, feeding every tuple to `digest` if given. */
-async function run(upto: number, digest?: ReturnType<typeof createHash>): Promise<number> {
+async function run(
+  upto: number,
+  digest?: ReturnType<typeof createHash>,
+  contract?: ExportContract | null,
+): Promise<number> {
   let n = 0;
   sink.reset();
   for await (const lines of splitLines(chunks(data), { maxLineBytes: 1 << 20 })) {
@@ -46,7 +58,11 @@ async function run(upto: number, digest?: ReturnType<typeof createHash>): Promis
       if (upto < 1 || line.bytes === undefined) continue;
       const text = line.bytes.toString('utf8');
       if (upto < 2) continue;
-      const r = parseRecord(text, { hash: false, fromUtf8: true });
+      const r = parseRecord(text, {
+        hash: false,
+        fromUtf8: true,
+        ...(contract === undefined ? {} : { contract }),
+      });
       if (!r.ok) throw new Error(`line ${line.lineNo}: ${r.code} ${r.detail}`);
       if (upto < 3) continue;
       const lineHash = hash('sha1', line.bytes, 'hex');
@@ -67,6 +83,36 @@ if (seen !== file.lines) throw new Error(`expected ${file.lines} lines, got ${se
 console.log(
   `${file.lines.toLocaleString('en-US')} lines, ${(file.bytes / 1e6).toFixed(1)} MB (${Math.round(file.bytes / file.lines)} B/line), node ${process.version}; tuples sha1 ${check.digest('hex')}`,
 );
+
+/** CPU µs per line of `run(upto, undefined, contract)`. */
+async function cpuPerLine(upto: number, contract?: ExportContract | null): Promise<number> {
+  const c0 = process.cpuUsage();
+  await run(upto, undefined, contract);
+  const c = process.cpuUsage(c0);
+  return (c.user + c.system) / file.lines;
+}
+
+if (driftMode) {
+  const ratios: number[] = [];
+  for (let r = 1; r <= rounds; r++) {
+    // The order alternates, so neither mode always runs on a warmer heap.
+    const decode = await cpuPerLine(1);
+    const first = r % 2 === 0 ? null : undefined;
+    const a = (await cpuPerLine(2, first)) - decode;
+    const b = (await cpuPerLine(2, first === null ? undefined : null)) - decode;
+    const [withDrift, without] = first === null ? [b, a] : [a, b];
+    ratios.push(withDrift / without);
+    console.log(
+      `round ${r}: parse without drift detection ${without.toFixed(2)} µs, with ${withDrift.toFixed(2)} µs per line: ${((withDrift / without - 1) * 100).toFixed(1)} %`,
+    );
+  }
+  ratios.sort((x, y) => x - y);
+  const median = ratios[Math.floor(ratios.length / 2)] ?? Number.NaN;
+  console.log(
+    `drift detection, median of ${rounds} rounds: ${((median - 1) * 100).toFixed(1)} % of the parse's CPU per line`,
+  );
+  process.exit(0);
+}
 
 const best = STAGES.map(() => Number.POSITIVE_INFINITY);
 for (let r = 1; r <= rounds; r++) {

@@ -54,6 +54,7 @@ const COMMANDS: Record<string, (program: Command) => Promise<void>> = {
   demo: async (p) => (await import('./commands/demo.ts')).registerDemo(p),
   dashboard: async (p) => (await import('./commands/dashboard.ts')).registerDashboard(p),
   rollups: async (p) => (await import('./commands/rollups.ts')).registerRollups(p),
+  schema: async (p) => (await import('./commands/schema.ts')).registerSchema(p),
 };
 
 const program = new Command('crs-sync')
