@@ -31,7 +31,7 @@ function json(d: SchemaDrift): string {
   });
 }
 
-/** `crs-sync schema changes|accept`. */
+/** `crs-sync schema changes|accept`. Long: one commander definition of two subcommands, each with its help and output. */
 export function registerSchema(program: Command): void {
   const schema = program
     .command('schema')
