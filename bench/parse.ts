@@ -9,6 +9,12 @@
  *   encode   + the line's sha1 and putMessageTuple (binary COPY tuple, record hash from its bytes)
  *
  *   node bench/parse.ts [lines=200000] [rounds=5]
+ *   node bench/parse.ts [lines] [rounds] --drift
+ *
+ * `--drift` measures what schema-drift detection adds to the parse: blocks of 2,000 decoded lines,
+ * each parsed with the contract (as the loader parses) and without it (`contract: null`), the
+ * order alternating, in the same process; CPU per line of each, and the median of the rounds'
+ * ratios.
  *
  * Reported as CPU microseconds per line (process.cpuUsage, so other processes on the machine move
  * it less than wall time), the best of the rounds; and a sha1 of every tuple written, which must
@@ -19,11 +25,13 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { ByteSink, putMessageTuple } from '../src/ingest/copy-binary.ts';
 import { splitLines } from '../src/ingest/line-splitter.ts';
-import { parseRecord } from '../src/ingest/record-parser.ts';
+import { EXPORT_CONTRACT, type ExportContract, parseRecord } from '../src/ingest/record-parser.ts';
 import { ensureExport } from './lib/generate.ts';
 
-const lineCount = Number(process.argv[2] ?? 200_000);
-const rounds = Number(process.argv[3] ?? 5);
+const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));
+const driftMode = process.argv.includes('--drift');
+const lineCount = Number(args[0] ?? 200_000);
+const rounds = Number(args[1] ?? 5);
 const CHUNK = 64 * 1024;
 const STAGES = ['split', 'decode', 'parse', 'encode'] as const;
 
@@ -67,6 +75,59 @@ if (seen !== file.lines) throw new Error(`expected ${file.lines} lines, got ${se
 console.log(
   `${file.lines.toLocaleString('en-US')} lines, ${(file.bytes / 1e6).toFixed(1)} MB (${Math.round(file.bytes / file.lines)} B/line), node ${process.version}; tuples sha1 ${check.digest('hex')}`,
 );
+
+if (driftMode) {
+  // Blocks of decoded lines, each parsed once with and once without drift detection, the order
+  // swapped from block to block: both see the same texts, equally warm, so the machine's other
+  // load and the garbage collector fall on both alike.
+  const BLOCK = 2000;
+  // Options of one shape in both modes, as the loader passes them (a contract, or null for none).
+  const parseBlock = (texts: string[], contract: ExportContract | null): number => {
+    const c0 = process.cpuUsage();
+    for (const text of texts) {
+      const r = parseRecord(text, { hash: false, fromUtf8: true, contract });
+      if (!r.ok) throw new Error(`${r.code} ${r.detail}`);
+    }
+    const c = process.cpuUsage(c0);
+    return c.user + c.system;
+  };
+  const ratios: number[] = [];
+  for (let r = 1; r <= rounds; r++) {
+    let withUs = 0;
+    let withoutUs = 0;
+    let block: string[] = [];
+    let flip = r % 2 === 0;
+    const measure = () => {
+      if (flip) {
+        withoutUs += parseBlock(block, null);
+        withUs += parseBlock(block, EXPORT_CONTRACT);
+      } else {
+        withUs += parseBlock(block, EXPORT_CONTRACT);
+        withoutUs += parseBlock(block, null);
+      }
+      flip = !flip;
+      block = [];
+    };
+    for await (const lines of splitLines(chunks(data), { maxLineBytes: 1 << 20 })) {
+      for (const line of lines) {
+        if (line.bytes === undefined) continue;
+        block.push(line.bytes.toString('utf8'));
+        if (block.length === BLOCK) measure();
+      }
+    }
+    if (block.length > 0) measure();
+    ratios.push(withUs / withoutUs);
+    console.log(
+      `round ${r}: parse without drift detection ${(withoutUs / file.lines).toFixed(3)} µs, with ${(withUs / file.lines).toFixed(3)} µs CPU per line: ${((withUs / withoutUs - 1) * 100).toFixed(2)} %`,
+    );
+  }
+  ratios.sort((x, y) => x - y);
+  const median = ratios[Math.floor(ratios.length / 2)] ?? Number.NaN;
+  console.log(
+    `drift detection, median of ${rounds} rounds: ${((median - 1) * 100).toFixed(2)} % of the parse's CPU per line`,
+  );
+  process.exit(0);
+}
 
 const best = STAGES.map(() => Number.POSITIVE_INFINITY);
 for (let r = 1; r <= rounds; r++) {

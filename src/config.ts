@@ -134,6 +134,10 @@ const envSchema = z.object({
   // load's share is the average of its days' shares: at the per-day figure it could delete just
   // under 10 % of every day of a year and never be held.
   CRS_DELETE_GUARD_LOAD: z.coerce.number().min(0).max(100).default(2),
+  // What a record that differs from the known contract (a new field, a field of another JSON
+  // type) does: `evolve` loads it as before and records the drift; `freeze` quarantines it
+  // (`schema_drift`) until the drift is accepted (`crs-sync schema accept`).
+  CRS_SCHEMA_CONTRACT: z.enum(['evolve', 'freeze']).default('evolve'),
   // Database timeouts (0 turns one off). They stop a statement, lock wait or forgotten transaction
   // that hangs, so the activity fails retryably instead of looking busy for hours; the defaults
   // sit far above what a legitimate day needs (a first load's finalize of a 1M-row day: 41 s).
@@ -205,6 +209,8 @@ export interface Config {
   readonly deleteGuardPct: number;
   /** CRS_DELETE_GUARD_LOAD: percent of a multi-day load's live rows above which all its deletes are held. */
   readonly deleteGuardLoadPct: number;
+  /** CRS_SCHEMA_CONTRACT: `evolve` loads drifted export records and notes the drift; `freeze` quarantines them. */
+  readonly schemaContract: 'evolve' | 'freeze';
   readonly db: {
     readonly statementTimeoutMs: number;
     readonly lockTimeoutMs: number;
@@ -273,6 +279,7 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     loadConnections: e.CRS_LOAD_CONNECTIONS,
     deleteGuardPct: e.CRS_DELETE_GUARD,
     deleteGuardLoadPct: e.CRS_DELETE_GUARD_LOAD,
+    schemaContract: e.CRS_SCHEMA_CONTRACT,
     db: {
       statementTimeoutMs: e.CRS_DB_STATEMENT_TIMEOUT_MS,
       lockTimeoutMs: e.CRS_DB_LOCK_TIMEOUT_MS,

@@ -55,6 +55,7 @@ const COMMANDS: Record<string, (program: Command) => Promise<void>> = {
   dashboard: async (p) => (await import('./commands/dashboard.ts')).registerDashboard(p),
   rollups: async (p) => (await import('./commands/rollups.ts')).registerRollups(p),
   alerts: async (p) => (await import('./commands/alerts.ts')).registerAlerts(p),
+  schema: async (p) => (await import('./commands/schema.ts')).registerSchema(p),
 };
 
 const program = new Command('crs-sync')

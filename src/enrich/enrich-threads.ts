@@ -2,10 +2,13 @@ import type { Kysely } from 'kysely';
 import type { HistoryEntry, ServiceClient } from '../api/index.ts';
 import { statusOf } from '../api/index.ts';
 import { present } from '../common/checked.ts';
+import type { DriftNote } from '../common/schema-drift.ts';
 import { CrsError, errorMessage, isCrsError } from '../errors.ts';
 import type { Logger } from '../log.ts';
+import { acceptedDriftPaths, type DriftCount, recordEntityDrift } from '../warehouse/schema-drift.ts';
 import type { Database } from '../warehouse/types.ts';
 import { parseArtifact } from './artifact.ts';
+import { responseDrift } from './contract.ts';
 import { type EnrichCounts, emptyEnrichCounts } from './counts.ts';
 import { type ParsedEntry, parseHistoryEntry } from './history-entry.ts';
 import type { PageWriter } from './page-writer.ts';
@@ -62,6 +65,10 @@ export async function enrichThreads(deps: EnrichDeps, input: EnrichThreadsInput)
   const names = deps.names.get(input.signal);
   names.catch(() => {});
   const states = await readThreadStates(deps.db, input.threadIds);
+  const accepted: Accepted = {
+    history: new Set(await acceptedDriftPaths(deps.db, 'history')),
+    artifact: new Set(await acceptedDriftPaths(deps.db, 'artifact')),
+  };
   const retryLater: string[] = [];
   let retryCode: CrsError['code'] = 'HTTP_SERVER';
   let unauthorized = 0;
@@ -72,11 +79,13 @@ export async function enrichThreads(deps: EnrichDeps, input: EnrichThreadsInput)
     for (let id = queue.shift(); id !== undefined; id = queue.shift()) {
       const state = present(states.get(id), `the state of thread ${id}`);
       counts.threads++;
-      const outcome = await enrichThread(deps, state, names, input, counts).catch((err: unknown) => {
-        firstError ??= err;
-        queue.length = 0;
-        return { retry: 'CANCELLED' } as Outcome;
-      });
+      const outcome = await enrichThread(deps, state, names, input, counts, accepted).catch(
+        (err: unknown) => {
+          firstError ??= err;
+          queue.length = 0;
+          return { retry: 'CANCELLED' } as Outcome;
+        },
+      );
       if (typeof outcome === 'object') {
         retryLater.push(id);
         // HTTP_UNAUTHORIZED is never retried as an activity's failure type: such threads name
@@ -117,6 +126,7 @@ async function enrichThread(
   names: Promise<Map<string, string>>,
   input: EnrichThreadsInput,
   counts: EnrichCounts,
+  accepted: Accepted,
 ): Promise<Outcome> {
   const { loadId, signal } = input;
   const threadId = state.thread_id;
@@ -157,8 +167,12 @@ async function enrichThread(
             { details: { operation: 'listMessages', stored } },
           );
         }
-        const { messages, rejects } = parsePage(threadId, entries, fromIndex);
-        const artifacts = await fetchArtifacts(deps, threadId, messages, rejects, signal);
+        const drift: DriftCount[] = [];
+        const { messages, rejects } = parsePage(threadId, entries, fromIndex, drift, accepted);
+        const artifacts = await fetchArtifacts(deps, threadId, messages, rejects, signal, drift, accepted);
+        // Before the page: should the page's write fail, the re-read notes the same entities again,
+        // and an entity counts once however often it is noted.
+        await recordEntityDrift(deps.db, drift);
         // The last page ends the thread in the same statement: one round trip fewer per thread.
         await deps.pages.write({
           threadId,
@@ -257,12 +271,21 @@ function parsePage(
   threadId: string,
   entries: readonly HistoryEntry[],
   fromIndex: number,
+  drift: DriftCount[],
+  accepted: Accepted,
 ): { messages: Array<{ position: number; entry: ParsedEntry }>; rejects: RejectRow[] } {
   const messages: Array<{ position: number; entry: ParsedEntry }> = [];
   const rejects: RejectRow[] = [];
   const ids = new Set<string>();
   entries.forEach((raw: HistoryEntry, i) => {
     const position = fromIndex + i;
+    noteDrift(
+      drift,
+      'history',
+      raw,
+      `thread/${threadId}/message/${messageKey(raw, position)}`,
+      accepted.history,
+    );
     let r = parseHistoryEntry(raw);
     if (r.ok && ids.has(r.value.message_id)) {
       r = {
@@ -286,6 +309,37 @@ function parsePage(
   });
   return { messages, rejects };
 }
+
+/** Paths of drift operators accepted, per thread-API source (read once per batch). */
+interface Accepted {
+  history: ReadonlySet<string>;
+  artifact: ReadonlySet<string>;
+}
+
+const notes: DriftNote[] = [];
+
+/** A response's drift as one count for its entity (`scope`), seen today. */
+function noteDrift(
+  out: DriftCount[],
+  source: 'history' | 'artifact',
+  value: unknown,
+  scope: string,
+  accepted: ReadonlySet<string>,
+): void {
+  responseDrift(source, value, notes, accepted);
+  if (notes.length === 0) return;
+  const day = new Date().toISOString().slice(0, 10);
+  for (const note of notes) out.push({ note, scope, day, count: 1 });
+  notes.length = 0;
+}
+
+/** An entry's id when it has one in UUID form, else its position: what identifies it in a count. */
+function messageKey(entry: unknown, position: number): string {
+  const id = isObject(entry) ? entry.message_id : undefined;
+  return typeof id === 'string' && UUID.test(id) ? id.toLowerCase() : `#${position}`;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 function isObject(v: unknown): v is Record<string, unknown> {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
@@ -330,6 +384,8 @@ async function fetchArtifacts(
   messages: Array<{ position: number; entry: ParsedEntry }>,
   rejects: RejectRow[],
   signal: AbortSignal | undefined,
+  drift: DriftCount[],
+  accepted: Accepted,
 ): Promise<StoredArtifact[]> {
   // An artifact named by several entries of the page is fetched once, for the first of them.
   const seen = new Set<string>();
@@ -353,6 +409,13 @@ async function fetchArtifacts(
       };
       try {
         const got = await deps.api.getArtifact(threadId, w.artifactId, { signal });
+        noteDrift(
+          drift,
+          'artifact',
+          got.artifact,
+          `thread/${threadId}/artifact/${w.artifactId}`,
+          accepted.artifact,
+        );
         const parsed = parseArtifact(got.artifact);
         if (!parsed.ok) return reject(parsed.code, parsed.reason, rawText(got.artifact));
         return {

@@ -1,8 +1,11 @@
 import type { Kysely } from 'kysely';
 import type { ServiceClient } from '../api/index.ts';
+import type { DriftNote } from '../common/schema-drift.ts';
 import { errorMessage } from '../errors.ts';
 import type { Logger } from '../log.ts';
+import { acceptedDriftPaths, type DriftCount, recordEntityDrift } from '../warehouse/schema-drift.ts';
 import type { Database } from '../warehouse/types.ts';
+import { responseDrift } from './contract.ts';
 import { storableText } from './storable.ts';
 import { applyThreadList } from './store.ts';
 
@@ -20,6 +23,23 @@ export interface ThreadNames {
 
 export const DEFAULT_THREAD_LIST_TTL_MS = 5 * 60_000;
 
+/** The thread list's schema drift, one count per thread (`thread/<id>`) however often it is listed. */
+async function recordListDrift(db: Kysely<Database>, list: readonly unknown[]): Promise<void> {
+  const accepted = new Set(await acceptedDriftPaths(db, 'thread'));
+  const notes: DriftNote[] = [];
+  const out: DriftCount[] = [];
+  const day = new Date().toISOString().slice(0, 10);
+  list.forEach((t, i) => {
+    responseDrift('thread', t, notes, accepted);
+    if (notes.length === 0) return;
+    const id = (t as { thread_id?: unknown }).thread_id;
+    const scope = `thread/${typeof id === 'string' ? id.toLowerCase() : `#${i}`}`;
+    for (const note of notes) out.push({ note, scope, day, count: 1 });
+    notes.length = 0;
+  });
+  await recordEntityDrift(db, out);
+}
+
 export function createThreadNames(
   api: ServiceClient,
   db: Kysely<Database>,
@@ -32,6 +52,7 @@ export function createThreadNames(
   async function load(signal?: AbortSignal): Promise<Map<string, string>> {
     try {
       const list = await api.listThreads({ signal });
+      await recordListDrift(db, list);
       const entries = list
         .filter((t) => UUID.test(t.thread_id))
         .map((t) => ({

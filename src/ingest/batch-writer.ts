@@ -15,7 +15,10 @@ import type { Batch, Partition } from './partition.ts';
 const MAX_QUEUED_THREADS = 100_000;
 
 /** What every batch of a load carries (the rest of BatchTarget is per batch). */
-export type LoadTarget = Omit<BatchTarget, 'part' | 'uptoLine' | 'sink' | 'stageAll' | 'queuedThreads'>;
+export type LoadTarget = Omit<
+  BatchTarget,
+  'part' | 'uptoLine' | 'sink' | 'drift' | 'stageAll' | 'queuedThreads'
+>;
 
 export class BatchWriter {
   /** The first error of a batch: every later step of the load throws it. */
@@ -84,6 +87,7 @@ export class BatchWriter {
           part: p.index,
           uptoLine: upto,
           sink: batch.sink,
+          drift: batch.drift,
           stageAll,
           skipLookup,
           queuedThreads: this.queuedThreads,

@@ -82,6 +82,7 @@ export async function loadExportDay(deps: ExportDayDeps, input: ExportDayInput):
       batchSize: config.batchSize,
       parts: config.loadConnections,
       maxLineBytes: config.maxLineBytes,
+      schemaContract: config.schemaContract,
       ...(input.signal ? { signal: input.signal } : {}),
       ...(input.onProgress ? { onProgress: input.onProgress } : {}),
     });

@@ -78,6 +78,7 @@ export async function importFile(
       batchSize: config.batchSize,
       parts: config.loadConnections,
       maxLineBytes: config.maxLineBytes,
+      schemaContract: config.schemaContract,
       maxReopens: fromStdin ? 0 : 2,
       ...(opts.signal ? { signal: opts.signal } : {}),
       ...(opts.onProgress ? { onProgress: opts.onProgress } : {}),

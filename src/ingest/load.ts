@@ -5,12 +5,14 @@ import { CrsError, errorMessage, isCrsError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { Warehouse } from '../warehouse/db.ts';
 import { toDbCrsError } from '../warehouse/db-errors.ts';
+import { acceptedDriftPaths } from '../warehouse/schema-drift.ts';
 import { BatchWriter } from './batch-writer.ts';
 import { FastPathGate } from './fast-path.ts';
 import { type DaySummary, finalizeLoad } from './finalize.ts';
 import { watchesHeld } from './held-seen.ts';
 import { type SplitStats, splitLines } from './line-splitter.ts';
 import { Partition } from './partition.ts';
+import { exportContract } from './record-parser.ts';
 import { type Checkpoints, LineDigest, openCheckpoints } from './resume.ts';
 import { LineRouter } from './router.ts';
 import { removeDeadSpills, SeenSpill } from './seen-spill.ts';
@@ -65,6 +67,8 @@ export interface LoadRequest {
   batchSize: number;
   parts: number;
   maxLineBytes: number;
+  /** CRS_SCHEMA_CONTRACT: `freeze` quarantines records that drift from the contract (default evolve). */
+  schemaContract?: 'evolve' | 'freeze';
   /** How often a cut stream is reopened before the load fails (retryably). */
   maxReopens?: number;
   signal?: AbortSignal;
@@ -173,6 +177,11 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
   const seen = (await watchesHeld(pool, Boolean(req.completeDays))) ? new SeenSpill(pool, req.loadKey) : null;
   const gate = new FastPathGate(20 * req.batchSize * cp.parts);
   const ledgerDay = req.ledgerDay ?? null;
+  // The contract as widened by the drift operators accepted, read once per load.
+  const contract = exportContract({
+    freeze: req.schemaContract === 'freeze',
+    accepted: await acceptedDriftPaths(warehouse.db, 'export'),
+  });
   const writer = new BatchWriter({
     target: {
       loadId: req.loadId,
@@ -180,6 +189,7 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
       source: req.source,
       sourceName: req.sourceName,
       ledgerDay,
+      contract,
       onSeen: seen ? (id) => seen.add(id) : undefined,
     },
     batchSize: req.batchSize,
@@ -192,6 +202,7 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
     batchSize: req.batchSize,
     maxLineBytes: req.maxLineBytes,
     ledgerDay,
+    contract,
   });
 
   await mergeSource({ req, first, partitions, seen, writer, router, read, report });

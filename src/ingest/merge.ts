@@ -2,16 +2,20 @@ import type pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import { itemAt } from '../common/checked.ts';
 import type { LoadCounts } from '../common/counts.ts';
+import { driftKey } from '../common/schema-drift.ts';
+import { addBatchDrift, type DriftCount } from '../warehouse/schema-drift.ts';
 import { type ByteSink, COPY_HEADER, COPY_TRAILER, TUPLE_COLUMNS } from './copy-binary.ts';
 import {
   dayOfRaw,
   type EncodedRow,
   encodeText,
+  type LineDrift,
   type PendingReject,
   type PendingRow,
   rowId,
   textReject,
 } from './pending.ts';
+import { type ExportContract, lastDrift } from './record-parser.ts';
 
 /**
  * One batch of one key partition, merged in one transaction together with the partition's
@@ -37,6 +41,14 @@ export interface BatchTarget {
   ledgerDay: string | null;
   /** Where the batch's tuples are (and where rows parsed here are encoded). */
   sink: ByteSink;
+  /** What a record must look like (CRS_SCHEMA_CONTRACT, and the drift accepted). */
+  contract: ExportContract;
+  /**
+   * The batch's schema drift by line, counted with its checkpoint. Lines parsed here (the fast
+   * path's) are added to it: a retry finds them already there, or parses them again into the
+   * same line numbers.
+   */
+  drift: Map<number, LineDrift>;
   /**
    * Send every written row through the staging table's upsert, new keys too: the retry after a
    * concurrent writer inserted one of the batch's new keys first (unique violation).
@@ -239,7 +251,12 @@ function decide(
         continue;
       }
       const text = t.sink.buf.toString('utf8', pending.rawAt, pending.rawEnd);
-      const enc = encodeText(text, t.sink, pending.lineNo, t.loadId, pending.lineHash);
+      const enc = encodeText(text, t.sink, pending.lineNo, t.loadId, pending.lineHash, t.contract);
+      const notes = lastDrift();
+      if (notes.length > 0) {
+        const day = enc.ok ? enc.row.messageDate : (t.ledgerDay ?? dayOfRaw(text));
+        t.drift.set(pending.lineNo, { day, notes: notes.slice() });
+      }
       if (!enc.ok) {
         const day = t.ledgerDay ?? dayOfRaw(text);
         quarantined.push(
@@ -371,6 +388,21 @@ async function writeBookkeeping(
   if (t.ledgerDay) {
     await client.query({ name: 'crs_ledger_day', text: LEDGER_DAY_SQL, values: [t.loadKey, t.ledgerDay] });
   }
+  if (t.drift.size > 0) await addBatchDrift(client, t.loadKey, t.part, driftCounts(t.drift));
+}
+
+/** A batch's drift by line as counts per drift and day (the first line's example kept). */
+function driftCounts(drift: Map<number, LineDrift>): DriftCount[] {
+  const out = new Map<string, DriftCount>();
+  for (const { day, notes } of drift.values()) {
+    for (const note of notes) {
+      const k = `${driftKey(note)}\u0000${day ?? ''}`;
+      const had = out.get(k);
+      if (had) had.count++;
+      else out.set(k, { note, scope: day ?? '', day, count: 1 });
+    }
+  }
+  return [...out.values()];
 }
 
 /**

@@ -1,6 +1,7 @@
 import type pg from 'pg';
+import type { DriftNote } from '../common/schema-drift.ts';
 import { ByteSink } from './copy-binary.ts';
-import type { CheckedRow, PendingReject, PendingRow } from './pending.ts';
+import type { CheckedRow, LineDrift, PendingReject, PendingRow } from './pending.ts';
 
 /**
  * One key partition of a load and the batch it is filling. Lines are routed to a partition by
@@ -27,6 +28,8 @@ export interface Batch {
   rows: PendingRow[];
   rejects: PendingReject[];
   sink: ByteSink;
+  /** Schema drift of the batch's lines, by line number (a line noted twice counts once). */
+  drift: Map<number, LineDrift>;
 }
 
 export class Partition {
@@ -46,6 +49,7 @@ export class Partition {
   sink = new ByteSink(SINK_BYTES);
   private rows: PendingRow[] = [];
   private rejects: PendingReject[] = [];
+  private drift = new Map<number, LineDrift>();
   /** Bytes the batch's rejects hold outside the sink (their raw text), counted toward its bound. */
   private rejectBytes = 0;
   private spare = new ByteSink(SINK_BYTES);
@@ -78,6 +82,11 @@ export class Partition {
     this.rows.push(row);
   }
 
+  /** The schema drift of a line of the batch being filled (copied: the parser reuses its list). */
+  noteDrift(lineNo: number, day: string | null, notes: readonly DriftNote[]): void {
+    this.drift.set(lineNo, { day, notes: notes.slice() });
+  }
+
   /** A reject; whether the batch is full. */
   addReject(rej: PendingReject): boolean {
     this.rejects.push(rej);
@@ -99,9 +108,10 @@ export class Partition {
    * sent before is done: its sink becomes the next batch's.
    */
   close(batchSize: number): Batch {
-    const batch: Batch = { rows: this.rows, rejects: this.rejects, sink: this.sink };
+    const batch: Batch = { rows: this.rows, rejects: this.rejects, sink: this.sink, drift: this.drift };
     this.rows = [];
     this.rejects = [];
+    if (this.drift.size > 0) this.drift = new Map();
     this.rejectBytes = 0;
     this.limit = batchSize;
     this.sink = this.spare.buf.length > SINK_KEEP_BYTES ? new ByteSink(SINK_BYTES) : this.spare;

@@ -1,10 +1,12 @@
 import { dayOfTimeText } from '../common/iso-time.ts';
+import type { DriftNote } from '../common/schema-drift.ts';
 import type { ByteSink } from './copy-binary.ts';
 import { putMessageTuple } from './copy-binary.ts';
 import { lineFields } from './line-fields.ts';
 import type { LineProblem, SourceLine } from './line-splitter.ts';
 import { recordHash } from './record-hash.ts';
 import {
+  type ExportContract,
   type ExportRecord,
   parseRecord,
   type RejectCode,
@@ -59,6 +61,12 @@ export interface CheckedRow extends RowBase, RowKey {
 }
 
 export type PendingRow = EncodedRow | RawRow | CheckedRow;
+
+/** The schema drift of one line of a batch (record-parser.ts `lastDrift`), with the line's day. */
+export interface LineDrift {
+  day: string | null;
+  notes: DriftNote[];
+}
 
 export interface PendingReject {
   lineNo: number;
@@ -135,10 +143,11 @@ export function encodeText(
   lineNo: number,
   loadId: string,
   lineHash: string,
+  contract?: ExportContract,
 ): EncodeResult {
   // Hashed as it is encoded (copy-binary.ts), not by the parser; every text here was decoded from
   // a line's bytes (valid UTF-8, so well-formed: the parser need not scan it for that).
-  const parsed = parseRecord(text, { hash: false, fromUtf8: true });
+  const parsed = parseRecord(text, { hash: false, fromUtf8: true, ...(contract ? { contract } : {}) });
   if (!parsed.ok) return parsed;
   return { ok: true, row: encodeRecord(sink, parsed.record, lineNo, loadId, lineHash) };
 }

@@ -1,4 +1,5 @@
 import { parseOffsetTime } from '../common/iso-time.ts';
+import { type DriftNote, driftExample, type JsonType, jsonType } from '../common/schema-drift.ts';
 import type { LineProblem } from './line-splitter.ts';
 import { recordHash } from './record-hash.ts';
 import { uuidForm } from './uuid-form.ts';
@@ -18,7 +19,8 @@ export type RejectCode =
   | 'nesting_too_deep'
   | 'number_out_of_range'
   | 'key_too_long'
-  | 'too_many_keys';
+  | 'too_many_keys'
+  | 'schema_drift';
 
 /**
  * Limits on the shape of a record's unknown keys (`extra`), so that every record the parser
@@ -83,6 +85,103 @@ export interface ParseOptions {
    * the whole line for well-formedness is skipped. Wrong when the text did not come from bytes.
    */
   fromUtf8?: boolean;
+  /**
+   * The contract drift is measured against (default: EXPORT_CONTRACT, evolve); null: no drift
+   * detection at all (bench/parse.ts measures what it costs).
+   */
+  contract?: ExportContract | null;
+}
+
+/** Type bits of the contract's type masks. */
+const T_STRING = 1;
+const T_NUMBER = 2;
+const T_BOOLEAN = 4;
+const T_NULL = 8;
+const T_OBJECT = 16;
+const T_ARRAY = 32;
+const T_ANY = 63;
+const TYPE_BITS: ReadonlyArray<[JsonType, number]> = [
+  ['string', T_STRING],
+  ['number', T_NUMBER],
+  ['boolean', T_BOOLEAN],
+  ['null', T_NULL],
+  ['object', T_OBJECT],
+  ['array', T_ARRAY],
+];
+
+/**
+ * What the code knows of an export line besides the six named fields: the other keys the service
+ * is known to send, each with the JSON types it may carry. A key not listed is a new field, a
+ * listed key of another type a type change (schema drift); `freeze` quarantines a line with
+ * either (`schema_drift`). Drift of the six named fields (missing, not a string) is noted too, but
+ * those lines are rejected by their own codes whatever the mode: the warehouse cannot hold them.
+ */
+export interface ExportContract {
+  readonly freeze: boolean;
+  /** Known keys of `extra` and their type masks (T_ANY: any type). */
+  readonly extra: ReadonlyMap<string, number>;
+  /** Named fields whose drift was accepted: not noted again. */
+  readonly acceptedNamed: ReadonlySet<string>;
+}
+
+/** Keys the service sends beside the six (simulator README: "keys the spec does not name"). */
+const KNOWN_EXTRA: ReadonlyArray<[string, number]> = [
+  ['Model', T_STRING],
+  ['Latency Ms', T_NUMBER],
+];
+
+/** The contract widened by the accepted paths of `export` drift (`crs-sync schema accept`). */
+export function exportContract(opts: { freeze?: boolean; accepted?: Iterable<string> } = {}): ExportContract {
+  const extra = new Map(KNOWN_EXTRA);
+  const acceptedNamed = new Set<string>();
+  for (const path of opts.accepted ?? []) {
+    if (NAMED_SET.has(path)) acceptedNamed.add(path);
+    else extra.set(path, T_ANY);
+  }
+  return { freeze: opts.freeze === true, extra, acceptedNamed };
+}
+
+export const EXPORT_CONTRACT: ExportContract = exportContract();
+
+function typeBit(v: unknown): number {
+  switch (typeof v) {
+    case 'string':
+      return T_STRING;
+    case 'number':
+      return T_NUMBER;
+    case 'boolean':
+      return T_BOOLEAN;
+    default:
+      return v === null ? T_NULL : Array.isArray(v) ? T_ARRAY : T_OBJECT;
+  }
+}
+
+function typeNames(mask: number): string {
+  return TYPE_BITS.filter(([, bit]) => (mask & bit) !== 0)
+    .map(([name]) => name)
+    .join('|');
+}
+
+/**
+ * The drift of the line parsed last, empty when it had none. Module-level and reused, like `walk`:
+ * a line without drift allocates nothing for it. Read it before the next parse.
+ */
+const drift: DriftNote[] = [];
+
+export function lastDrift(): readonly DriftNote[] {
+  return drift;
+}
+
+function noteDrift(path: string, kind: DriftNote['kind'], expected: string | null, v: unknown): void {
+  const missing = kind === 'missing_field';
+  drift.push({
+    source: 'export',
+    path,
+    kind,
+    expected,
+    actual: missing ? null : jsonType(v),
+    example: missing ? null : driftExample(path, v),
+  });
 }
 
 // JSON.rawJSON and the reviver's source context exist in Node 24 (V8) but not in the es2024 typings.
@@ -116,6 +215,8 @@ const json = JSON as unknown as {
  * reject code; it runs once per line on the hot path, so the fields stay in locals.
  */
 export function parseRecord(text: string, opts: ParseOptions = {}): ParseResult {
+  if (drift.length > 0) drift.length = 0;
+  const contract = opts.contract === undefined ? EXPORT_CONTRACT : opts.contract;
   let value: unknown;
   try {
     value = JSON.parse(text);
@@ -129,13 +230,20 @@ export function parseRecord(text: string, opts: ParseOptions = {}): ParseResult 
 
   for (const k of NAMED) {
     if (!Object.hasOwn(obj, k)) {
-      const missing = NAMED.filter((n) => !Object.hasOwn(obj, n)).map((n) => JSON.stringify(n));
-      return reject('missing_field', `missing ${missing.join(', ')}`);
+      const missing = NAMED.filter((n) => !Object.hasOwn(obj, n));
+      for (const n of missing) {
+        if (contract !== null && !contract.acceptedNamed.has(n))
+          noteDrift(n, 'missing_field', 'string', null);
+      }
+      return reject('missing_field', `missing ${missing.map((n) => JSON.stringify(n)).join(', ')}`);
     }
   }
   for (const k of NAMED) {
     const v = obj[k];
-    if (typeof v !== 'string') return reject('wrong_type', `"${k}": expected a string, got ${typeName(v)}`);
+    if (typeof v !== 'string') {
+      if (contract !== null && !contract.acceptedNamed.has(k)) noteDrift(k, 'type_changed', 'string', v);
+      return reject('wrong_type', `"${k}": expected a string, got ${typeName(v)}`);
+    }
   }
   const rawMessageId = obj['Message ID'] as string;
   const rawThreadId = obj['Thread ID'] as string;
@@ -165,6 +273,12 @@ export function parseRecord(text: string, opts: ParseOptions = {}): ParseResult 
     const v = obj[k];
     extra[k] = v;
     walk.keys++;
+    // Schema drift, in the walk `extra` needs anyway: one map lookup per key besides the six.
+    if (contract !== null) {
+      const known = contract.extra.get(k);
+      if (known === undefined) noteDrift(k, 'new_field', null, v);
+      else if ((known & typeBit(v)) === 0) noteDrift(k, 'type_changed', typeNames(known), v);
+    }
     if (k.length > RECORD_LIMITS.maxKeyChars) walk.problem ??= keyTooLong(quote(k));
     if (typeof v === 'object') {
       if (v !== null) inexactNumber = inspect(v, 2, k) || inexactNumber;
@@ -202,6 +316,8 @@ export function parseRecord(text: string, opts: ParseOptions = {}): ParseResult 
     if (late !== undefined) return reject(late.code, late.detail);
   }
 
+  if (contract?.freeze === true && drift.length > 0) return reject('schema_drift', driftDetail());
+
   const messageId = messageForm === 2 ? rawMessageId.toLowerCase() : rawMessageId;
   const threadId = threadForm === 2 ? rawThreadId.toLowerCase() : rawThreadId;
   const userId = userForm === 2 ? rawUserId.toLowerCase() : rawUserId;
@@ -221,6 +337,16 @@ export function parseRecord(text: string, opts: ParseOptions = {}): ParseResult 
         opts.hash === false ? '' : recordHash(messageId, threadId, userId, time.utc, input, response, extra),
     },
   };
+}
+
+/** What a frozen contract refused, e.g. `new field "Region" (string)`. */
+function driftDetail(): string {
+  const parts = drift.map((d) =>
+    d.kind === 'new_field'
+      ? `new field ${JSON.stringify(d.path)} (${d.actual})`
+      : `${JSON.stringify(d.path)}: expected ${d.expected}, got ${d.actual}`,
+  );
+  return `the record differs from the contract (CRS_SCHEMA_CONTRACT=freeze): ${parts.join('; ')}`;
 }
 
 function reject(code: RejectCode, detail: string): ParseResult {

@@ -89,6 +89,7 @@ export async function replayRejects(
       batchSize: config.batchSize,
       parts: 1,
       maxLineBytes: config.maxLineBytes,
+      schemaContract: config.schemaContract,
     });
     const failedAgain = await rejectsByLine(w.db, loadId);
     await w.db.transaction().execute((trx) =>

@@ -13,7 +13,7 @@ import {
   type PendingRow,
   textReject,
 } from './pending.ts';
-import { parseRecord } from './record-parser.ts';
+import { type ExportContract, lastDrift, parseRecord } from './record-parser.ts';
 import { verifySkipped } from './resume.ts';
 import type { SeenSpill } from './seen-spill.ts';
 
@@ -35,6 +35,7 @@ export class LineRouter {
     batchSize: number;
     maxLineBytes: number;
     ledgerDay: string | null;
+    contract: ExportContract;
   };
 
   constructor(
@@ -42,7 +43,13 @@ export class LineRouter {
     writer: BatchWriter,
     seen: SeenSpill | null,
     gate: FastPathGate,
-    opts: { loadId: string; batchSize: number; maxLineBytes: number; ledgerDay: string | null },
+    opts: {
+      loadId: string;
+      batchSize: number;
+      maxLineBytes: number;
+      ledgerDay: string | null;
+      contract: ExportContract;
+    },
   ) {
     this.partitions = partitions;
     this.writer = writer;
@@ -75,14 +82,19 @@ export class LineRouter {
     const text = bytes.toString('utf8');
     // Hashed as it is encoded (copy-binary.ts), or below for a line to check, not to write. The
     // text is valid UTF-8 decoded (the splitter checked), so well-formed: no scan for that.
-    const parsed = parseRecord(text, { hash: false, fromUtf8: true });
+    const parsed = parseRecord(text, { hash: false, fromUtf8: true, contract: this.opts.contract });
+    // Read before anything else parses: the parser reuses the list.
+    const drifted = lastDrift().length > 0;
     if (!parsed.ok) {
       const day = this.opts.ledgerDay ?? dayOfRaw(text);
+      if (drifted)
+        this.noteDrift(itemAt(this.partitions, line.lineNo % this.partitions.length), line.lineNo, day);
       await this.takeReject(line.lineNo, textReject(line.lineNo, parsed, text, bytes, day));
       return;
     }
     const rec = parsed.record;
     const p = this.partitionOf(rec.messageId);
+    if (drifted) this.noteDrift(p, line.lineNo, rec.messageDate);
     this.seen?.add(rec.messageId);
     if (line.lineNo <= p.committed) {
       // Merged by an earlier attempt, if the source still says what it said then: checked in
@@ -108,6 +120,11 @@ export class LineRouter {
     if (lineNo <= p.committed) return;
     if (p.verify.length > 0) await this.verify(p);
     if (p.addReject(rej)) await this.writer.send(p, lineNo);
+  }
+
+  /** A line's drift into its partition's batch, unless an earlier attempt committed the line (and counted it). */
+  private noteDrift(p: Partition, lineNo: number, day: string | null): void {
+    if (lineNo > p.committed) p.noteDrift(lineNo, day, lastDrift());
   }
 
   private partitionOf(messageId: string): Partition {

@@ -46,7 +46,20 @@ export interface FaultSpec {
   poison?: number;
   /** Probability per user history entry, and per artifact, of carrying a value no warehouse can store. */
   poisonHistory?: number;
+  /**
+   * Responses that carry a field the contract does not name (`NEW_FIELD`): schema drift, as a
+   * service that started sending one would show it. Every history entry, artifact or thread-list
+   * entry of the listed kinds.
+   */
+  newField?: ReadonlySet<NewFieldTarget>;
 }
+
+/** Where the `new-field` fault adds its field. */
+export type NewFieldTarget = 'history' | 'artifact' | 'thread';
+const NEW_FIELD_TARGETS: readonly NewFieldTarget[] = ['history', 'artifact', 'thread'];
+/** The field the `new-field` fault adds, and its value. */
+export const NEW_FIELD = 'sim_new_field';
+export const NEW_FIELD_VALUE = 'added by the simulator';
 
 /** How a truncated export ends (the `truncate` fault). */
 export type TruncateVariant = 'lines' | 'no-final-newline' | 'html' | 'json-error' | 'empty';
@@ -97,6 +110,8 @@ export const FAULT_SPEC_HELP = [
     '                       a line of a day, probability P per line; the same lines on every read of the day',
   '  poison-history=P     give a user history entry, or an artifact, a value no warehouse can store (nesting 10,000\n' +
     '                       deep, 1e200000), probability P per entry / artifact',
+  '  new-field=KINDS      add the field "sim_new_field" to every history entry, artifact or thread-list entry\n' +
+    '                       of the kinds named (history, artifact, thread; joined by +, e.g. history+artifact)',
   '  none                 no faults',
   'The header x-sim-faults takes the same syntax and overrides the global spec for one request.',
 ].join('\n');
@@ -183,11 +198,28 @@ export function parseFaultSpec(text: string | undefined): FaultSpec {
       case 'poison-history':
         spec.poisonHistory = probability(key, value);
         break;
+      case 'new-field':
+        spec.newField = newFieldTargets(value);
+        break;
       default:
         throw new Error(`unknown fault "${key}"`);
     }
   }
   return spec;
+}
+
+function newFieldTargets(value: string): ReadonlySet<NewFieldTarget> {
+  const out = new Set<NewFieldTarget>();
+  for (const t of value.split('+')) {
+    const name = t.trim() as NewFieldTarget;
+    if (!NEW_FIELD_TARGETS.includes(name)) {
+      throw new Error(
+        `fault new-field: expected ${NEW_FIELD_TARGETS.join(', ')} joined by +, got "${value}"`,
+      );
+    }
+    out.add(name);
+  }
+  return out;
 }
 
 export function mergeFaults(base: FaultSpec, over: FaultSpec): FaultSpec {

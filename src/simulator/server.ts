@@ -19,6 +19,8 @@ import {
   type FaultEngine,
   type FaultSpec,
   mergeFaults,
+  NEW_FIELD,
+  NEW_FIELD_VALUE,
   type PoisonKind,
   parseFaultSpec,
   poisonValueText,
@@ -324,7 +326,7 @@ async function v2(
           created_at: new Date(live.createdAt).toISOString(),
         });
       }
-      return listThreads(ctx, res);
+      return listThreads(ctx, res, requestSpec(ctx, req));
     });
   }
   const threadId = segment(itemAt(parts, 0), 'thread_id');
@@ -473,12 +475,14 @@ function checkArtifactIds(threadId: string, artifactId: string): void {
 }
 
 /** The list is written entry by entry: with a large data set it holds many threads. */
-async function listThreads(ctx: ServerContext, res: ServerResponse): Promise<void> {
+async function listThreads(ctx: ServerContext, res: ServerResponse, s: FaultSpec): Promise<void> {
   res.writeHead(200, { 'content-type': 'application/json' });
   let buf = '{"threads":[';
   let first = true;
+  const added = s.newField?.has('thread') === true;
   for (const ref of ctx.ds.threads()) {
-    buf += (first ? '' : ',') + JSON.stringify(ctx.ds.threadEntry(ref));
+    const entry = ctx.ds.threadEntry(ref);
+    buf += (first ? '' : ',') + JSON.stringify(added ? { ...entry, [NEW_FIELD]: NEW_FIELD_VALUE } : entry);
     first = false;
     if (buf.length > 64 * 1024) {
       if (!res.write(buf)) await new Promise((r) => res.once('drain', r));
@@ -558,13 +562,14 @@ function sendPoisoned(
   page: HistoryEntry[],
   s: FaultSpec,
 ): void {
+  if (s.newField?.has('history')) body.messages = page.map((e) => ({ ...e, [NEW_FIELD]: NEW_FIELD_VALUE }));
   const p = s.poisonHistory ?? 0;
   if (p <= 0) {
     sendJson(res, 200, body);
     return;
   }
   let poisoned = 0;
-  body.messages = page.map((e) => {
+  body.messages = body.messages.map((e) => {
     const kind = e.role === 'user' ? ctx.engine.poisonEntry(e.message_id, p) : undefined;
     if (!kind) return e;
     poisoned++;
@@ -585,13 +590,16 @@ function sendPoisonedArtifact(
   artifactId: string,
   s: FaultSpec,
 ): void {
+  const sent = s.newField?.has('artifact')
+    ? { ...body, artifact: { ...body.artifact, [NEW_FIELD]: NEW_FIELD_VALUE } }
+    : body;
   const kind = ctx.engine.poisonArtifact(artifactId, s.poisonHistory ?? 0);
   if (!kind) {
-    sendJson(res, 200, body);
+    sendJson(res, 200, sent);
     return;
   }
   ctx.engine.count('poison-artifact');
-  sendWithPoison(res, { ...body, artifact: { ...body.artifact, x_trace: `${POISON_MARK}${kind}` } });
+  sendWithPoison(res, { ...sent, artifact: { ...sent.artifact, x_trace: `${POISON_MARK}${kind}` } });
 }
 
 // ---- admin ----------------------------------------------------------------------------------------

@@ -211,6 +211,34 @@ export interface RejectedRecordsTable {
   replay_result: string | null;
 }
 
+/** One schema drift: a source's field that differs from the known contract (schema-drift.ts). */
+export interface SchemaDriftTable {
+  source: 'export' | 'thread' | 'history' | 'artifact';
+  path: string;
+  kind: 'new_field' | 'missing_field' | 'type_changed';
+  expected_type: string | null;
+  actual_type: string | null;
+  /** The first value seen, at most 60 characters, credentials masked. */
+  example: string | null;
+  first_day: DateText | null;
+  first_seen_at: GeneratedTimestamp;
+  last_seen_at: GeneratedTimestamp;
+  /** When an operator widened the contract by it (`crs-sync schema accept`); null while open. */
+  accepted_at: Timestamp | null;
+}
+
+/** The counts of a drift, per scope (a day, an entity), load key and partition. */
+export interface SchemaDriftCountsTable {
+  source: string;
+  path: string;
+  kind: string;
+  scope: string;
+  load_key: string;
+  part: number;
+  day: DateText | null;
+  count: Count;
+}
+
 /**
  * A limit the callers of a shared request budget asked for, and when last (rate_budget_lease
  * writes it; the budget counts against the lowest asked within 10 minutes, a fixed one first).
@@ -284,6 +312,8 @@ export interface Database {
   alert_incidents: AlertIncidentsTable;
   alert_deliveries: AlertDeliveriesTable;
   freshness_sla: FreshnessSlaTable;
+  schema_drift: SchemaDriftTable;
+  schema_drift_counts: SchemaDriftCountsTable;
 }
 
 /** What a repository function runs on: the pool's kysely or one of its transactions (kysely's style). */
