@@ -14,7 +14,8 @@ import type { FuzzTally } from './loader-fuzz-core.ts';
  * The fuzz run's "held, then seen again" case (decision 0008, items 5 to 10): a day imported in
  * full as its complete export; then a partial export of it, declared complete, with more than
  * CRS_DELETE_GUARD percent of its rows missing, so that the deletes are held; then one or two
- * later loads that see some or all of the held ids again; then `deletes apply`. Expected: no row
+ * later loads that see some or all of the held ids again (`only`: one later load of that kind);
+ * then `deletes apply`. Expected: no row
  * a later load saw (as a row or as a quarantined line with a readable id) is deleted, `list`'s
  * `applicable` is what `apply` deletes, and the day's deleted rows are exactly the held ids no
  * later load saw. The sizes, which ids come back, and how each later load sees them follow the seed.
@@ -89,7 +90,7 @@ function shuffled(n: number, rng: Rng): number[] {
 }
 
 /** The later loads of a seed: which kinds, and which of the day's records each one holds. */
-function plan(seed: number, n: number, guardPct: number) {
+function plan(seed: number, n: number, guardPct: number, only?: LaterLoad) {
   const rng = new Rng(seed);
   const order = shuffled(n, rng);
   const atGuard = Math.floor((n * guardPct) / 100);
@@ -97,8 +98,8 @@ function plan(seed: number, n: number, guardPct: number) {
   const held = order.slice(0, missing);
   const kept = order.slice(missing);
   // The first kind by the seed itself, so that consecutive seeds meet every kind.
-  const kinds: LaterLoad[] = [LATER_LOADS[seed % LATER_LOADS.length]!];
-  if (rng.chance(0.5)) kinds.push(rng.pick(LATER_LOADS));
+  const kinds: LaterLoad[] = [only ?? LATER_LOADS[seed % LATER_LOADS.length]!];
+  if (rng.chance(0.5) && only === undefined) kinds.push(rng.pick(LATER_LOADS));
   // A complete load lacking more than the guard would hold again: the ids no later load sees
   // stay within it then, and at least one held id comes back.
   const maxNever = kinds.includes('complete') ? Math.min(missing - 1, atGuard) : missing - 1;
@@ -139,11 +140,12 @@ export async function heldSeenCheck(
   dir: string,
   seed: number,
   tally: FuzzTally,
+  only?: LaterLoad,
 ): Promise<void> {
   const n = 30 + (seed % 51);
   const recs = makeRecords(n, { day: HELD_DAY, seed: `held${seed}` });
   const idOf = (i: number) => recs[i]!['Message ID'];
-  const p = plan(seed, n, config.deleteGuardPct);
+  const p = plan(seed, n, config.deleteGuardPct, only);
   const what = `held, then seen again (seed ${seed}, ${p.held.length} of ${n} held, ${p.back.length} back; later: ${p.steps.map((s) => s.kind).join(', ')})`;
   const fail = (msg: string): never => {
     throw new Error(`${what}: ${msg}`);
