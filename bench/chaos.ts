@@ -3,7 +3,7 @@ import { parseArgs } from 'node:util';
 import { formatReport, runChaos } from './lib/chaos/run.ts';
 
 /**
- * npm run chaos [-- --days 7 --records-per-day 2000 --workers 3 --faults-per-kind 20 --seed N --minutes 30 --json PATH]
+ * npm run chaos [-- --days 7 --records-per-day 2000 --workers 3 --faults-per-kind 20 --held-rounds 20 --seed N --minutes 30 --json PATH]
  * The seed comes from --seed, else CHAOS_SEED, else is drawn (and printed, to replay the run).
  * Exits 1 on any difference with the ground truth, a failed day of the clean pass, or a worker
  * death the injector did not cause.
@@ -20,6 +20,9 @@ clean pass, or a worker death the injector did not cause.
   --records-per-day N   export records per day (default 2000)
   --workers N           worker processes (default 3)
   --faults-per-kind N   faults of each kind to inject before the clean pass (default 20)
+  --held-rounds N       rounds of "held, then seen again" after the clean pass (default 20): a
+                        day's deletes held by a partial export, the day loaded again in full,
+                        then crs-sync deletes apply; no row the service holds may be deleted
   --minutes M           stop injecting after M minutes even if a quota is not met (default 30)
   --seed N              replay a run's injector schedule (default: CHAOS_SEED, else drawn and printed)
   --json PATH           also write the whole report, every difference included
@@ -36,6 +39,7 @@ const { values } = parseArgs({
     'records-per-day': { type: 'string', default: '2000' },
     workers: { type: 'string', default: '3' },
     'faults-per-kind': { type: 'string', default: '20' },
+    'held-rounds': { type: 'string', default: '20' },
     seed: { type: 'string' },
     minutes: { type: 'string', default: '30' },
     json: { type: 'string' },
@@ -67,6 +71,7 @@ const report = await runChaos({
   recordsPerDay: int('records-per-day', values['records-per-day'], 1),
   workers: int('workers', values.workers, 1),
   faultsPerKind: int('faults-per-kind', values['faults-per-kind'], 0),
+  heldRounds: int('held-rounds', values['held-rounds'], 0),
   minutes: Number(values.minutes),
   log: (line) => process.stderr.write(`${line}\n`),
 });

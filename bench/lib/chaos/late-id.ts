@@ -1,75 +1,21 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { Client } from '@temporalio/client';
 import type { Simulator } from '../../../src/simulator/index.ts';
 import { startBackfill } from '../../../src/temporal/runs.ts';
 import type { Warehouse } from '../../../src/warehouse/db.ts';
+import { type ExportProxy, startExportProxy } from './export-proxy.ts';
 
 /**
  * The chaos run's "over-long line with a late id" step, after the clean pass: one day, already
  * loaded in full, is exported again, known complete, with one record's line grown past the
  * worker's CRS_MAX_LINE_BYTES so that its `Message ID` and `Message Time` lie beyond the 64 KiB
  * the quarantine keeps. A worker of its own reads the export through a proxy in front of the
- * simulator that grows that line (everything else passes through unchanged). Expected: that
+ * simulator (export-proxy.ts) that grows that line (everything else passes through unchanged). Expected: that
  * record's row stays live, the line is quarantined with its id and day, the day deletes and
  * holds nothing, and its ledger counts the poison lines and this one as rejected.
  */
 
 /** The limit the step's worker runs with: far above any line the simulator writes. */
 export const LATE_ID_MAX_LINE_BYTES = 1024 * 1024;
-
-export interface LateIdStep {
-  /** The CRS_BASE_URL the step's worker uses. */
-  baseUrl: string;
-  /** Grows the line of `messageId` in the exports that pass from now on. */
-  grow(messageId: string): void;
-  close(): Promise<void>;
-}
-
-/** The proxy in front of the simulator's base URL. */
-export async function startLateIdProxy(simBaseUrl: string): Promise<LateIdStep> {
-  let victim: string | null = null;
-  const server: Server = createServer((req, res) => {
-    forward(req, res, simBaseUrl, victim).catch(() => res.destroy());
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    grow: (id) => {
-      victim = id;
-    },
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
-}
-
-async function forward(
-  req: IncomingMessage,
-  res: ServerResponse,
-  base: string,
-  victim: string | null,
-): Promise<void> {
-  const headers: Record<string, string> = {};
-  for (const [k, v] of Object.entries(req.headers)) {
-    if (typeof v === 'string' && k !== 'host' && k !== 'content-length') headers[k] = v;
-  }
-  const chunks: Buffer[] = [];
-  for await (const c of req) chunks.push(c as Buffer);
-  const up = await fetch(new URL(req.url ?? '/', base), {
-    method: req.method ?? 'GET',
-    headers: { ...headers, 'accept-encoding': 'identity' },
-    ...(chunks.length > 0 ? { body: Buffer.concat(chunks) } : {}),
-  });
-  let body = Buffer.from(await up.arrayBuffer());
-  if (victim !== null && up.status === 200 && (req.url ?? '').startsWith('/v2/analytics/messages')) {
-    body = Buffer.from(grown(body.toString('utf8'), victim));
-  }
-  const out: Record<string, string> = {};
-  up.headers.forEach((v, k) => {
-    if (k !== 'content-length' && k !== 'transfer-encoding' && k !== 'content-encoding') out[k] = v;
-  });
-  res.writeHead(up.status, { ...out, 'content-length': body.length });
-  res.end(body);
-}
 
 /** The export with the line of `id` grown before its ids (any case the export wrote it in). */
 function grown(text: string, id: string): string {
@@ -94,7 +40,7 @@ export async function lateIdPhase(o: {
   day: string;
   startWorker: (env: Record<string, string>) => void;
 }): Promise<string[]> {
-  const proxy = await startLateIdProxy(o.sim.baseUrl);
+  const proxy = await startExportProxy(o.sim.baseUrl);
   try {
     o.startWorker({
       CRS_BASE_URL: proxy.baseUrl,
@@ -111,7 +57,7 @@ async function runLateIdStep(o: {
   w: Warehouse;
   sim: Simulator;
   client: Client;
-  proxy: LateIdStep;
+  proxy: ExportProxy;
   day: string;
 }): Promise<string[]> {
   const diffs: string[] = [];
@@ -119,7 +65,7 @@ async function runLateIdStep(o: {
   const line = lines[Math.floor(lines.length / 2)];
   if (line === undefined) return [`late id ${o.day}: the day has no record to grow`];
   const id = (JSON.parse(line) as Record<string, string>)['Message ID']!.toLowerCase();
-  o.proxy.grow(id);
+  o.proxy.rewrite((body) => grown(body, id));
   const handle = await startBackfill(o.client, TASK_QUEUE, { from: o.day, to: o.day, enrich: false });
   const r = await handle.result().catch((err: Error) => ({ failedDays: [`${o.day} (${err.message})`] }));
   if (r.failedDays.length > 0) diffs.push(`late id: the day's load failed: ${r.failedDays.join(', ')}`);

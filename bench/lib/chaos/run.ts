@@ -12,6 +12,7 @@ import { backfillWorkflowId, startBackfill } from '../../../src/temporal/runs.ts
 import { openWarehouse, type Warehouse } from '../../../src/warehouse/db.ts';
 import { migrateToLatest } from '../../../src/warehouse/migrator.ts';
 import { type Comparison, compareWithTruth, wronglyDeleted } from './compare.ts';
+import { type HeldSeenReport, heldSeenPhase } from './held-seen.ts';
 import { lateIdPhase } from './late-id.ts';
 import { type PgCluster, startPgCluster } from './pg-cluster.ts';
 
@@ -34,6 +35,11 @@ export interface ChaosOptions {
   faultsPerKind: number;
   /** Bound of the chaos phase: no new pass starts after it (the clean pass still runs). */
   minutes: number;
+  /**
+   * Rounds of the "held, then seen again" step after the clean pass (held-seen.ts), over the days
+   * in turn; default 20.
+   */
+  heldRounds?: number;
   /** Least pause between two of the harness's own faults (the most is three times it); default 2 s. */
   paceMs?: number;
   /** Progress lines (stderr in the CLI); silent without one. */
@@ -88,6 +94,8 @@ export interface ChaosReport {
   workerDeaths: { injected: number; other: number; otherExits: string[] };
   /** What the "over-long line with a late id" step found wrong (late-id.ts); empty when it held. */
   lateId: string[];
+  /** What the "held, then seen again" rounds found (held-seen.ts); its two lists count as differences. */
+  heldSeen: HeldSeenReport;
   /** Days a backfill pass reported failed (over all passes), and the distinct reasons. */
   daysFailed: number;
   failures: string[];
@@ -368,12 +376,32 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       day: to,
       startWorker: (extra) => workers.push(startWorker(extra)),
     });
+    const heldSeen = await heldSeenPhase({
+      w,
+      sim,
+      client,
+      days,
+      rounds: opts.heldRounds ?? 20,
+      seed: opts.seed,
+      cliEnv: {
+        PATH: process.env.PATH ?? '',
+        HOME: process.env.HOME ?? '',
+        ...simEnv,
+        DATABASE_URL: cluster.url,
+        CRS_SCHEMA: schema,
+        LOG_LEVEL: 'warn',
+      },
+      startWorker: (extra) => workers.push(startWorker(extra)),
+      log,
+    });
     const injected = Object.fromEntries(FAULT_KINDS.map((k) => [k, count(k)])) as Record<ChaosFault, number>;
     const { log: _log, ...rest } = opts;
     const differences =
       Object.values(comparison.differences).reduce((n, d) => n + d.length, 0) +
       deletedByFaults.length +
-      lateId.length;
+      lateId.length +
+      heldSeen.deletedInSource.length +
+      heldSeen.problems.length;
     return {
       seed: opts.seed,
       options: rest,
@@ -383,6 +411,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       deletedByFaults,
       workerDeaths: deaths,
       lateId,
+      heldSeen,
       daysFailed,
       failures: [...failures],
       cleanPassFailedDays,
@@ -444,6 +473,17 @@ export function formatReport(r: ChaosReport): string {
   }
   lines.push(`${pad('deleted by faults', 18)} ${pad('', 14)} ${r.deletedByFaults.length}`);
   lines.push(`${pad('late id (1 line)', 18)} ${pad('', 14)} ${r.lateId.length}`);
+  const h = r.heldSeen;
+  lines.push(
+    `${pad('held, seen again', 18)} ${pad(`${h.rounds} rounds`, 14)} ${h.deletedInSource.length + h.problems.length}`,
+  );
+  lines.push('');
+  lines.push(
+    `held, then seen again: ${h.rounds} rounds (${Object.entries(h.byReload)
+      .map(([k, n]) => `${k} ${n}`)
+      .join(', ')}), ${h.held} ids held, ${h.deletedByApply} deleted by deletes apply, ` +
+      `${h.deletedInSource.length} of them rows the service holds`,
+  );
   lines.push('');
   lines.push(`worker deaths: ${r.workerDeaths.injected} injected, ${r.workerDeaths.other} other`);
   lines.push(
@@ -454,6 +494,8 @@ export function formatReport(r: ChaosReport): string {
   const samples = [
     ...r.deletedByFaults,
     ...r.lateId,
+    ...r.heldSeen.deletedInSource,
+    ...r.heldSeen.problems,
     ...Object.values(r.comparison.differences).flat(),
   ].slice(0, 20);
   if (samples.length > 0) lines.push('', 'first differences:', ...samples.map((s) => `  ${s}`));

@@ -9,6 +9,7 @@ import type { LoadSummary } from '../../../src/ingest/load.ts';
 import type { Logger } from '../../../src/log.ts';
 import type { Warehouse } from '../../../src/warehouse/db.ts';
 import { type FakeRecord, makeRecords } from '../../helpers/export-lines.ts';
+import { type HeldSeenTally, heldSeenCheck, newHeldSeenTally } from './held-seen-check.ts';
 
 /**
  * The loader's fuzz property: valid export lines, mutated in ways the world mutates them (byte
@@ -20,7 +21,8 @@ import { type FakeRecord, makeRecords } from '../../helpers/export-lines.ts';
  * run ledger and the checkpoints agreeing. Lines are classified here independently of the loader
  * (split on LF, BOM on line 1, CR, white space), so a line the loader silently drops is caught.
  * Every eighth case also runs `lateIdCheck` (an over-long line with its id beyond the kept prefix,
- * in a day declared complete).
+ * in a day declared complete), and every second `heldSeenCheck` (deletes held, then the held ids
+ * seen again by later loads, then `deletes apply`).
  */
 
 export interface FuzzTally {
@@ -30,10 +32,19 @@ export interface FuzzTally {
   imports: number;
   failedLoads: number;
   byCode: Map<string, number>;
+  heldSeen: HeldSeenTally;
 }
 
 export function newTally(): FuzzTally {
-  return { lines: 0, rows: 0, blank: 0, imports: 0, failedLoads: 0, byCode: new Map() };
+  return {
+    lines: 0,
+    rows: 0,
+    blank: 0,
+    imports: 0,
+    failedLoads: 0,
+    byCode: new Map(),
+    heldSeen: newHeldSeenTally(),
+  };
 }
 
 type Mutation =
@@ -529,6 +540,7 @@ export async function runFuzz(o: FuzzOptions): Promise<void> {
   const perRun = Math.min(o.linesPerRun ?? 500, o.lines);
   const dir = mkdtempSync(path.join(tmpdir(), 'crs-fuzz-'));
   let n = 0;
+  let heldChecks = 0;
   try {
     await fc.assert(
       fc.asyncProperty(fuzzCase(perRun), async (c) => {
@@ -543,6 +555,12 @@ export async function runFuzz(o: FuzzOptions): Promise<void> {
         rmSync(file);
         // The first case and every eighth after it, so that a short run has it too.
         if (n % 8 === 1) await lateIdCheck(o.w, o.config, o.log, dir, c.seed, o.tally);
+        // Every second case. The first is the sequence of issue 20 itself (held rows re-loaded
+        // unchanged, then applied), so that a short run always has it; the others vary by seed.
+        if (n % 2 === 0) {
+          const only = heldChecks++ === 0 ? 'unchanged' : undefined;
+          await heldSeenCheck(o.w, o.config, o.log, dir, c.seed, o.tally, only);
+        }
       }),
       { seed: o.seed, numRuns: Math.ceil(o.lines / perRun), endOnFailure: true },
     );
@@ -563,6 +581,11 @@ export function tallyTable(t: FuzzTally, seed: number): string {
       .sort((a, b) => b[1] - a[1])
       .map(([k, v]): [string, string] => [`  ${k}`, String(v)]),
     ['failed loads', String(t.failedLoads)],
+    ['held, then seen again', String(t.heldSeen.checks)],
+    ...[...t.heldSeen.byLater.entries()].map(([k, v]): [string, string] => [`  later load ${k}`, String(v)]),
+    ['  ids held', String(t.heldSeen.held)],
+    ['  of them seen again', String(t.heldSeen.seenAgain)],
+    ['  deleted by apply', String(t.heldSeen.deletedByApply)],
   ];
   const w = Math.max(...rows.map((r) => r[0].length));
   return rows.map(([k, v]) => `${k.padEnd(w)}  ${v.padStart(8)}`).join('\n');

@@ -20,7 +20,7 @@ describe('loader fuzz', () => {
     await tw?.dispose();
   });
 
-  it('when valid export lines are mutated every way the world mutates them, then no load fails and every line is a row, a reject or a blank line', async () => {
+  it('when valid export lines are mutated every way the world mutates them, then no load fails, every line is a row, a reject or a blank line, and deletes apply never deletes a held row a later load saw', async () => {
     console.log(`loader fuzz: FUZZ_SEED=${seed} FUZZ_LINES=${lines}`);
     const tally = newTally();
     const config = parseConfig({

@@ -39,7 +39,11 @@ try {
   });
 } catch (err) {
   failed = true;
-  console.error((err as Error).message);
+  // fast-check's report names the seed and the case (whose lines can be megabytes); what failed
+  // in the case is its cause.
+  const cause = (err as Error).cause;
+  console.error((err as Error).message.slice(0, 4000));
+  if (cause instanceof Error) console.error(`failed: ${cause.message}`);
 } finally {
   await dropSchema(w).catch(() => {});
   await w.close();
