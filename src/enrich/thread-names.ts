@@ -2,9 +2,9 @@ import type { Kysely } from 'kysely';
 import type { ServiceClient } from '../api/index.ts';
 import { errorMessage } from '../errors.ts';
 import type { Logger } from '../log.ts';
+import { applyThreadList } from '../warehouse/enrichment.ts';
 import type { Database } from '../warehouse/types.ts';
 import { storableText } from './storable.ts';
-import { applyThreadList } from './store.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
