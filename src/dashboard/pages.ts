@@ -4,6 +4,8 @@
  * each section either holds its rows or the error its query met, so one broken query shows an
  * error panel and leaves the rest of the page standing.
  */
+
+import * as Q from '../warehouse/read/index.ts';
 import {
   type Column,
   chartBox,
@@ -17,7 +19,6 @@ import {
   table,
   time,
 } from './html.ts';
-import * as Q from './queries.ts';
 import { type DayRange, shiftDay } from './range.ts';
 
 export type PageName = 'usage' | 'users' | 'threads' | 'citations' | 'health';
