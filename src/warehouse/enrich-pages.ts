@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import type { CitationsTable } from './types.ts';
 
 /**
  * The enrichment's page writes (src/enrich/write-pages.ts builds the rows from a thread's parsed
@@ -56,24 +57,15 @@ export interface PageOwnerRow {
   n: number;
 }
 
-export interface PageCitationRow {
-  owner_kind: 'message' | 'artifact';
-  owner_id: string;
-  ordinal: number;
-  message_id: string | null;
-  artifact_id: string | null;
-  thread_id: string;
-  citation_id: string | null;
-  internal_id: string | null;
-  citation_type: string | null;
-  name: string | null;
-  inline_offset: number | null;
-  summary: string | null;
+/** A `citations` row, its time as text and its extra fields as a JSON object. */
+export type PageCitationRow = Omit<
+  CitationsTable,
+  '_load_id' | '_loaded_at' | 'last_updated_at' | 'extra'
+> & {
   last_updated_at: string | null;
-  is_snippet: boolean | null;
   extra: Record<string, unknown> | null;
   load_id: string;
-}
+};
 
 /** A history entry or artifact quarantined (`rejected_records`). */
 export interface PageRejectRow {

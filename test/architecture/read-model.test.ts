@@ -2,16 +2,14 @@ import path from 'node:path';
 import {
   isIdentifier,
   isImportDeclaration,
-  isNamedImports,
   isNoSubstitutionTemplateLiteral,
   isPropertyAccessExpression,
   isStringLiteral,
   isTemplateExpression,
   type Node,
-  SyntaxKind,
 } from 'typescript/unstable/ast';
 import { describe, expect, it } from 'vitest';
-import { type ParsedFile, withSourceFiles } from '../../scripts/lib/source-ast.ts';
+import { importsTypesOnly, type ParsedFile, withSourceFiles } from '../../scripts/lib/source-ast.ts';
 
 /**
  * The read model's rule (src/warehouse/README.md, "The read model"): the warehouse's shape is
@@ -74,16 +72,7 @@ function sqlIn(file: ParsedFile): string[] {
   const visit = (node: Node): void => {
     if (isImportDeclaration(node) && isStringLiteral(node.moduleSpecifier)) {
       const from = node.moduleSpecifier.text;
-      const c = node.importClause;
-      const bindings = c?.namedBindings;
-      const typeOnly =
-        c !== undefined &&
-        (c.phaseModifier === SyntaxKind.TypeKeyword ||
-          (c.name === undefined &&
-            bindings !== undefined &&
-            isNamedImports(bindings) &&
-            bindings.elements.length > 0 &&
-            bindings.elements.every((e) => e.isTypeOnly)));
+      const typeOnly = importsTypesOnly(node);
       if (DB_MODULES.has(from) && !typeOnly) at(node, `imports ${from} at run time`);
       return;
     }

@@ -56,7 +56,7 @@ function registerStatus(rollups: Command): void {
           return;
         }
         process.stdout.write(
-          `rollups: ${current ? 'current' : 'not current (the views read the raw tables until the next refresh)'}\n` +
+          `rollups: ${current ? 'current' : 'not current (the dashboard, the views and the commands read the raw tables until the next refresh)'}\n` +
             (out.rebuildNeeded ? 'a rebuild is pending: run `crs-sync rollups rebuild`\n' : '') +
             `marked: ${out.markedDays} day(s), ${out.markedThreads} thread(s)\n` +
             `last refresh: ${out.refreshedAt ?? 'never'}; last rebuild: ${out.rebuiltAt ?? 'never'}\n` +

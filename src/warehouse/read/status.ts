@@ -6,7 +6,7 @@ import { shiftDay, utcDay } from '../ledger.ts';
 import { DAY_ALIVE_AT, isStale } from '../liveness.ts';
 import type { Executor } from '../types.ts';
 import { queryable } from './queryable.ts';
-import { recentRuns } from './runs.ts';
+import { type RecentRun, recentRuns } from './runs.ts';
 
 /** What `crs-sync status` shows: the state of the ledger, the runs, the quarantine and enrichment. */
 export interface WarehouseStatus {
@@ -20,22 +20,8 @@ export interface WarehouseStatus {
   abandonedDays: { day: string; loadId: string | null; attempts: number; lastSignOfLife: string | null }[];
   /** How long a running run or day may show no sign of life before it is shown as abandoned. */
   staleAfterMinutes: number;
-  recentRuns: {
-    loadId: string;
-    kind: string;
-    status: string;
-    window: string | null;
-    rowsRead: number;
-    inserted: number;
-    updated: number;
-    rejected: number;
-    deleted: number;
-    startedAt: string;
-    finishedAt: string | null;
-    /** Its last heartbeat or batch commit (a run shown `abandoned` has had none for staleAfterMinutes). */
-    lastSignOfLife: string;
-    error: string | null;
-  }[];
+  /** As read/runs.ts reads them, the window as one text ('from..to'). */
+  recentRuns: (Omit<RecentRun, 'windowStart' | 'windowEnd'> & { window: string | null })[];
   rejects: { source: string; errorCode: string; open: number; replayed: number }[];
   threads: Record<string, number>;
   messages: { live: number; deleted: number };
