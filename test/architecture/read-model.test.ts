@@ -132,15 +132,6 @@ const { checked, violations, dashboardReach } = withSourceFiles(ROOT, (parsed) =
 
 describe('the read model holds the SQL that people read and enrichment writes', () => {
   it('when the dashboard, the CLI, the demo and the enrichment are read, then none holds SQL, a query builder call or a run-time pg/kysely import', () => {
-    expect(checked.length).toBeGreaterThan(30);
-    expect(violations).toEqual([]);
-  });
-
-  it('when the dashboard imports from the warehouse, then it imports the read model only', () => {
-    expect(dashboardReach).toEqual([]);
-  });
-
-  it('when the rule reads a statement or a sentence, then it tells them apart', () => {
     // The rule itself: guards against patterns that accept everything or nothing.
     for (const stmt of [
       `select count(*) from sync_days where status = $1`,
@@ -161,5 +152,11 @@ describe('the read model holds the SQL that people read and enrichment writes', 
     ]) {
       expect(readsAsSql(prose), prose).toBe(false);
     }
+    expect(checked.length).toBeGreaterThan(30);
+    expect(violations).toEqual([]);
+  });
+
+  it('when the dashboard imports from the warehouse, then it imports the read model only', () => {
+    expect(dashboardReach).toEqual([]);
   });
 });
