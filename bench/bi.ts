@@ -166,11 +166,11 @@ async function viewTimings(w: Warehouse): Promise<string[][]> {
 
 type QueryFn = (q: pg.Pool | pg.PoolClient, r: { from: string; to: string }) => Promise<unknown>;
 
-/** The dashboard's queries (src/dashboard/queries.ts): over rollups, and their raw versions. */
+/** The dashboard's queries (src/warehouse/read/): over rollups, and their raw versions. */
 async function dashboardTimings(
   w: Warehouse,
 ): Promise<{ rows: string[][]; worstMs: number; worstRatio: number }> {
-  const mod = (await import('../src/dashboard/queries.ts')) as Record<string, unknown>;
+  const mod = (await import('../src/warehouse/read/query-sets.ts')) as Record<string, unknown>;
   const fast = mod.DASHBOARD_QUERIES as Record<string, QueryFn>;
   const raw = (mod.RAW_DASHBOARD_QUERIES ?? null) as Record<string, QueryFn> | null;
   const ranges: Array<[string, { from: string; to: string }]> = [
@@ -390,7 +390,7 @@ async function main(): Promise<void> {
       say(table(['query', 'raw', 'rollups', 'speed-up', 'same'], await viewTimings(big)));
     }
     if (!flags['skip-queries'] && !flags['skip-dashboard']) {
-      say(`\n## Dashboard queries (src/dashboard/queries.ts): raw vs rollups (load ${load()})\n`);
+      say(`\n## Dashboard queries (src/warehouse/read/): raw vs rollups (load ${load()})\n`);
       const d = await dashboardTimings(big);
       say(table(['query', 'range', 'raw', 'rollups', 'speed-up', 'same'], d.rows));
       say(

@@ -1,5 +1,11 @@
 import path from 'node:path';
-import { computeLineStarts, type SourceFile } from 'typescript/unstable/ast';
+import {
+  computeLineStarts,
+  type ImportDeclaration,
+  isNamedImports,
+  type SourceFile,
+  SyntaxKind,
+} from 'typescript/unstable/ast';
 import { API } from 'typescript/unstable/sync';
 
 /** The folders whose files are the connector's source (not tests, benches or migrations). */
@@ -49,4 +55,19 @@ function lineAt(starts: readonly number[], pos: number): number {
     else hi = mid - 1;
   }
   return lo + 1;
+}
+
+/** Whether an import brings in types only (`import type …`, or every named binding `type`). */
+export function importsTypesOnly(node: ImportDeclaration): boolean {
+  const c = node.importClause;
+  const bindings = c?.namedBindings;
+  return (
+    c !== undefined &&
+    (c.phaseModifier === SyntaxKind.TypeKeyword ||
+      (c.name === undefined &&
+        bindings !== undefined &&
+        isNamedImports(bindings) &&
+        bindings.elements.length > 0 &&
+        bindings.elements.every((e) => e.isTypeOnly)))
+  );
 }

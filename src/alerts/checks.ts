@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import { redactText } from '../log.ts';
-import { type Freshness, readFreshness } from '../warehouse/freshness.ts';
 import type { Condition } from '../warehouse/incidents.ts';
+import { type Freshness, readFreshness } from '../warehouse/read/freshness.ts';
 import type { Executor } from '../warehouse/types.ts';
 import { openSchemaDrifts } from './drift-source.ts';
 

@@ -1,8 +1,8 @@
 import { errorMessage } from '../errors.ts';
 import type { Logger } from '../log.ts';
-import type { Freshness } from '../warehouse/freshness.ts';
-import { storeFreshnessSla } from '../warehouse/freshness.ts';
 import { syncIncidents, type Transition } from '../warehouse/incidents.ts';
+import type { Freshness } from '../warehouse/read/freshness.ts';
+import { storeFreshnessSla } from '../warehouse/read/freshness.ts';
 import type { Executor } from '../warehouse/types.ts';
 import { ALERT_KINDS, type CheckSettings, evaluateConditions } from './checks.ts';
 import { deliverDue } from './sender.ts';

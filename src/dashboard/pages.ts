@@ -5,7 +5,7 @@
  * error panel and leaves the rest of the page standing.
  */
 
-import { describeFreshness, type Freshness, healthViewFreshness } from '../warehouse/freshness.ts';
+import * as Q from '../warehouse/read/index.ts';
 import {
   type Column,
   chartBox,
@@ -19,7 +19,6 @@ import {
   table,
   time,
 } from './html.ts';
-import * as Q from './queries.ts';
 import { type DayRange, shiftDay } from './range.ts';
 
 export type PageName = 'usage' | 'users' | 'threads' | 'citations' | 'health';
@@ -689,7 +688,7 @@ const health: PageDef = {
   ranged: false,
   sections: {
     health: (q) => Q.syncHealth(q),
-    freshness: (q) => healthViewFreshness(q),
+    freshness: (q) => Q.healthViewFreshness(q),
     days: Q.ledgerDays,
     failed: (q) => Q.failedDays(q),
     held: (q) => Q.heldDeletes(q),
@@ -705,9 +704,9 @@ const health: PageDef = {
       if (rows) out.push(show(rows));
     };
     part<Q.SyncHealth>('health', healthFigures);
-    part<Freshness>(
+    part<Q.Freshness>(
       'freshness',
-      (f) => `<p class="help" data-figure="freshness">Freshness: ${esc(describeFreshness(f))}.</p>`,
+      (f) => `<p class="help" data-figure="freshness">Freshness: ${esc(Q.describeFreshness(f))}.</p>`,
     );
     part<Q.FailedDay[]>('failed', failedDaysPart);
     part<Q.HeldDeleteDay[]>('held', heldDeletesPart);

@@ -7,9 +7,9 @@
  * page costs follows the days that hold data, not the range (`clampToData`), so a wide range is
  * no reason to refuse. What is not a range is refused with a message that says why.
  */
-import type { DataExtent, DayRange } from './queries.ts';
+import type { DataExtent, DayRange } from '../warehouse/read/index.ts';
 
-export type { DayRange } from './queries.ts';
+export type { DayRange } from '../warehouse/read/index.ts';
 
 export const DEFAULT_SPAN_DAYS = 30;
 

@@ -28,12 +28,21 @@ import type pg from 'pg';
 import type { Logger } from '../log.ts';
 import { redactText } from '../log.ts';
 import { dbFailureKind } from '../warehouse/db-errors.ts';
-import { rollupsCurrent } from '../warehouse/rollups.ts';
+import {
+  beginReadSnapshot,
+  type DataExtent,
+  dataExtent,
+  dataSpan,
+  endReadSnapshot,
+  type Queryable,
+  readSource,
+  type Source,
+  savepoint,
+} from '../warehouse/read/index.ts';
 import { type AccessRules, accessRules, refusal } from './access.ts';
 import { cancelRunning } from './cancel.ts';
 import { errorPanel, esc } from './html.ts';
 import { PAGE_ORDER, PAGES, type PageData, type PageName, type SectionResult } from './pages.ts';
-import { type DataExtent, dataExtent, dataSpan, type Queryable, type Source } from './queries.ts';
 import { clampToData, presets, resolveRange } from './range.ts';
 
 /** The port `crs-sync dashboard` (and `crs-sync demo --keep`) listens on unless told otherwise. */
@@ -198,46 +207,35 @@ async function loadPage(
     cancelled = cancelRunning(held);
   };
   rc.signal.addEventListener('abort', onAbort, { once: true });
-  const query = (text: string) => {
-    if (rc.signal.aborted) throw new Aborted('the client went away');
-    return held.query(text);
+  // What the sections query through: nothing new starts once the client has gone.
+  const q: Queryable = {
+    query: (text, values) =>
+      rc.signal.aborted ? Promise.reject(new Aborted('the client went away')) : held.query(text, values),
   };
   let broken: unknown;
   try {
-    await query('begin transaction isolation level repeatable read, read only');
-    await query(`set local timezone = 'UTC'`);
-    // The pages' queries are small aggregations over rollups: compiling them (PostgreSQL's JIT,
-    // on when a plan's estimated cost is high, as on a 10M-row warehouse) costs more than it saves.
-    await query('set local jit = off');
-    await query(
-      `set local statement_timeout = ${Math.max(0, Math.floor(opts.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS))}`,
-    );
+    await beginReadSnapshot(q, opts.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS);
     let n = 0;
     const run = async (fn: () => Promise<unknown>): Promise<SectionResult> => {
-      const sp = `s${n++}`;
-      await query(`savepoint ${sp}`);
+      const sp = n++;
+      await savepoint.open(q, sp);
       try {
         const data = await fn();
-        await query(`release savepoint ${sp}`);
+        await savepoint.release(q, sp);
         return { ok: true, data };
       } catch (err) {
         if (rc.signal.aborted) throw new Aborted('the client went away');
         const f = describeFailure(err);
         if (f.unreachable) throw new Unreachable(f.message);
-        await query(`rollback to savepoint ${sp}`);
+        await savepoint.rollback(q, sp);
         opts.log?.warn({ page: name, error: f.message }, 'a dashboard query failed');
         return { ok: false, error: f.message };
       }
     };
-    // The rollups when they are current in this snapshot; the raw tables while a load's refresh
-    // is due, or on a warehouse whose schema predates them.
-    // What the sections query through: nothing new starts once the client has gone.
-    const q: Queryable = {
-      query: (text, values) =>
-        rc.signal.aborted ? Promise.reject(new Aborted('the client went away')) : held.query(text, values),
-    };
-    const current = await run(() => rollupsCurrent(held));
-    const source: Source = current.ok && current.data === true ? 'rollup' : 'raw';
+    // The one rule of every reader (readSource): the rollups when they are current in this
+    // snapshot, the raw tables while a refresh is due or on a schema that predates them.
+    const chosen = await run(() => readSource(q));
+    const source: Source = chosen.ok ? (chosen.data as Source) : 'raw';
     const ext = await run(() => dataExtent(q, source));
     const extent = ext.ok ? (ext.data as DataExtent) : null;
     const range = resolveRange(params, extent);
@@ -272,7 +270,7 @@ async function loadPage(
       // Nothing to keep (read only): the transaction is rolled back. A client whose transaction
       // could not be ended is dropped rather than handed to the next request.
       if (!broken)
-        broken = await held.query('rollback').then(
+        broken = await endReadSnapshot(held).then(
           () => undefined,
           (err: unknown) => err,
         );

@@ -21,10 +21,11 @@ import {
 import { pinoSdkLogger } from '../temporal/sdk-logger.ts';
 import { createSyncWorker } from '../temporal/worker.ts';
 import { parseWorkerSettings } from '../temporal/worker-settings.ts';
+import { readBi, readFigures } from '../warehouse/read/index.ts';
 import type { DemoOptions } from './options.ts';
 import { demoDataset, demoWindow } from './options.ts';
 import { Stack } from './stack.ts';
-import { type DemoSummary, readBi, readFigures, renderSummary } from './summary.ts';
+import { type DemoSummary, renderSummary } from './summary.ts';
 import { startDemoTemporal } from './temporal.ts';
 import { openDemoWarehouse } from './warehouse.ts';
 

@@ -5,6 +5,7 @@ import { present } from '../common/checked.ts';
 import type { DriftNote } from '../common/schema-drift.ts';
 import { CrsError, errorMessage, isCrsError } from '../errors.ts';
 import type { Logger } from '../log.ts';
+import { failThread, readThreadStates, type ThreadState } from '../warehouse/enrichment.ts';
 import { acceptedDriftPaths, type DriftCount, recordEntityDrift } from '../warehouse/schema-drift.ts';
 import type { Database } from '../warehouse/types.ts';
 import { parseArtifact } from './artifact.ts';
@@ -13,7 +14,6 @@ import { type EnrichCounts, emptyEnrichCounts } from './counts.ts';
 import { type ParsedEntry, parseHistoryEntry } from './history-entry.ts';
 import type { PageWriter } from './page-writer.ts';
 import { rawText } from './storable.ts';
-import { failThread, readThreadStates, type ThreadState } from './store.ts';
 import type { ThreadNames } from './thread-names.ts';
 import { finishOnly, type RejectRow, type StoredArtifact } from './write-pages.ts';
 

@@ -12,16 +12,16 @@ import type pg from 'pg';
 import type { ServiceClient } from '../api/index.ts';
 import type { Logger } from '../log.ts';
 import { isRetryableDbError, toDbCrsError } from '../warehouse/db-errors.ts';
+import { listPendingThreads } from '../warehouse/enrichment.ts';
 import { refreshRollups } from '../warehouse/rollups.ts';
 import type { Database } from '../warehouse/types.ts';
 import type { EnrichCounts } from './counts.ts';
 import { type EnrichThreadsInput, enrichThreads } from './enrich-threads.ts';
 import { createPageWriter } from './page-writer.ts';
-import { listPendingThreads } from './store.ts';
 import { createThreadNames } from './thread-names.ts';
 
+export { listPendingThreads } from '../warehouse/enrichment.ts';
 export { DEFAULT_MAX_THREAD_ATTEMPTS, type EnrichThreadsInput, enrichThreads } from './enrich-threads.ts';
-export { listPendingThreads } from './store.ts';
 
 export interface EnrichOps {
   listPendingThreads(input: { afterThreadId: string | null; limit: number }): Promise<string[]>;

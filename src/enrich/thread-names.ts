@@ -3,11 +3,11 @@ import type { ServiceClient } from '../api/index.ts';
 import type { DriftNote } from '../common/schema-drift.ts';
 import { errorMessage } from '../errors.ts';
 import type { Logger } from '../log.ts';
+import { applyThreadList } from '../warehouse/enrichment.ts';
 import { acceptedDriftPaths, type DriftCount, recordEntityDrift } from '../warehouse/schema-drift.ts';
 import type { Database } from '../warehouse/types.ts';
 import { responseDrift } from './contract.ts';
 import { storableText } from './storable.ts';
-import { applyThreadList } from './store.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 

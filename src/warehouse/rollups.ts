@@ -130,13 +130,15 @@ async function vacuumRollups(pool: pg.Pool, onStep?: Progress): Promise<void> {
 
 // Nothing marked and no rebuild pending. Marks commit with the data they mark and a refresh
 // takes them in the transaction that writes the rollups, so in any one snapshot where this holds
-// the rollups are exact for that snapshot's raw rows.
-const CURRENT_SQL = `not exists (select 1 from rollup_dirty_days) and not exists (select 1 from rollup_dirty_threads)
+// the rollups are exact for that snapshot's raw rows. The rule of every reader (read/source.ts
+// `readSource`); the BI views hold the same condition in their SQL (`CURRENT` of the rollups
+// migration: a migration never imports application code).
+export const ROLLUPS_CURRENT_SQL = `not exists (select 1 from rollup_dirty_days) and not exists (select 1 from rollup_dirty_threads)
   and not coalesce((select rebuild_needed from rollup_state), true)`;
 
 /** Whether every rollup is current: nothing marked and no rebuild pending. */
 export async function rollupsCurrent(pool: Pick<pg.Pool, 'query'>): Promise<boolean> {
-  const r = await pool.query<{ current: boolean }>(`select ${CURRENT_SQL} as current`);
+  const r = await pool.query<{ current: boolean }>(`select ${ROLLUPS_CURRENT_SQL} as current`);
   return r.rows[0]?.current === true;
 }
 
@@ -155,7 +157,7 @@ export async function threadTotalsFromRollups(
   loadId: string,
 ): Promise<number | null> {
   const r = await pool.query<{ current: boolean; n: number }>(
-    `with cur as (select ${CURRENT_SQL} as ok),
+    `with cur as (select ${ROLLUPS_CURRENT_SQL} as ok),
      u as (
        update threads t set first_message_at = r.first_message_at, last_message_at = r.last_message_at,
                             message_count = r.messages

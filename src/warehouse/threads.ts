@@ -3,7 +3,7 @@ import type { Executor } from './types.ts';
 
 /**
  * `threads` and the loader's `thread_queue`, outside the enrichment itself (whose reads and
- * writes of a thread's pages are in src/enrich/store.ts and write-pages.ts).
+ * writes of a thread's pages are in enrichment.ts and enrich-pages.ts).
  */
 
 /**

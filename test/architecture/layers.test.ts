@@ -5,13 +5,17 @@ import {
   isImportDeclaration,
   isImportTypeNode,
   isLiteralTypeNode,
-  isNamedImports,
   isStringLiteral,
   type Node,
   SyntaxKind,
 } from 'typescript/unstable/ast';
 import { describe, expect, it } from 'vitest';
-import { type ParsedFile, SOURCE_DIRS, withSourceFiles } from '../../scripts/lib/source-ast.ts';
+import {
+  importsTypesOnly,
+  type ParsedFile,
+  SOURCE_DIRS,
+  withSourceFiles,
+} from '../../scripts/lib/source-ast.ts';
 
 /**
  * The layer rule of docs/architecture.md, checked on every import of every source file:
@@ -77,17 +81,7 @@ function importsOf(file: ParsedFile): Import[] {
   };
   const visit = (node: Node): void => {
     if (isImportDeclaration(node)) {
-      const c = node.importClause;
-      const bindings = c?.namedBindings;
-      const allTypes =
-        c !== undefined &&
-        (c.phaseModifier === SyntaxKind.TypeKeyword ||
-          (c.name === undefined &&
-            bindings !== undefined &&
-            isNamedImports(bindings) &&
-            bindings.elements.length > 0 &&
-            bindings.elements.every((e) => e.isTypeOnly)));
-      add(node.moduleSpecifier, allTypes);
+      add(node.moduleSpecifier, importsTypesOnly(node));
     } else if (isExportDeclaration(node)) {
       add(node.moduleSpecifier, node.isTypeOnly);
     } else if (isCallExpression(node) && node.expression.kind === SyntaxKind.ImportKeyword) {

@@ -4,9 +4,9 @@ import { sql } from 'kysely';
 import type { Browser, Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findChromium, launchChromium } from '../../src/dashboard/page-load.ts';
-import { DASHBOARD_QUERIES, RAW_DASHBOARD_QUERIES } from '../../src/dashboard/queries.ts';
 import { type Dashboard, startDashboard } from '../../src/dashboard/server.ts';
 import { openWarehouse } from '../../src/warehouse/db.ts';
+import { DASHBOARD_QUERIES, RAW_DASHBOARD_QUERIES } from '../../src/warehouse/read/index.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 import { type LoadedWarehouse, loadWarehouse } from './fixture.ts';
 

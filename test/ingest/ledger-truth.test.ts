@@ -7,7 +7,7 @@ import { loadExportDay } from '../../src/ingest/export-day.ts';
 import { createLogger } from '../../src/log.ts';
 import { generateExportLines } from '../../src/simulator/index.ts';
 import { planWindow, startRun, touchRun } from '../../src/warehouse/ledger.ts';
-import { readStatus } from '../../src/warehouse/status.ts';
+import { readStatus } from '../../src/warehouse/read/status.ts';
 import { client, SECRETS } from '../api/helpers/client-setup.ts';
 import { type ScriptedServer, startScriptedServer } from '../api/helpers/scripted-server.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config.ts';
 import { replayRejects } from '../../src/ingest/replay.ts';
 import { createLogger } from '../../src/log.ts';
-import { readStatus } from '../../src/warehouse/status.ts';
+import { readStatus } from '../../src/warehouse/read/status.ts';
 import { makeRecords } from '../helpers/export-lines.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 

@@ -1,7 +1,7 @@
 import type { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { STALE_AFTER_MS } from '../../src/common/liveness.ts';
-import { readStatus } from '../../src/warehouse/status.ts';
+import { readStatus } from '../../src/warehouse/read/status.ts';
 import { syncWindow } from '../../workflows/index.ts';
 import { dayWorkflowId } from '../../workflows/types.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';

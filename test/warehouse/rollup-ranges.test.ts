@@ -3,16 +3,16 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config.ts';
+import { importFile } from '../../src/ingest/import-file.ts';
+import { createLogger } from '../../src/log.ts';
+import { Rng } from '../../src/simulator/prng.ts';
 import {
   citationTypeTotals,
   threadBreakdown,
   topThreads,
   topUsers,
   usageTotals,
-} from '../../src/dashboard/queries.ts';
-import { importFile } from '../../src/ingest/import-file.ts';
-import { createLogger } from '../../src/log.ts';
-import { Rng } from '../../src/simulator/prng.ts';
+} from '../../src/warehouse/read/index.ts';
 import { rebuildRollups, refreshRollups } from '../../src/warehouse/rollups.ts';
 import { type FakeRecord, uuidFrom } from '../helpers/export-lines.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
@@ -66,8 +66,10 @@ async function expectEveryRange(stage: string): Promise<void> {
     for (let b = a; b < DAYS.length; b++) {
       const r = { from: DAYS[a] ?? '', to: DAYS[b] ?? '' };
       const at = `${stage}, ${r.from}..${r.to} (seed ${SEED})`;
-      expect(await usageTotals(tw.w.pool, r), at).toEqual(await usageTotals(tw.w.pool, r, 'raw'));
-      expect(await threadBreakdown(tw.w.pool, r), at).toEqual(await threadBreakdown(tw.w.pool, r, 'raw'));
+      expect(await usageTotals(tw.w.pool, r, 'rollup'), at).toEqual(await usageTotals(tw.w.pool, r, 'raw'));
+      expect(await threadBreakdown(tw.w.pool, r, 'rollup'), at).toEqual(
+        await threadBreakdown(tw.w.pool, r, 'raw'),
+      );
       // Top lists, at a small limit (many ties, broken by id) and at the dashboard's.
       for (const limit of [2, 25]) {
         const users = await topUsers(tw.w.pool, r, 'raw', limit);
@@ -176,7 +178,7 @@ describe('range rollups', () => {
     expect(new Set(marked.rows.map((r) => r.id))).toEqual(new Set([ids[0]?.id, ids[1]?.id, ids[2]?.id]));
     await refreshRollups(tw.w.pool);
     await expectEveryRange('statuses changed');
-    const failed = await threadBreakdown(tw.w.pool, RANGE);
+    const failed = await threadBreakdown(tw.w.pool, RANGE, 'rollup');
     expect(failed.statuses.find((s) => s.status === 'failed')?.threads).toBe(1);
     expect(failed.statuses.find((s) => s.status === '(not queued)')?.threads).toBe(1);
   });
@@ -197,18 +199,20 @@ describe('range rollups', () => {
     await cite('a-dated', thread?.id ?? '', 'dated.example');
     await refreshRollups(tw.w.pool);
     for (const r of [RANGE, { from: DAYS[3] ?? '', to: DAYS[6] ?? '' }]) {
-      expect(await citationTypeTotals(tw.w.pool, r)).toEqual(await citationTypeTotals(tw.w.pool, r, 'raw'));
+      expect(await citationTypeTotals(tw.w.pool, r, 'rollup')).toEqual(
+        await citationTypeTotals(tw.w.pool, r, 'raw'),
+      );
     }
-    expect(await citationTypeTotals(tw.w.pool, RANGE)).toEqual([
+    expect(await citationTypeTotals(tw.w.pool, RANGE, 'rollup')).toEqual([
       { citationType: 'web', citations: 1, sources: 1 },
     ]);
     // Dayless: a thread with no export rows and no history.
     await cite('a-dayless', uuidFrom('ranges:no-such-thread'), 'dayless.example');
     await refreshRollups(tw.w.pool);
-    expect(await citationTypeTotals(tw.w.pool, RANGE)).toEqual(
+    expect(await citationTypeTotals(tw.w.pool, RANGE, 'rollup')).toEqual(
       await citationTypeTotals(tw.w.pool, RANGE, 'raw'),
     );
-    expect(await citationTypeTotals(tw.w.pool, RANGE)).toEqual([
+    expect(await citationTypeTotals(tw.w.pool, RANGE, 'rollup')).toEqual([
       { citationType: 'web', citations: 1, sources: 1 },
     ]);
   });

@@ -1,7 +1,8 @@
 import type { Command } from 'commander';
 import { CrsError } from '../../errors.ts';
 import { dayRange } from '../../warehouse/ledger.ts';
-import { ROLLUP_TABLES, rebuildRollups, refreshRollups, rollupsCurrent } from '../../warehouse/rollups.ts';
+import { rollupStatus } from '../../warehouse/read/index.ts';
+import { rebuildRollups, refreshRollups } from '../../warehouse/rollups.ts';
 import { loadContext, openConfiguredWarehouse } from '../context.ts';
 
 const DAY = /^\d{4}-\d{2}-\d{2}$/;
@@ -48,38 +49,14 @@ function registerStatus(rollups: Command): void {
       const ctx = loadContext();
       const wh = await openConfiguredWarehouse(ctx, { connections: 1, schema: 'current' });
       try {
-        const pool = wh.warehouse.pool;
-        const current = await rollupsCurrent(pool);
-        const state = await pool.query<{
-          rebuild_needed: boolean;
-          rebuilt_at: string | null;
-          refreshed_at: string | null;
-        }>('select rebuild_needed, rebuilt_at::text, refreshed_at::text from rollup_state');
-        const marks = await pool.query<{ days: number; threads: number }>(
-          `select (select count(distinct day) from rollup_dirty_days)::int as days,
-                  (select count(distinct thread_id) from rollup_dirty_threads)::int as threads`,
-        );
-        const rows: Record<string, number> = {};
-        for (const t of ROLLUP_TABLES) {
-          const r = await pool.query<{ n: number }>(`select count(*)::bigint as n from ${t}`);
-          rows[t] = Number(r.rows[0]?.n ?? 0);
-        }
-        const s = state.rows[0];
-        const out = {
-          current,
-          rebuildNeeded: s?.rebuild_needed ?? true,
-          markedDays: marks.rows[0]?.days ?? 0,
-          markedThreads: marks.rows[0]?.threads ?? 0,
-          refreshedAt: s?.refreshed_at ?? null,
-          rebuiltAt: s?.rebuilt_at ?? null,
-          rows,
-        };
+        const out = await rollupStatus(wh.warehouse.pool);
+        const { current, rows } = out;
         if (o.json) {
           process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
           return;
         }
         process.stdout.write(
-          `rollups: ${current ? 'current' : 'not current (the views read the raw tables until the next refresh)'}\n` +
+          `rollups: ${current ? 'current' : 'not current (the dashboard, the views and the commands read the raw tables until the next refresh)'}\n` +
             (out.rebuildNeeded ? 'a rebuild is pending: run `crs-sync rollups rebuild`\n' : '') +
             `marked: ${out.markedDays} day(s), ${out.markedThreads} thread(s)\n` +
             `last refresh: ${out.refreshedAt ?? 'never'}; last rebuild: ${out.rebuiltAt ?? 'never'}\n` +

@@ -1,7 +1,6 @@
 import type { Command } from 'commander';
 import { renderTable } from '../../common/table.ts';
-import { describeFreshness } from '../../warehouse/freshness.ts';
-import { readStatus, type WarehouseStatus } from '../../warehouse/status.ts';
+import { describeFreshness, readStatus, type WarehouseStatus } from '../../warehouse/read/index.ts';
 import { loadContext, openConfiguredWarehouse } from '../context.ts';
 
 export function registerStatus(program: Command): void {

@@ -1,11 +1,13 @@
 import { sql } from 'kysely';
-import { STALE_AFTER_MS } from '../common/liveness.ts';
-import { getWatermark } from './days.ts';
+import { STALE_AFTER_MS } from '../../common/liveness.ts';
+import { getWatermark } from '../days.ts';
+import { type HeldDay, listHeldDeletes } from '../held-deletes.ts';
+import { shiftDay, utcDay } from '../ledger.ts';
+import { DAY_ALIVE_AT, isStale } from '../liveness.ts';
+import type { Executor } from '../types.ts';
 import { DEFAULT_FRESHNESS_SLA_SECONDS, type Freshness, readFreshness } from './freshness.ts';
-import { type HeldDay, listHeldDeletes } from './held-deletes.ts';
-import { shiftDay, utcDay } from './ledger.ts';
-import { DAY_ALIVE_AT, isStale, RUN_ALIVE_AT } from './liveness.ts';
-import type { Executor } from './types.ts';
+import { queryable } from './queryable.ts';
+import { type RecentRun, recentRuns } from './runs.ts';
 
 /** What `crs-sync status` shows: the state of the ledger, the runs, the quarantine and enrichment. */
 export interface WarehouseStatus {
@@ -19,22 +21,8 @@ export interface WarehouseStatus {
   abandonedDays: { day: string; loadId: string | null; attempts: number; lastSignOfLife: string | null }[];
   /** How long a running run or day may show no sign of life before it is shown as abandoned. */
   staleAfterMinutes: number;
-  recentRuns: {
-    loadId: string;
-    kind: string;
-    status: string;
-    window: string | null;
-    rowsRead: number;
-    inserted: number;
-    updated: number;
-    rejected: number;
-    deleted: number;
-    startedAt: string;
-    finishedAt: string | null;
-    /** Its last heartbeat or batch commit (a run shown `abandoned` has had none for staleAfterMinutes). */
-    lastSignOfLife: string;
-    error: string | null;
-  }[];
+  /** As read/runs.ts reads them, the window as one text ('from..to'). */
+  recentRuns: (Omit<RecentRun, 'windowStart' | 'windowEnd'> & { window: string | null })[];
   rejects: { source: string; errorCode: string; open: number; replayed: number }[];
   threads: Record<string, number>;
   messages: { live: number; deleted: number };
@@ -158,32 +146,26 @@ async function readDays(
   };
 }
 
-/** The last ten runs, a running one with no sign of life shown as abandoned. */
+/** The last ten runs (read/runs.ts, the dashboard's too), the window as one text. */
 async function readRecentRuns(
   db: Executor,
   now: Date,
   staleAfterMs: number,
 ): Promise<WarehouseStatus['recentRuns']> {
-  const runs = await db
-    .selectFrom('sync_runs as r')
-    .selectAll()
-    .select(RUN_ALIVE_AT.as('alive_at'))
-    .orderBy('r.started_at', 'desc')
-    .limit(10)
-    .execute();
-  return runs.map((r) => ({
-    loadId: r.load_id,
+  const runs = await recentRuns(queryable(db), { limit: 10, now, staleAfterMs });
+  return runs.map(({ windowStart, windowEnd, ...r }) => ({
+    loadId: r.loadId,
     kind: r.kind,
-    status: r.status === 'running' && isStale(r.alive_at, now, staleAfterMs) ? 'abandoned' : r.status,
-    window: r.window_start ? `${r.window_start}..${r.window_end}` : null,
-    rowsRead: r.rows_read,
-    inserted: r.rows_inserted,
-    updated: r.rows_updated,
-    rejected: r.rows_rejected,
-    deleted: r.rows_deleted,
-    startedAt: r.started_at.toISOString(),
-    finishedAt: r.finished_at ? r.finished_at.toISOString() : null,
-    lastSignOfLife: new Date(r.alive_at).toISOString(),
+    status: r.status,
+    window: windowStart ? `${windowStart}..${windowEnd}` : null,
+    rowsRead: r.rowsRead,
+    inserted: r.inserted,
+    updated: r.updated,
+    rejected: r.rejected,
+    deleted: r.deleted,
+    startedAt: r.startedAt,
+    finishedAt: r.finishedAt,
+    lastSignOfLife: r.lastSignOfLife,
     error: r.error,
   }));
 }

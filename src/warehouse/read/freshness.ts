@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
-import { getWatermark } from './days.ts';
-import type { Executor } from './types.ts';
+import { getWatermark } from '../days.ts';
+import type { Executor } from '../types.ts';
 
 /**
  * How current the warehouse is, per source, judged against an SLA (CRS_FRESHNESS_SLA).

@@ -1,9 +1,10 @@
 import { type Kysely, sql } from 'kysely';
-import type { Database, EnrichStatus } from '../warehouse/types.ts';
+import type { Database, EnrichStatus } from './types.ts';
 
 /**
- * Repository functions of the enrichment (tables threads, thread_messages, citations,
- * artifacts); the pages themselves are written by write-pages.ts.
+ * The enrichment's own reads and writes of `threads` (src/enrich): which threads are pending,
+ * where each one's history stands, a failed attempt, the thread list's names and re-queues. The
+ * pages themselves are written by enrich-pages.ts.
  */
 
 export interface ThreadState {

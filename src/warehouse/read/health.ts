@@ -1,0 +1,163 @@
+/**
+ * The sync's health now (the ledger's small tables, the same whatever the source): the
+ * `sync_health` view, the ledger's days, failed days, held deletes, the quarantine by code, the
+ * enrichment backlog.
+ */
+import { type DayRange, type Queryable, rowsOf, TOP_N } from './queryable.ts';
+
+export interface SyncHealth {
+  watermark: string | null;
+  lagDays: number | null;
+  firstDay: string | null;
+  lastDay: string | null;
+  completeDays: number;
+  failedDays: number;
+  runningDays: number;
+  pendingDays: number;
+  lastRunLoadId: string | null;
+  lastRunKind: string | null;
+  lastRunStatus: string | null;
+  lastRunStartedAt: string | null;
+  lastRunFinishedAt: string | null;
+  lastSuccessAt: string | null;
+  openRejects: number;
+  threadsPending: number;
+  threadsFailed: number;
+  heldDeletes: number;
+  heldDeleteDays: number;
+  incompleteExportDays: number;
+}
+
+/** The one row of the `sync_health` view. */
+export async function syncHealth(q: Queryable): Promise<SyncHealth> {
+  const [h] = await rowsOf<SyncHealth>(
+    q,
+    `select watermark::text as watermark, lag_days as "lagDays", first_day::text as "firstDay",
+            last_day::text as "lastDay", complete_days as "completeDays", failed_days as "failedDays",
+            running_days as "runningDays", pending_days as "pendingDays",
+            last_run_load_id as "lastRunLoadId", last_run_kind as "lastRunKind", last_run_status as "lastRunStatus",
+            to_json(last_run_started_at)#>>'{}' as "lastRunStartedAt",
+            to_json(last_run_finished_at)#>>'{}' as "lastRunFinishedAt",
+            to_json(last_success_at)#>>'{}' as "lastSuccessAt", open_rejects as "openRejects",
+            threads_pending as "threadsPending", threads_failed as "threadsFailed",
+            held_deletes as "heldDeletes", held_delete_days as "heldDeleteDays",
+            incomplete_export_days as "incompleteExportDays"
+       from sync_health`,
+  );
+  if (!h) throw new Error('the sync_health view returned no row');
+  return h;
+}
+
+export interface LedgerDay {
+  day: string;
+  status: string;
+  rowsRead: number;
+  inserted: number;
+  updated: number;
+  rejected: number;
+  deleted: number;
+  attempts: number;
+}
+
+/** The ledger's days in the range, newest first. */
+export async function ledgerDays(q: Queryable, r: DayRange): Promise<LedgerDay[]> {
+  return rowsOf<LedgerDay>(
+    q,
+    `select day::text as day, status, rows_read as "rowsRead", rows_inserted as inserted,
+            rows_updated as updated, rows_rejected as rejected, rows_deleted as deleted, attempts
+       from sync_days where day between $1::date and $2::date order by day desc`,
+    [r.from, r.to],
+  );
+}
+
+export interface FailedDay {
+  day: string;
+  attempts: number;
+  lastError: string | null;
+  finishedAt: string | null;
+}
+
+export async function failedDays(q: Queryable, limit = TOP_N): Promise<FailedDay[]> {
+  return rowsOf<FailedDay>(
+    q,
+    `select day::text as day, attempts, last_error as "lastError", to_json(finished_at)#>>'{}' as "finishedAt"
+       from sync_days where status = 'failed' order by day desc limit $1`,
+    [limit],
+  );
+}
+
+export interface HeldDeleteDay {
+  day: string;
+  rows: number;
+  heldAt: string;
+  reason: string | null;
+}
+
+/** Days whose soft-deletes the delete guard holds for review (`crs-sync deletes`). */
+export async function heldDeletes(q: Queryable): Promise<HeldDeleteDay[]> {
+  return rowsOf<HeldDeleteDay>(
+    q,
+    `select h.day::text as day, count(*) as rows, to_json(max(h.held_at))#>>'{}' as "heldAt",
+            min(d.deletes_held_reason) as reason
+       from held_deletes h left join sync_days d on d.day = h.day
+      group by h.day order by h.day desc`,
+  );
+}
+
+export interface QuarantineCode {
+  source: string;
+  errorCode: string;
+  open: number;
+  replayed: number;
+  /** Up to three of the latest open records (all records once none is open). */
+  examples: { id: number; day: string | null; lineNo: number | null; detail: string; raw: string }[];
+}
+
+/** The quarantine by source and error code, each with a few examples cut to 200 characters. */
+export async function quarantine(q: Queryable): Promise<QuarantineCode[]> {
+  return rowsOf<QuarantineCode>(
+    q,
+    `with g as (
+       select source, error_code, count(*) filter (where replayed_at is null) as open,
+              count(*) filter (where replayed_at is not null) as replayed
+         from rejected_records group by source, error_code)
+     select g.source, g.error_code as "errorCode", g.open, g.replayed,
+            coalesce((select json_agg(json_build_object('id', e.id, 'day', e.day::text, 'lineNo', e.line_no,
+                                                        'detail', left(e.error_detail, 200), 'raw', left(e.raw, 200))
+                                      order by e.id desc)
+                        from (select * from rejected_records r
+                               where r.source = g.source and r.error_code = g.error_code
+                               order by (r.replayed_at is null) desc, r.id desc limit 3) e), '[]') as examples
+       from g order by g.open desc, g.source, g.error_code`,
+  );
+}
+
+export interface EnrichmentBacklog {
+  byStatus: { status: string; threads: number }[];
+  oldestPendingSince: string | null;
+  failed: { threadId: string; attempts: number; lastError: string | null }[];
+}
+
+export async function enrichmentBacklog(q: Queryable, limit = TOP_N): Promise<EnrichmentBacklog> {
+  // One pass over `threads` for the counts and the oldest pending request (a million threads
+  // take ~0.1 s a scan); the failed threads' list costs a second one only when there are some.
+  const byStatus = await rowsOf<{ status: string; threads: number; oldest: string | null }>(
+    q,
+    `select enrich_status as status, count(*) as threads,
+            to_json(min(enrich_requested_at) filter (where enrich_status = 'pending'))#>>'{}' as oldest
+       from threads group by 1 order by 2 desc, 1`,
+  );
+  const failed = byStatus.some((x) => x.status === 'failed')
+    ? await rowsOf<{ threadId: string; attempts: number; lastError: string | null }>(
+        q,
+        `select thread_id::text as "threadId", enrich_attempts as attempts, last_error as "lastError"
+           from threads where enrich_status = 'failed' order by enriched_at desc nulls last, thread_id limit $1`,
+        [limit],
+      )
+    : [];
+  return {
+    byStatus: byStatus.map(({ status, threads }) => ({ status, threads })),
+    oldestPendingSince: byStatus.find((x) => x.status === 'pending')?.oldest ?? null,
+    failed,
+  };
+}

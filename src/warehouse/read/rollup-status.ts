@@ -1,0 +1,44 @@
+import { ROLLUP_TABLES } from '../rollups.ts';
+import { type Queryable, rowsOf } from './queryable.ts';
+import { readSource } from './source.ts';
+
+/** What `crs-sync rollups status` shows. */
+export interface RollupStatus {
+  /** Whether readers read the rollups now (`readSource`): nothing marked, no rebuild pending. */
+  current: boolean;
+  rebuildNeeded: boolean;
+  markedDays: number;
+  markedThreads: number;
+  refreshedAt: string | null;
+  rebuiltAt: string | null;
+  /** Rows of each rollup table. */
+  rows: Record<string, number>;
+}
+
+export async function rollupStatus(q: Queryable): Promise<RollupStatus> {
+  const current = (await readSource(q)) === 'rollup';
+  const [s] = await rowsOf<{
+    rebuild_needed: boolean;
+    rebuilt_at: string | null;
+    refreshed_at: string | null;
+  }>(q, 'select rebuild_needed, rebuilt_at::text, refreshed_at::text from rollup_state');
+  const [marks] = await rowsOf<{ days: number; threads: number }>(
+    q,
+    `select (select count(distinct day) from rollup_dirty_days)::int as days,
+            (select count(distinct thread_id) from rollup_dirty_threads)::int as threads`,
+  );
+  const rows: Record<string, number> = {};
+  for (const t of ROLLUP_TABLES) {
+    const [r] = await rowsOf<{ n: number }>(q, `select count(*)::bigint as n from ${t}`);
+    rows[t] = Number(r?.n ?? 0);
+  }
+  return {
+    current,
+    rebuildNeeded: s?.rebuild_needed ?? true,
+    markedDays: marks?.days ?? 0,
+    markedThreads: marks?.threads ?? 0,
+    refreshedAt: s?.refreshed_at ?? null,
+    rebuiltAt: s?.rebuilt_at ?? null,
+    rows,
+  };
+}
