@@ -309,8 +309,11 @@ function defaultFreshness(): Reader<FreshnessReading[]> | undefined {
 
 export interface SchemaDriftCount {
   source: string;
-  /** What drifted: a new field, a missing one, a changed JSON type (the drift record's kind). */
-  kind: string;
+  /**
+   * What drifted: a new field, a missing one, a changed JSON type (the drift record's kind; the
+   * label is `drift`, as the alerts' own label `kind` names the alert).
+   */
+  drift: string;
   /** Drifts recorded (field paths), first seen at any time. */
   drifts: number;
 }
@@ -325,13 +328,13 @@ export function setSchemaDriftReader(read: Reader<SchemaDriftCount[]> | undefine
 
 new Gauge({
   name: 'crs_sync_schema_drifts',
-  help: 'Schema drifts recorded (field paths that differ from the known contract), by source and kind',
-  labelNames: ['source', 'kind'],
+  help: 'Schema drifts recorded (field paths that differ from the known contract), by source and drift kind',
+  labelNames: ['source', 'drift'],
   registers: [registry],
   async collect() {
     this.reset();
     for (const d of (await cachedRead('drift', driftReader)) ?? [])
-      this.set({ source: d.source, kind: d.kind }, d.drifts);
+      this.set({ source: d.source, drift: d.drift }, d.drifts);
   },
 });
 
