@@ -1,4 +1,3 @@
-import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import { request } from 'undici';
 import { errorMessage } from '../errors.ts';
@@ -77,16 +76,18 @@ export async function serveMetrics(o: MetricsServerOptions): Promise<MetricsServ
   return undefined;
 }
 
-async function listen(
-  server: Server,
-  host: string,
-  port: number,
-): Promise<NodeJS.ErrnoException | undefined> {
-  server.listen(port, host);
-  const [err] = (await Promise.race([once(server, 'listening'), once(server, 'error')])) as [
-    NodeJS.ErrnoException | undefined,
-  ];
-  return err instanceof Error ? err : undefined;
+function listen(server: Server, host: string, port: number): Promise<NodeJS.ErrnoException | undefined> {
+  return new Promise((resolve) => {
+    const done = (err?: NodeJS.ErrnoException) => {
+      server.off('listening', onListening);
+      server.off('error', done);
+      resolve(err);
+    };
+    const onListening = () => done();
+    server.once('listening', onListening);
+    server.once('error', done);
+    server.listen(port, host);
+  });
 }
 
 async function exposition(sdkAddress: string | undefined): Promise<string> {
