@@ -6,6 +6,7 @@ import type { Config } from '../src/config.ts';
 import { createEnrichOps } from '../src/enrich/index.ts';
 import { loadExportDay } from '../src/ingest/export-day.ts';
 import type { Logger } from '../src/log.ts';
+import { countDayFailed, countDayLoad, countEnrichBatch } from '../src/metrics/pipeline.ts';
 import { findDayCompletedSince, releaseUnfinishedDay } from '../src/warehouse/days.ts';
 import type { Warehouse } from '../src/warehouse/db.ts';
 import { planWindow } from '../src/warehouse/ledger.ts';
@@ -166,7 +167,9 @@ export function createActivities(deps: ActivityDeps) {
           beat,
         );
         // Only the counts go into the workflow's history (not the loader's diagnostics).
-        return pickCounts(s);
+        const counts = pickCounts(s);
+        countDayLoad(counts);
+        return counts;
       }
     },
 
@@ -176,13 +179,12 @@ export function createActivities(deps: ActivityDeps) {
      * cancelled and becomes failed otherwise.
      */
     async releaseDay(input: { day: string; loadId: string; reason: string }): Promise<boolean> {
-      return guarded(() =>
-        releaseUnfinishedDay(db, input.day, {
-          cancelled: input.reason === 'cancelled',
-          reason: input.reason,
-          loadId: input.loadId,
-        }),
+      const cancelled = input.reason === 'cancelled';
+      const released = await guarded(() =>
+        releaseUnfinishedDay(db, input.day, { cancelled, reason: input.reason, loadId: input.loadId }),
       );
+      if (released && !cancelled) countDayFailed();
+      return released;
     },
 
     /**
@@ -221,7 +223,7 @@ export function createActivities(deps: ActivityDeps) {
       const ctx = Context.current();
       let last: EnrichCounts | undefined;
       const beat = progressBeat();
-      return guarded(() =>
+      const counts = await guarded(() =>
         whileBeating(
           () => {
             alive(input.loadId);
@@ -240,6 +242,8 @@ export function createActivities(deps: ActivityDeps) {
           beat,
         ),
       );
+      countEnrichBatch(counts);
+      return counts;
     },
   };
 }

@@ -1,4 +1,5 @@
 import type { Logger } from '../log.ts';
+import { budgetWaitStarted } from '../metrics/pipeline.ts';
 import { dbFailureKind } from '../warehouse/db-errors.ts';
 import type { RateBudgetLease } from '../warehouse/rate-budget.ts';
 import { enqueue, type RateLimiter, type Waiter as RateWaiter, type RateWindow } from './rate-limiter.ts';
@@ -251,12 +252,22 @@ export function chainLimiters(
       return shared.wasted;
     },
     async acquire(signal?: AbortSignal) {
-      await local.acquire(signal);
-      await shared.acquire(signal);
+      const waited = budgetWaitStarted();
+      try {
+        await local.acquire(signal);
+        await shared.acquire(signal);
+      } finally {
+        waited();
+      }
     },
     async acquireUntil(signal?: AbortSignal) {
-      await local.acquire(signal);
-      return shared.acquireUntil(signal);
+      const waited = budgetWaitStarted();
+      try {
+        await local.acquire(signal);
+        return await shared.acquireUntil(signal);
+      } finally {
+        waited();
+      }
     },
     pause: (ms) => shared.pause(ms),
   };

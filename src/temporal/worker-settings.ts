@@ -15,8 +15,16 @@ const schema = z.object({
   // Activities started per second across every worker of the task queue (the server enforces
   // it): the global brake on load against the service. Unset: no task-queue limit.
   TEMPORAL_TASK_QUEUE_ACTIVITIES_PER_SECOND: z.coerce.number().positive().max(100_000).optional(),
-  // Prometheus /metrics of the SDK; empty turns it off.
-  TEMPORAL_METRICS_ADDRESS: z.string().default('0.0.0.0:9464'),
+  // The worker's /metrics (the pipeline's series and the SDK's): a port, 0 turns it off. A taken
+  // port is not an error: the next METRICS_SPARE_PORTS ports are tried (src/metrics/server.ts).
+  CRS_METRICS_PORT: z.coerce.number().int().min(0).max(65_535).optional(),
+  CRS_METRICS_HOST: z.string().trim().min(1).default('0.0.0.0'),
+  // The older setting, host:port (empty: off); CRS_METRICS_PORT wins when both are set.
+  TEMPORAL_METRICS_ADDRESS: z
+    .string()
+    .trim()
+    .regex(/^$|^(\[[0-9a-fA-F:.]+\]|[^\s:]+):\d{1,5}$/, 'host:port, such as 0.0.0.0:9464, or empty for none')
+    .optional(),
   // How long in-flight activities may finish after SIGTERM before they are cancelled (their
   // checkpoint lets another worker resume them).
   TEMPORAL_SHUTDOWN_GRACE: z
@@ -31,8 +39,26 @@ export interface WorkerSettings {
   /** Default 2 (activities/index.ts DEFAULT_MAX_DAY_LOADS). */
   maxConcurrentDayLoads?: number;
   taskQueueActivitiesPerSecond: number | undefined;
-  metricsAddress: string | undefined;
+  /** Where /metrics listens; undefined: no metrics endpoint (and no SDK exporter). */
+  metrics: { host: string; port: number } | undefined;
   shutdownGraceTime: string;
+}
+
+export const DEFAULT_METRICS_PORT = 9464;
+/** Ports tried after a taken CRS_METRICS_PORT: room for a few workers on one host. */
+export const METRICS_SPARE_PORTS = 9;
+
+function metricsListen(e: z.infer<typeof schema>): WorkerSettings['metrics'] {
+  if (e.CRS_METRICS_PORT === undefined && e.TEMPORAL_METRICS_ADDRESS !== undefined) {
+    const address = e.TEMPORAL_METRICS_ADDRESS;
+    if (address === '') return undefined;
+    const colon = address.lastIndexOf(':');
+    const host = address.slice(0, colon).replace(/^\[(.*)\]$/, '$1');
+    const port = Number(address.slice(colon + 1));
+    return port === 0 ? undefined : { host, port };
+  }
+  const port = e.CRS_METRICS_PORT ?? DEFAULT_METRICS_PORT;
+  return port === 0 ? undefined : { host: e.CRS_METRICS_HOST, port };
 }
 
 export function parseWorkerSettings(env: Record<string, string | undefined> = process.env): WorkerSettings {
@@ -49,7 +75,7 @@ export function parseWorkerSettings(env: Record<string, string | undefined> = pr
     maxConcurrentWorkflowTasks: e.TEMPORAL_MAX_CONCURRENT_WORKFLOW_TASKS,
     maxConcurrentDayLoads: e.TEMPORAL_MAX_CONCURRENT_DAY_LOADS,
     taskQueueActivitiesPerSecond: e.TEMPORAL_TASK_QUEUE_ACTIVITIES_PER_SECOND,
-    metricsAddress: e.TEMPORAL_METRICS_ADDRESS.trim() === '' ? undefined : e.TEMPORAL_METRICS_ADDRESS.trim(),
+    metrics: metricsListen(e),
     shutdownGraceTime: e.TEMPORAL_SHUTDOWN_GRACE,
   };
 }

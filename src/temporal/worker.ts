@@ -1,6 +1,9 @@
+import { once } from 'node:events';
+import { type AddressInfo, createServer } from 'node:net';
 import path from 'node:path';
 import { type NativeConnection, Runtime, Worker, type WorkerOptions } from '@temporalio/worker';
 import type { Activities } from '../../activities/index.ts';
+import { errorMessage } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { pinoSdkLogger } from './sdk-logger.ts';
 import type { WorkerSettings } from './worker-settings.ts';
@@ -9,19 +12,51 @@ export const workflowsPath = path.resolve(import.meta.dirname, '..', '..', 'work
 
 /**
  * Installs the SDK runtime for this process: its logs through pino (native core logs forwarded
- * at WARN and above) and, when an address is given, a Prometheus /metrics endpoint. The runtime
- * can be installed once per process, before any connection. The runtime also owns the graceful
+ * at WARN and above) and, with `sdkMetrics`, the SDK's Prometheus exporter on a free loopback
+ * port, whose exposition the worker's own /metrics appends (src/metrics/server.ts); the answer
+ * is that address. The runtime can be installed once per process, before any connection; a
+ * failed install leaves none, so another port can be tried. The runtime also owns the graceful
  * drain: on SIGINT/SIGTERM it stops polling, lets running activities finish within the worker's
  * shutdown grace time, and `worker.run()` then resolves.
  */
-export function installRuntime(log: Logger, metricsAddress: string | undefined): void {
-  Runtime.install({
-    logger: pinoSdkLogger(log),
-    telemetryOptions: {
-      logging: { filter: { core: 'WARN', other: 'ERROR' }, forward: {} },
-      ...(metricsAddress ? { metrics: { prometheus: { bindAddress: metricsAddress } } } : {}),
-    },
-  });
+export async function installRuntime(log: Logger, sdkMetrics: boolean): Promise<string | undefined> {
+  const install = (bindAddress?: string) =>
+    Runtime.install({
+      logger: pinoSdkLogger(log),
+      telemetryOptions: {
+        logging: { filter: { core: 'WARN', other: 'ERROR' }, forward: {} },
+        ...(bindAddress ? { metrics: { prometheus: { bindAddress } } } : {}),
+      },
+    });
+  if (sdkMetrics) {
+    let lastError: unknown;
+    // A free port can be taken by another process between the probe and the SDK's bind.
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const address = `127.0.0.1:${await freeLoopbackPort()}`;
+      try {
+        install(address);
+        return address;
+      } catch (err) {
+        if (!/metrics exporter/i.test(errorMessage(err))) throw err;
+        lastError = err;
+      }
+    }
+    log.warn(
+      { error: errorMessage(lastError) },
+      "metrics: the Temporal SDK's exporter could not bind a loopback port; /metrics carries the pipeline's series only",
+    );
+  }
+  install();
+  return undefined;
+}
+
+async function freeLoopbackPort(): Promise<number> {
+  const probe = createServer();
+  probe.listen(0, '127.0.0.1');
+  await once(probe, 'listening');
+  const { port } = probe.address() as AddressInfo;
+  await new Promise((resolve) => probe.close(resolve));
+  return port;
 }
 
 export interface SyncWorkerOptions {

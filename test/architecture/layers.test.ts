@@ -21,7 +21,7 @@ import {
  * The layer rule of docs/architecture.md, checked on every import of every source file:
  *
  *   cli → demo/dashboard → temporal → workflows ⇢ activities → workflows/types.ts
- *     → enrich/ingest → api/simulator/alerts → warehouse → shared (src/common, errors, log, config)
+ *     → enrich/ingest → api/simulator/alerts → warehouse/metrics → shared (src/common, errors, log, config)
  *
  * A file may import from its own layer or from a layer below it, never from one above; workflows
  * import activities as types only (the worker bundles workflow code, activities run outside it);
@@ -54,6 +54,7 @@ const LAYERS: Layer[] = [
   { name: 'simulator', rank: 2, matches: under('src/simulator') },
   { name: 'alerts', rank: 2, matches: under('src/alerts') },
   { name: 'warehouse', rank: 1, matches: under('src/warehouse') },
+  { name: 'metrics', rank: 1, matches: under('src/metrics') },
   {
     name: 'common',
     rank: 0,

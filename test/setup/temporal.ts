@@ -28,6 +28,7 @@ export const TEST_NAMESPACES = [
   'cli',
   'liveness',
   'churn',
+  'metrics',
 ];
 
 export const SUGGEST_CONTINUE_AS_NEW_AFTER = 30;

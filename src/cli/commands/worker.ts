@@ -4,12 +4,22 @@ import { alertSettings, startAlertMonitor } from '../../alerts/monitor.ts';
 import { createDeploymentClient } from '../../api/deployment-client.ts';
 import { requireSettings } from '../../config.ts';
 import { CrsError, errorMessage } from '../../errors.ts';
+import type { Logger } from '../../log.ts';
+import { setWarehouseReader } from '../../metrics/pipeline.ts';
+import { serveMetrics } from '../../metrics/server.ts';
 import { connectWorker } from '../../temporal/connection.ts';
 import { createSyncWorker, installRuntime } from '../../temporal/worker.ts';
-import { parseWorkerSettings } from '../../temporal/worker-settings.ts';
+import {
+  METRICS_SPARE_PORTS,
+  parseWorkerSettings,
+  type WorkerSettings,
+} from '../../temporal/worker-settings.ts';
+import { openWarehouse } from '../../warehouse/db.ts';
+import { readPipelineGauges } from '../../warehouse/gauges.ts';
 import {
   ALLOW_EMBEDDED_FLAG,
   loadContext,
+  type OpenedWarehouse,
   openConfiguredWarehouse,
   refuseEmbeddedUnlessAllowed,
 } from '../context.ts';
@@ -22,8 +32,9 @@ export function registerWorker(program: Command): void {
     .description(
       'run a Temporal worker on TEMPORAL_TASK_QUEUE: the sync workflows and their activities. ' +
         'SIGTERM/SIGINT drain it: polling stops, running activities get TEMPORAL_SHUTDOWN_GRACE to ' +
-        'finish (a load cut short resumes from its checkpoint elsewhere). Prometheus metrics on ' +
-        'TEMPORAL_METRICS_ADDRESS (/metrics). Without DATABASE_URL it refuses to start (exit 2) ' +
+        'finish (a load cut short resumes from its checkpoint elsewhere). Prometheus metrics (the ' +
+        "pipeline's and the SDK's) on CRS_METRICS_PORT (/metrics; 0: off; a taken port: the next " +
+        'free one, with a warning). Without DATABASE_URL it refuses to start (exit 2) ' +
         `unless ${ALLOW_EMBEDDED_FLAG} or CRS_ALLOW_EMBEDDED=1.`,
     )
     .option(
@@ -53,22 +64,12 @@ export function registerWorker(program: Command): void {
         );
       }
       // The SDK runtime (logs, metrics, signal handling) must exist before any connection.
-      try {
-        installRuntime(log, settings.metricsAddress);
-      } catch (err) {
-        if (settings.metricsAddress && /metrics exporter/i.test(errorMessage(err))) {
-          throw new CrsError(
-            'USAGE',
-            `cannot serve metrics on TEMPORAL_METRICS_ADDRESS ${settings.metricsAddress} (${errorMessage(err)}); ` +
-              'set it to a free address, or to nothing to turn metrics off',
-          );
-        }
-        throw err;
-      }
+      const sdkMetrics = await installRuntime(log, settings.metrics !== undefined);
       // Day loads hold their connections throughout; enrichment batches and bookkeeping need a few more.
       const opened = await openConfiguredWarehouse(ctx, {
         connections: dayLoads * config.loadConnections + config.enrichConcurrency,
       });
+      const metrics = await startMetrics(opened, settings, sdkMetrics, log);
       try {
         // CRS_RATE_LIMIT_RPS is the tenant's: shared with every worker through the warehouse.
         const { client, close: closeBudget } = createDeploymentClient(config, opened.warehouse, log);
@@ -96,7 +97,7 @@ export function registerWorker(program: Command): void {
               namespace: config.temporal.namespace,
               taskQueue: config.temporal.taskQueue,
               warehouse: opened.description,
-              metrics: settings.metricsAddress ? `http://${settings.metricsAddress}/metrics` : 'off',
+              metrics: metrics?.url ?? 'off',
               maxConcurrentActivities: settings.maxConcurrentActivities,
               taskQueueActivitiesPerSecond: settings.taskQueueActivitiesPerSecond ?? 'unlimited',
             },
@@ -111,7 +112,63 @@ export function registerWorker(program: Command): void {
           await closeBudget();
         }
       } finally {
+        await metrics?.close();
         await opened.close();
       }
     });
+}
+
+/** Seconds a scrape's warehouse queries may take; a scrape past it goes without those gauges. */
+const GAUGE_STATEMENT_MS = 2_000;
+
+/**
+ * The worker's /metrics, with the warehouse gauges read on a connection of their own (the
+ * loads hold the pool's) under a short statement timeout. Never fails the worker.
+ */
+async function startMetrics(
+  opened: OpenedWarehouse,
+  settings: WorkerSettings,
+  sdkAddress: string | undefined,
+  log: Logger,
+): Promise<{ url: string; close(): Promise<void> } | undefined> {
+  if (!settings.metrics) return undefined;
+  const options = opened.warehouse.options;
+  const gauges = openWarehouse({
+    ...options,
+    max: 1,
+    applicationName: 'crs-sync metrics',
+    timeouts: { ...options.timeouts, statementMs: GAUGE_STATEMENT_MS, lockMs: GAUGE_STATEMENT_MS },
+  });
+  let lastWarned = 0;
+  setWarehouseReader(() => readPipelineGauges(gauges.db), {
+    onError: (err) => {
+      // A scrape every few seconds against a warehouse that is down: one line a minute is enough.
+      if (Date.now() - lastWarned < 60_000) return;
+      lastWarned = Date.now();
+      log.warn(
+        { error: errorMessage(err) },
+        'metrics: the warehouse gauges could not be read; scrapes go without them',
+      );
+    },
+  });
+  const server = await serveMetrics({
+    host: settings.metrics.host,
+    port: settings.metrics.port,
+    spare: METRICS_SPARE_PORTS,
+    sdkAddress,
+    log,
+  });
+  if (!server) {
+    setWarehouseReader(undefined);
+    await gauges.close();
+    return undefined;
+  }
+  return {
+    url: server.url,
+    close: async () => {
+      await server.close();
+      setWarehouseReader(undefined);
+      await gauges.close();
+    },
+  };
 }

@@ -1,0 +1,54 @@
+import { getWatermark } from './days.ts';
+import type { Executor } from './types.ts';
+
+/**
+ * What the worker's /metrics reads from the warehouse when scraped. Each query is bounded by the
+ * size of something small (the ledger's days, the reject codes) or by an index (the pending
+ * threads: threads_status_requested_idx); the caller runs them on a connection of its own with a
+ * short statement timeout, so a slow warehouse costs a scrape its gauges, never a load.
+ */
+export interface PipelineGauges {
+  days: Record<string, number>;
+  deletesHeld: number;
+  quarantineOpen: { source: string; code: string; lines: number }[];
+  enrichBacklog: number;
+  enrichOldestPendingSeconds: number;
+  exportAgeSeconds: number | null;
+}
+
+const DAY_MS = 86_400_000;
+
+export async function readPipelineGauges(db: Executor, now = new Date()): Promise<PipelineGauges> {
+  const days = await db
+    .selectFrom('sync_days')
+    .select([
+      'status',
+      (eb) => eb.fn.countAll<number>().as('n'),
+      (eb) => eb.fn.sum<number>('deletes_held').as('held'),
+    ])
+    .groupBy('status')
+    .execute();
+  const rejects = await db
+    .selectFrom('rejected_records')
+    .select(['source', 'error_code', (eb) => eb.fn.countAll<number>().as('n')])
+    .where('replayed_at', 'is', null)
+    .groupBy(['source', 'error_code'])
+    .execute();
+  const backlog = await db
+    .selectFrom('threads')
+    .select([(eb) => eb.fn.countAll<number>().as('n'), (eb) => eb.fn.min('enrich_requested_at').as('oldest')])
+    .where('enrich_status', '=', 'pending')
+    .executeTakeFirstOrThrow();
+  const watermark = await getWatermark(db);
+  const oldest = backlog.oldest ? new Date(backlog.oldest as Date | string).getTime() : null;
+  return {
+    days: Object.fromEntries(days.map((d) => [d.status, Number(d.n)])),
+    deletesHeld: days.reduce((sum, d) => sum + Number(d.held ?? 0), 0),
+    quarantineOpen: rejects.map((r) => ({ source: r.source, code: r.error_code, lines: Number(r.n) })),
+    enrichBacklog: Number(backlog.n),
+    enrichOldestPendingSeconds: oldest === null ? 0 : Math.max(0, (now.getTime() - oldest) / 1000),
+    // The watermark day ends at the next midnight UTC: data is as fresh as that moment.
+    exportAgeSeconds:
+      watermark === null ? null : Math.max(0, (now.getTime() - (Date.parse(watermark) + DAY_MS)) / 1000),
+  };
+}
