@@ -534,6 +534,26 @@ function heldDeletesPart(held: Q.HeldDeleteDay[]): string {
   return out.join('\n');
 }
 
+function schemaDriftPart(drift: Q.SchemaDrift[]): string {
+  return section(
+    'Schema drift',
+    table(
+      'schemaDrift',
+      [
+        { title: 'Source', key: 'source', cell: (x) => esc(x.source) },
+        { title: 'Field', key: 'path', cell: (x) => esc(x.path) },
+        { title: 'Kind', key: 'kind', cell: (x) => esc(x.kind) },
+        { title: 'First day', key: 'firstDay', cell: (x) => esc(x.firstDay ?? '') },
+        { title: 'Count', key: 'count', cell: (x) => int(x.count), numeric: true },
+        { title: 'Example', key: 'example', cell: (x) => esc(x.example ?? '') },
+      ],
+      drift,
+      'The service sends nothing the contract does not describe.',
+    ),
+    'Fields the service sent that the contract does not describe, not accepted yet: crs-sync schema changes, then crs-sync schema accept SOURCE PATH.',
+  );
+}
+
 function quarantinePart(rej: Q.QuarantineCode[]): string {
   const out: string[] = [];
   out.push(
@@ -695,6 +715,7 @@ const health: PageDef = {
     quarantine: (q) => Q.quarantine(q),
     backlog: (q) => Q.enrichmentBacklog(q),
     runs: (q) => Q.recentRuns(q),
+    drift: (q) => Q.openSchemaDrift(q),
   },
   render(d) {
     const out: string[] = [];
@@ -710,6 +731,7 @@ const health: PageDef = {
     );
     part<Q.FailedDay[]>('failed', failedDaysPart);
     part<Q.HeldDeleteDay[]>('held', heldDeletesPart);
+    part<Q.SchemaDrift[]>('drift', schemaDriftPart);
     part<Q.QuarantineCode[]>('quarantine', quarantinePart);
     part<Q.EnrichmentBacklog>('backlog', backlogPart);
     part<Q.RecentRun[]>('runs', recentRunsPart);

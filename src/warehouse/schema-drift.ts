@@ -1,13 +1,12 @@
 import { sql } from 'kysely';
-import { type DriftKind, type DriftNote, type DriftSource, driftKey } from '../common/schema-drift.ts';
+import { type DriftNote, type DriftSource, driftKey } from '../common/schema-drift.ts';
 import type { LoaderClient } from './days.ts';
 import type { Executor } from './types.ts';
 
 /**
  * `schema_drift` and its counts (migration 2026-11-25T05-00-00): what the parsers noticed
- * differs from the contract, written with the data it was noticed in, and read for people
- * (`crs-sync schema changes`, and status, the dashboard and the alerts through `listSchemaDrift`
- * and `openSchemaDriftSince`).
+ * differs from the contract, written with the data it was noticed in. People read it through the
+ * read model (read/schema-drift.ts: `crs-sync schema changes`, status, the dashboard, the alerts).
  *
  * A drift's count is Σ over scope of (max over load key of Σ over partition): see the migration.
  */
@@ -19,23 +18,6 @@ export interface DriftCount {
   scope: string;
   day: string | null;
   count: number;
-}
-
-/** One drift as people see it. */
-export interface SchemaDrift {
-  source: DriftSource;
-  path: string;
-  kind: DriftKind;
-  expectedType: string | null;
-  actualType: string | null;
-  example: string | null;
-  /** The first UTC day a record carrying it was of (export), or it was seen on (thread API). */
-  firstDay: string | null;
-  firstSeenAt: Date;
-  lastSeenAt: Date;
-  /** Records or entities that carried it (a second load of the same day does not add to it). */
-  count: number;
-  acceptedAt: Date | null;
 }
 
 const UPSERT_DRIFT_SQL = `
@@ -151,64 +133,4 @@ export async function acceptSchemaDrift(db: Executor, source: DriftSource, path:
     .where('accepted_at', 'is', null)
     .executeTakeFirst();
   return Number(r.numUpdatedRows);
-}
-
-interface DriftRow {
-  source: DriftSource;
-  path: string;
-  kind: DriftKind;
-  expected_type: string | null;
-  actual_type: string | null;
-  example: string | null;
-  first_day: string | null;
-  first_seen_at: Date;
-  last_seen_at: Date;
-  accepted_at: Date | null;
-  count: string;
-}
-
-async function selectDrift(db: Executor, where: ReturnType<typeof sql>): Promise<SchemaDrift[]> {
-  const r = await sql<DriftRow>`
-    with per_load as (
-      select source, path, kind, scope, load_key, sum(count) as n
-      from schema_drift_counts group by source, path, kind, scope, load_key
-    ), totals as (
-      select source, path, kind, sum(n) as n from (
-        select source, path, kind, scope, max(n) as n from per_load group by source, path, kind, scope
-      ) s group by source, path, kind
-    )
-    select d.source, d.path, d.kind, d.expected_type, d.actual_type, d.example, d.first_day::text as first_day,
-      d.first_seen_at, d.last_seen_at, d.accepted_at, coalesce(t.n, 0)::text as count
-    from schema_drift d left join totals t using (source, path, kind)
-    where ${where}
-    order by d.first_seen_at, d.source, d.path, d.kind`.execute(db);
-  return r.rows.map((x) => ({
-    source: x.source,
-    path: x.path,
-    kind: x.kind,
-    expectedType: x.expected_type,
-    actualType: x.actual_type,
-    example: x.example,
-    firstDay: x.first_day,
-    firstSeenAt: x.first_seen_at,
-    lastSeenAt: x.last_seen_at,
-    count: Number(x.count),
-    acceptedAt: x.accepted_at,
-  }));
-}
-
-/** Every drift recorded, accepted ones included (`acceptedAt`), oldest first. */
-export function listSchemaDrift(
-  db: Executor,
-  opts: { source?: DriftSource; includeAccepted?: boolean } = {},
-): Promise<SchemaDrift[]> {
-  const conds = [sql`true`];
-  if (opts.source) conds.push(sql`d.source = ${opts.source}`);
-  if (opts.includeAccepted === false) conds.push(sql`d.accepted_at is null`);
-  return selectDrift(db, sql.join(conds, sql` and `));
-}
-
-/** Open (not accepted) drift last seen at or after `since`: what an alert or a health check shows. */
-export function openSchemaDriftSince(db: Executor, since: Date): Promise<SchemaDrift[]> {
-  return selectDrift(db, sql`d.accepted_at is null and d.last_seen_at >= ${since}`);
 }

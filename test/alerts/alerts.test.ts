@@ -13,6 +13,7 @@ import { loadExportDay } from '../../src/ingest/export-day.ts';
 import { createLogger } from '../../src/log.ts';
 import { type Simulator, startSimulator } from '../../src/simulator/index.ts';
 import { openWarehouse } from '../../src/warehouse/db.ts';
+import { acceptSchemaDrift } from '../../src/warehouse/schema-drift.ts';
 import { PINNED, runningClock } from '../helpers/clock.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 
@@ -199,6 +200,27 @@ describe('webhook alerts', () => {
     await load(tw, { body: `${lines.join('\n')}\n` });
     await runAlertPass(tw.w.db, settings(), log);
     expect(states('quarantine_spike')).toEqual(['firing', 'resolved']);
+  });
+
+  it('when the export starts sending a new field, then one firing schema_drift, and one resolved once the contract is widened by it', async () => {
+    const tw = await warehouse();
+    const withRegion = lines.map((l) => l.replace(/^\{/, '{"Region": "eu-west-1", '));
+    await load(tw, { body: `${withRegion.join('\n')}\n` });
+    await runAlertPass(tw.w.db, settings(), log);
+    await runAlertPass(tw.w.db, settings(), log);
+    expect(states('schema_drift')).toEqual(['firing']);
+    const firing = received.find((m) => m.event.kind === 'schema_drift');
+    expect(firing?.event.summary).toMatch(/export: new_field Region/);
+
+    // Loading it again is the same drift, not a new incident.
+    await load(tw, { body: `${withRegion.join('\n')}\n` });
+    await runAlertPass(tw.w.db, settings(), log);
+    expect(states('schema_drift')).toEqual(['firing']);
+
+    expect(await acceptSchemaDrift(tw.w.db, 'export', 'Region')).toBe(1);
+    await runAlertPass(tw.w.db, settings(), log);
+    expect(states('schema_drift')).toEqual(['firing', 'resolved']);
+    expect(incidentsOf('schema_drift').size).toBe(1);
   });
 
   it('when three checkers run at once on one warehouse, then each incident is announced once, not three times', async () => {

@@ -3,6 +3,7 @@ import { copyFileSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startDashboard } from '../../src/dashboard/server.ts';
 import { type FakeRecord, makeRecords, toJsonl } from '../helpers/export-lines.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 
@@ -102,6 +103,39 @@ describe('schema drift of the export', () => {
     const table = cli(['schema', 'changes'], env);
     expect(table.code).toBe(0);
     expect(table.stdout).toMatch(/export\s+│?\s*Region\s+│?\s*new_field/);
+  });
+
+  it('when drift is open, then status (text and --json) and the dashboard health page show it, and after `schema accept` they do not', async () => {
+    // The Region drift of the test before.
+    const status = cli(['status', '--json'], env);
+    expect(status.code).toBe(0);
+    const drift = (
+      JSON.parse(status.stdout) as { schemaDrift: { source: string; path: string; kind: string }[] }
+    ).schemaDrift;
+    expect(drift.map((d) => [d.source, d.path, d.kind])).toEqual([['export', 'Region', 'new_field']]);
+    expect(cli(['status'], env).stdout).toMatch(
+      /Schema drift[^\n]*\n(.*\n)*.*export\s+│?\s*Region\s+│?\s*new_field/,
+    );
+
+    const dash = await startDashboard({ pool: tw.w.pool, port: 0 });
+    try {
+      const api = (await (await fetch(`${dash.url}/api/health`)).json()) as {
+        sections: Record<string, { ok: boolean; data: { path: string }[] }>;
+      };
+      expect(api.sections.drift?.data.map((d) => d.path)).toEqual(['Region']);
+      expect(await (await fetch(`${dash.url}/health`)).text()).toMatch(/Schema drift[\s\S]*Region/);
+
+      expect(cli(['schema', 'accept', 'export', 'Region'], env).code).toBe(0);
+      expect(
+        (JSON.parse(cli(['status', '--json'], env).stdout) as { schemaDrift: unknown[] }).schemaDrift,
+      ).toEqual([]);
+      const after = (await (await fetch(`${dash.url}/api/health`)).json()) as {
+        sections: Record<string, { data: unknown[] }>;
+      };
+      expect(after.sections.drift?.data).toEqual([]);
+    } finally {
+      await dash.close();
+    }
   });
 
   it('when a field changes its JSON type and a field the contract expects is missing, then each is listed once with its kind and count', () => {

@@ -2,7 +2,8 @@ import type { Command } from 'commander';
 import { DRIFT_SOURCES, type DriftSource } from '../../common/schema-drift.ts';
 import { renderTable } from '../../common/table.ts';
 import { CrsError } from '../../errors.ts';
-import { acceptSchemaDrift, listSchemaDrift, type SchemaDrift } from '../../warehouse/schema-drift.ts';
+import { listSchemaDrift, queryable, type SchemaDrift } from '../../warehouse/read/index.ts';
+import { acceptSchemaDrift } from '../../warehouse/schema-drift.ts';
 import { loadContext, openConfiguredWarehouse } from '../context.ts';
 
 function parseSource(v: string | undefined, what: string): DriftSource {
@@ -65,7 +66,7 @@ export function registerSchema(program: Command): void {
       const ctx = loadContext();
       const wh = await openConfiguredWarehouse(ctx, { connections: 1, schema: 'current' });
       try {
-        const rows = await listSchemaDrift(wh.warehouse.db, {
+        const rows = await listSchemaDrift(queryable(wh.warehouse.db), {
           ...(source ? { source } : {}),
           includeAccepted: o.open !== true,
         });

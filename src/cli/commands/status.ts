@@ -71,6 +71,12 @@ function sections(s: WarehouseStatus): { title: string; head: string[]; rows: (s
       rows: s.heldDeletes.map((h) => [h.day, h.held, h.applicable, h.live, h.reason ?? '']),
     },
     {
+      title:
+        'Schema drift (the service sends what the contract does not describe; details: crs-sync schema changes, widen: crs-sync schema accept SOURCE PATH):',
+      head: ['source', 'field', 'kind', 'first day', 'count', 'example'],
+      rows: s.schemaDrift.map((d) => [d.source, d.path, d.kind, d.firstDay ?? '', d.count, d.example ?? '']),
+    },
+    {
       title: 'Exports not known complete (loaded, nothing of the day deleted):',
       head: ['day', 'load id', 'why'],
       rows: s.incompleteExports.map((d) => [d.day, d.loadId ?? '', (d.reason ?? '').slice(0, 100)]),

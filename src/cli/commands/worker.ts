@@ -1,11 +1,19 @@
 import type { Command } from 'commander';
 import { createActivities, DEFAULT_MAX_DAY_LOADS } from '../../../activities/index.ts';
 import { alertSettings, startAlertMonitor } from '../../alerts/monitor.ts';
+import { onAlertSent } from '../../alerts/sender.ts';
 import { createDeploymentClient } from '../../api/deployment-client.ts';
 import { requireSettings } from '../../config.ts';
 import { CrsError, errorMessage } from '../../errors.ts';
 import type { Logger } from '../../log.ts';
-import { setWarehouseReader } from '../../metrics/pipeline.ts';
+import {
+  ALERT_KINDS,
+  type AlertKind,
+  countAlertSent,
+  setFreshnessReader,
+  setSchemaDriftReader,
+  setWarehouseReader,
+} from '../../metrics/pipeline.ts';
 import { serveMetrics } from '../../metrics/server.ts';
 import { connectWorker } from '../../temporal/connection.ts';
 import { createSyncWorker, installRuntime } from '../../temporal/worker.ts';
@@ -16,6 +24,7 @@ import {
 } from '../../temporal/worker-settings.ts';
 import { openWarehouse } from '../../warehouse/db.ts';
 import { readPipelineGauges } from '../../warehouse/gauges.ts';
+import { listSchemaDrift, queryable, readFreshness } from '../../warehouse/read/index.ts';
 import {
   ALLOW_EMBEDDED_FLAG,
   loadContext,
@@ -69,7 +78,7 @@ export function registerWorker(program: Command): void {
       const opened = await openConfiguredWarehouse(ctx, {
         connections: dayLoads * config.loadConnections + config.enrichConcurrency,
       });
-      const metrics = await startMetrics(opened, settings, sdkMetrics, log);
+      const metrics = await startMetrics(opened, settings, sdkMetrics, log, config.freshnessSlaSeconds);
       try {
         // CRS_RATE_LIMIT_RPS is the tenant's: shared with every worker through the warehouse.
         const { client, close: closeBudget } = createDeploymentClient(config, opened.warehouse, log);
@@ -130,6 +139,7 @@ async function startMetrics(
   settings: WorkerSettings,
   sdkAddress: string | undefined,
   log: Logger,
+  freshnessSlaSeconds: number,
 ): Promise<{ url: string; close(): Promise<void> } | undefined> {
   if (!settings.metrics) return undefined;
   const options = opened.warehouse.options;
@@ -151,6 +161,34 @@ async function startMetrics(
       );
     },
   });
+  // The same freshness rule as status and the alerts, and the drifts `schema changes` lists.
+  setFreshnessReader(async () => {
+    const f = await readFreshness(gauges.db, freshnessSlaSeconds);
+    return (['export', 'enrichment'] as const).map((source) => ({
+      source,
+      state: f[source].state,
+      ageSeconds: f[source].age_seconds,
+    }));
+  });
+  setSchemaDriftReader(async () => {
+    const counts = new Map<string, { source: string; drift: string; drifts: number }>();
+    for (const d of await listSchemaDrift(queryable(gauges.db))) {
+      const key = `${d.source}\u0000${d.kind}`;
+      const c = counts.get(key) ?? { source: d.source, drift: d.kind, drifts: 0 };
+      c.drifts += 1;
+      counts.set(key, c);
+    }
+    return [...counts.values()];
+  });
+  const unlisten = onAlertSent((e) => {
+    if (isAlertKind(e.kind)) countAlertSent(e.kind, e.state);
+  });
+  const forget = () => {
+    setWarehouseReader(undefined);
+    setFreshnessReader(undefined);
+    setSchemaDriftReader(undefined);
+    unlisten();
+  };
   const server = await serveMetrics({
     host: settings.metrics.host,
     port: settings.metrics.port,
@@ -159,7 +197,7 @@ async function startMetrics(
     log,
   });
   if (!server) {
-    setWarehouseReader(undefined);
+    forget();
     await gauges.close();
     return undefined;
   }
@@ -167,8 +205,10 @@ async function startMetrics(
     url: server.url,
     close: async () => {
       await server.close();
-      setWarehouseReader(undefined);
+      forget();
       await gauges.close();
     },
   };
 }
+
+const isAlertKind = (k: string): k is AlertKind => (ALERT_KINDS as readonly string[]).includes(k);

@@ -18,6 +18,7 @@ export * from './query-sets.ts';
 export * from './queryable.ts';
 export * from './rollup-status.ts';
 export * from './runs.ts';
+export * from './schema-drift.ts';
 export * from './snapshot.ts';
 export * from './source.ts';
 export * from './status.ts';

@@ -8,6 +8,7 @@ import type { Executor } from '../types.ts';
 import { DEFAULT_FRESHNESS_SLA_SECONDS, type Freshness, readFreshness } from './freshness.ts';
 import { queryable } from './queryable.ts';
 import { type RecentRun, recentRuns } from './runs.ts';
+import { openSchemaDrift, type SchemaDrift } from './schema-drift.ts';
 
 /** What `crs-sync status` shows: the state of the ledger, the runs, the quarantine and enrichment. */
 export interface WarehouseStatus {
@@ -32,6 +33,8 @@ export interface WarehouseStatus {
   incompleteExports: { day: string; reason: string | null; loadId: string | null }[];
   /** The export's and the enrichment's state and age against the SLA (freshness.ts). */
   freshness: Freshness;
+  /** Schema drift not accepted yet (`crs-sync schema changes`, `crs-sync schema accept`). */
+  schemaDrift: SchemaDrift[];
 }
 
 /** Reads every section of the status, in the order `crs-sync status` shows them. */
@@ -102,6 +105,7 @@ export async function readStatus(
       loadId: d._load_id,
     })),
     freshness: await readFreshness(db, freshnessSlaSeconds, now),
+    schemaDrift: await openSchemaDrift(queryable(db)),
   };
 }
 
