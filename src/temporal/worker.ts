@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { type NativeConnection, Runtime, Worker, type WorkerOptions } from '@temporalio/worker';
-import type { Activities } from '../../activities/index.ts';
+import type { Activities } from '../../contract/activities.ts';
 import type { Logger } from '../log.ts';
 import { pinoSdkLogger } from './sdk-logger.ts';
 import type { WorkerSettings } from './worker-settings.ts';
