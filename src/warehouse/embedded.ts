@@ -12,10 +12,10 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { createRequire, registerHooks } from 'node:module';
-import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { freePort } from '../common/net.ts';
 import { CrsError, errorMessage } from '../errors.ts';
 
 /**
@@ -76,19 +76,6 @@ async function importEmbeddedPostgres() {
     }
   }
   return mod.default;
-}
-
-export async function freePort(): Promise<number> {
-  return await new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.unref();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      const port = typeof addr === 'object' && addr ? addr.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 /*

@@ -34,12 +34,12 @@ export function registerRollups(program: Command): void {
         '(session_replication_role = replica), or to check the rollups against the raw tables ' +
         '(`rebuild --from D --to D`). Columns: docs/data-dictionary.md, "Rollups".',
     );
-  registerStatus(rollups);
+  registerRollupStatus(rollups);
   registerRefresh(rollups);
   registerRebuild(rollups);
 }
 
-function registerStatus(rollups: Command): void {
+function registerRollupStatus(rollups: Command): void {
   rollups
     .command('status')
     .summary('whether the rollups are current, when they were last refreshed and rebuilt, their sizes')
