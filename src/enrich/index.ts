@@ -12,7 +12,7 @@ import type pg from 'pg';
 import type { ServiceClient } from '../api/index.ts';
 import type { Logger } from '../log.ts';
 import { isRetryableDbError, toDbCrsError } from '../warehouse/db-errors.ts';
-import { refreshRollups } from '../warehouse/rollups.ts';
+import { refreshRollups } from '../warehouse/rollups/refresh.ts';
 import type { Database } from '../warehouse/types.ts';
 import type { EnrichCounts } from './counts.ts';
 import { type EnrichThreadsInput, enrichThreads } from './enrich-threads.ts';

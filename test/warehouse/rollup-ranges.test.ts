@@ -13,12 +13,13 @@ import {
 import { importFile } from '../../src/ingest/import-file.ts';
 import { createLogger } from '../../src/log.ts';
 import { Rng } from '../../src/simulator/prng.ts';
-import { rebuildRollups, refreshRollups } from '../../src/warehouse/rollups.ts';
+import { rebuildRollups } from '../../src/warehouse/rollups/rebuild.ts';
+import { refreshRollups } from '../../src/warehouse/rollups/refresh.ts';
 import { type FakeRecord, uuidFrom } from '../helpers/export-lines.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 
 /**
- * The per-day rows with their previous active day (src/warehouse/rollup-days.ts) give, for every
+ * The per-day rows with their previous active day (src/warehouse/rollups/days.ts) give, for every
  * range of days, the same distinct users and threads, the same threads by status and depth, and
  * the same top users and threads (src/dashboard/queries.ts) as the raw tables, after loads that
  * add a user's or a thread's days in the middle of its others, give a thread a second user,

@@ -8,13 +8,9 @@ import { createEnrichOps } from '../../src/enrich/index.ts';
 import { importFile } from '../../src/ingest/import-file.ts';
 import { createLogger } from '../../src/log.ts';
 import { type Simulator, startSimulator } from '../../src/simulator/index.ts';
-import {
-  ROLLUP_TABLES,
-  rebuildRollups,
-  refreshRollups,
-  rollupsCurrent,
-  threadTotalsFromRollups,
-} from '../../src/warehouse/rollups.ts';
+import { ROLLUP_TABLES, rebuildRollups } from '../../src/warehouse/rollups/rebuild.ts';
+import { refreshRollups } from '../../src/warehouse/rollups/refresh.ts';
+import { rollupsCurrent, threadTotalsFromRollups } from '../../src/warehouse/rollups/status.ts';
 import { simulatorOptions } from '../api/helpers/client-setup.ts';
 import { PINNED, runningClock } from '../helpers/clock.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';

@@ -1,7 +1,9 @@
 import type { Command } from 'commander';
 import { CrsError } from '../../errors.ts';
 import { dayRange } from '../../warehouse/ledger.ts';
-import { ROLLUP_TABLES, rebuildRollups, refreshRollups, rollupsCurrent } from '../../warehouse/rollups.ts';
+import { ROLLUP_TABLES, rebuildRollups } from '../../warehouse/rollups/rebuild.ts';
+import { refreshRollups } from '../../warehouse/rollups/refresh.ts';
+import { rollupsCurrent } from '../../warehouse/rollups/status.ts';
 import { loadContext, openConfiguredWarehouse } from '../context.ts';
 
 const DAY = /^\d{4}-\d{2}-\d{2}$/;
