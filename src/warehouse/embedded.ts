@@ -205,6 +205,11 @@ function runningServer(pidFile: string): number | undefined {
   }
 }
 
+/**
+ * Long: the steps of a start in the order they must happen (data directory, initdb when it has
+ * not finished, the server, the database), sharing the last lines of output that each step's
+ * failure message quotes.
+ */
 export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<EmbeddedWarehouse> {
   const dir = reachableDataDir(path.resolve(opts.dir));
   const port = opts.port ?? (await freePort());

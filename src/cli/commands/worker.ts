@@ -29,86 +29,89 @@ export function registerWorker(program: Command): void {
       ALLOW_EMBEDDED_FLAG,
       'run on the embedded PostgreSQL in .data/postgres when DATABASE_URL is not set (a local worker)',
     )
-    .action(async (o: { allowEmbedded?: boolean }) => {
-      releaseForeignExitHooks();
-      const ctx = loadContext();
-      refuseEmbeddedUnlessAllowed(ctx, 'worker', o.allowEmbedded);
-      const settings = parseWorkerSettings(process.env);
-      const dayLoads = settings.maxConcurrentDayLoads ?? DEFAULT_MAX_DAY_LOADS;
-      requireSettings(ctx.config, ['export']);
-      const { config, log } = ctx;
-      try {
-        requireSettings(config, ['threads']);
-      } catch (err) {
-        // Loads work without it; runs with enrichment will fail (not retried) until it is set.
-        // Expected, and said in full by its problems: the stack is for LOG_LEVEL=debug.
-        const problems = err instanceof CrsError ? err.details?.problems : undefined;
-        log.warn(
-          {
-            problems: Array.isArray(problems) ? problems : [errorMessage(err)],
-            ...(log.isLevelEnabled('debug') ? { err } : {}),
-          },
-          'thread API credentials are missing: enrichment will fail; use --no-enrich',
-        );
-      }
-      // The SDK runtime (logs, metrics, signal handling) must exist before any connection.
-      try {
-        installRuntime(log, settings.metricsAddress);
-      } catch (err) {
-        if (settings.metricsAddress && /metrics exporter/i.test(errorMessage(err))) {
-          throw new CrsError(
-            'USAGE',
-            `cannot serve metrics on TEMPORAL_METRICS_ADDRESS ${settings.metricsAddress} (${errorMessage(err)}); ` +
-              'set it to a free address, or to nothing to turn metrics off',
+    .action(
+      // Long: the worker's life, from its settings to the drain on a signal, read top to bottom.
+      async (o: { allowEmbedded?: boolean }) => {
+        releaseForeignExitHooks();
+        const ctx = loadContext();
+        refuseEmbeddedUnlessAllowed(ctx, 'worker', o.allowEmbedded);
+        const settings = parseWorkerSettings(process.env);
+        const dayLoads = settings.maxConcurrentDayLoads ?? DEFAULT_MAX_DAY_LOADS;
+        requireSettings(ctx.config, ['export']);
+        const { config, log } = ctx;
+        try {
+          requireSettings(config, ['threads']);
+        } catch (err) {
+          // Loads work without it; runs with enrichment will fail (not retried) until it is set.
+          // Expected, and said in full by its problems: the stack is for LOG_LEVEL=debug.
+          const problems = err instanceof CrsError ? err.details?.problems : undefined;
+          log.warn(
+            {
+              problems: Array.isArray(problems) ? problems : [errorMessage(err)],
+              ...(log.isLevelEnabled('debug') ? { err } : {}),
+            },
+            'thread API credentials are missing: enrichment will fail; use --no-enrich',
           );
         }
-        throw err;
-      }
-      // Day loads hold their connections throughout; enrichment batches and bookkeeping need a few more.
-      const opened = await openConfiguredWarehouse(ctx, {
-        connections: dayLoads * config.loadConnections + config.enrichConcurrency,
-      });
-      try {
-        // CRS_RATE_LIMIT_RPS is the tenant's: shared with every worker through the warehouse.
-        const { client, close: closeBudget } = createDeploymentClient(config, opened.warehouse, log);
-        const connection = await connectWorker(config.temporal);
+        // The SDK runtime (logs, metrics, signal handling) must exist before any connection.
         try {
-          const worker = await createSyncWorker({
-            connection,
-            namespace: config.temporal.namespace,
-            taskQueue: config.temporal.taskQueue,
-            activities: createActivities({
-              warehouse: opened.warehouse,
-              client,
-              config,
-              log,
-              maxDayLoads: dayLoads,
-            }),
-            settings,
-          });
-          for (const sig of ['SIGTERM', 'SIGINT'] as const) {
-            process.once(sig, () => log.info({ signal: sig }, 'draining the worker'));
+          installRuntime(log, settings.metricsAddress);
+        } catch (err) {
+          if (settings.metricsAddress && /metrics exporter/i.test(errorMessage(err))) {
+            throw new CrsError(
+              'USAGE',
+              `cannot serve metrics on TEMPORAL_METRICS_ADDRESS ${settings.metricsAddress} (${errorMessage(err)}); ` +
+                'set it to a free address, or to nothing to turn metrics off',
+            );
           }
-          log.info(
-            {
-              address: config.temporal.address,
+          throw err;
+        }
+        // Day loads hold their connections throughout; enrichment batches and bookkeeping need a few more.
+        const opened = await openConfiguredWarehouse(ctx, {
+          connections: dayLoads * config.loadConnections + config.enrichConcurrency,
+        });
+        try {
+          // CRS_RATE_LIMIT_RPS is the tenant's: shared with every worker through the warehouse.
+          const { client, close: closeBudget } = createDeploymentClient(config, opened.warehouse, log);
+          const connection = await connectWorker(config.temporal);
+          try {
+            const worker = await createSyncWorker({
+              connection,
               namespace: config.temporal.namespace,
               taskQueue: config.temporal.taskQueue,
-              warehouse: opened.description,
-              metrics: settings.metricsAddress ? `http://${settings.metricsAddress}/metrics` : 'off',
-              maxConcurrentActivities: settings.maxConcurrentActivities,
-              taskQueueActivitiesPerSecond: settings.taskQueueActivitiesPerSecond ?? 'unlimited',
-            },
-            'worker started',
-          );
-          await worker.run();
-          log.info('worker stopped');
+              activities: createActivities({
+                warehouse: opened.warehouse,
+                client,
+                config,
+                log,
+                maxDayLoads: dayLoads,
+              }),
+              settings,
+            });
+            for (const sig of ['SIGTERM', 'SIGINT'] as const) {
+              process.once(sig, () => log.info({ signal: sig }, 'draining the worker'));
+            }
+            log.info(
+              {
+                address: config.temporal.address,
+                namespace: config.temporal.namespace,
+                taskQueue: config.temporal.taskQueue,
+                warehouse: opened.description,
+                metrics: settings.metricsAddress ? `http://${settings.metricsAddress}/metrics` : 'off',
+                maxConcurrentActivities: settings.maxConcurrentActivities,
+                taskQueueActivitiesPerSecond: settings.taskQueueActivitiesPerSecond ?? 'unlimited',
+              },
+              'worker started',
+            );
+            await worker.run();
+            log.info('worker stopped');
+          } finally {
+            await connection.close();
+            await closeBudget();
+          }
         } finally {
-          await connection.close();
-          await closeBudget();
+          await opened.close();
         }
-      } finally {
-        await opened.close();
-      }
-    });
+      },
+    );
 }
