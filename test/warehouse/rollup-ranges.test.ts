@@ -32,7 +32,12 @@ const SEED = Number(process.env.RANGES_SEED ?? Date.now() % 1_000_000_007);
 const log = createLogger({ level: 'silent', pretty: false });
 const DAYS = Array.from({ length: 10 }, (_, i) => `2026-11-${String(i + 1).padStart(2, '0')}`);
 const RANGE = { from: DAYS[0] ?? '', to: DAYS[DAYS.length - 1] ?? '' };
-const config = parseConfig({ CRS_BATCH_SIZE: '20', CRS_LOAD_CONNECTIONS: '2', CRS_DELETE_GUARD: '100' });
+const config = parseConfig({
+  CRS_BATCH_SIZE: '20',
+  CRS_LOAD_CONNECTIONS: '2',
+  CRS_DELETE_GUARD: '100',
+  CRS_DELETE_GUARD_LOAD: '100',
+});
 const dir = mkdtempSync(path.join(tmpdir(), 'crs-ranges-'));
 
 // The simulator's seeded generator (mulberry32): the same sequence on every machine.

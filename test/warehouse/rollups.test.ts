@@ -37,7 +37,12 @@ let tw: TestWarehouse;
 let days: string[];
 const dir = mkdtempSync(path.join(tmpdir(), 'crs-rollups-'));
 let files = 0;
-const config = parseConfig({ CRS_BATCH_SIZE: '25', CRS_LOAD_CONNECTIONS: '3', CRS_DELETE_GUARD: '100' });
+const config = parseConfig({
+  CRS_BATCH_SIZE: '25',
+  CRS_LOAD_CONNECTIONS: '3',
+  CRS_DELETE_GUARD: '100',
+  CRS_DELETE_GUARD_LOAD: '100',
+});
 
 beforeAll(async () => {
   sim = await startSimulator({ seed: SEED, days: 3, recordsPerDay: 40, now: runningClock(PINNED) });
