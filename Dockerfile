@@ -12,6 +12,7 @@ COPY bin ./bin
 COPY src ./src
 COPY workflows ./workflows
 COPY activities ./activities
+COPY contract ./contract
 COPY migrations ./migrations
 
 # The simulator's variables are shared with the worker through a volume mounted here; a named

@@ -1,7 +1,22 @@
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
+import type {
+  Activities,
+  AwaitWorkflowInput,
+  BeginRunInput,
+  DayLoadedSinceInput,
+  DayLoadInput,
+  EndRunInput,
+  EnrichBatchInput,
+  PendingThreadsInput,
+  PlanInput,
+  PlanResult,
+  ReleaseDayInput,
+  WorkerSettings,
+} from '../contract/activities.ts';
+import { type EnrichCounts, type LoadCounts, pickCounts } from '../contract/counts.ts';
+import type { DayResult } from '../contract/workflows.ts';
 import type { ServiceClient } from '../src/api/index.ts';
-import { pickCounts } from '../src/common/counts.ts';
 import type { Config } from '../src/config.ts';
 import { createEnrichOps } from '../src/enrich/index.ts';
 import { loadExportDay } from '../src/ingest/export-day.ts';
@@ -11,7 +26,6 @@ import { findDayCompletedSince, releaseUnfinishedDay } from '../src/warehouse/da
 import type { Warehouse } from '../src/warehouse/db.ts';
 import { planWindow } from '../src/warehouse/ledger.ts';
 import { closeRun, startRun, touchRun } from '../src/warehouse/runs.ts';
-import type { DayCounts, DayResult, EnrichCounts, RunTotals } from '../workflows/types.ts';
 import { awaitWorkflowResult } from './await-workflow.ts';
 import { toFailure } from './failures.ts';
 import type { DayLoadProgress, SyncOps } from './ops.ts';
@@ -36,20 +50,14 @@ export interface ActivityDeps {
 
 export const DEFAULT_MAX_DAY_LOADS = 2;
 
-export interface PlanResult {
-  from: string;
-  to: string;
-  days: string[];
-  enrichConcurrency: number;
-}
-
 /**
- * The activities of crs-sync, built from the worker's dependencies. Arguments and results are
- * dates, ids and counts; credentials stay in `deps` on the worker. Long: one closure on purpose,
+ * The activities of crs-sync (their names and types: contract/activities.ts), built from the
+ * worker's dependencies. Arguments and results are dates, ids and counts; credentials stay in
+ * `deps` on the worker. Long: one closure on purpose,
  * as every activity shares the worker's deps, the day-load semaphore and the liveness writer, and
  * each stays short (argument checks, heartbeat, one call into src, errors mapped).
  */
-export function createActivities(deps: ActivityDeps) {
+export function createActivities(deps: ActivityDeps): Activities {
   const { warehouse, config, log } = deps;
   const db = warehouse.db;
   const ops: Partial<SyncOps> = { ...realOps(deps), ...(deps.ops ?? {}) };
@@ -74,7 +82,7 @@ export function createActivities(deps: ActivityDeps) {
   }
 
   return {
-    async planSyncWindow(input: { from?: string; to?: string; now: string }): Promise<PlanResult> {
+    async planSyncWindow(input: PlanInput): Promise<PlanResult> {
       return guarded(async () => {
         const plan = await planWindow(db, {
           lookbackDays: config.lookbackDays,
@@ -86,17 +94,11 @@ export function createActivities(deps: ActivityDeps) {
       });
     },
 
-    async workerSettings(): Promise<{ enrichConcurrency: number }> {
+    async workerSettings(): Promise<WorkerSettings> {
       return { enrichConcurrency: config.enrichConcurrency };
     },
 
-    async beginRun(input: {
-      loadId: string;
-      kind: 'scheduled' | 'manual' | 'backfill';
-      from: string | null;
-      to: string | null;
-      workflowId: string;
-    }): Promise<void> {
+    async beginRun(input: BeginRunInput): Promise<void> {
       const { abandoned } = await guarded(() =>
         startRun(db, {
           loadId: input.loadId,
@@ -110,12 +112,7 @@ export function createActivities(deps: ActivityDeps) {
         log.warn({ loadId: input.loadId, abandoned }, 'runs with no sign of life marked abandoned');
     },
 
-    async endRun(input: {
-      loadId: string;
-      status: 'succeeded' | 'failed' | 'cancelled';
-      totals: RunTotals;
-      error?: string;
-    }): Promise<void> {
+    async endRun(input: EndRunInput): Promise<void> {
       await guarded(() => closeRun(db, input.loadId, input.status, input.totals, input.error));
     },
 
@@ -124,7 +121,7 @@ export function createActivities(deps: ActivityDeps) {
      * again with the same load id, resumes from the stored checkpoint; the heartbeat carries the
      * same checkpoint so the UI shows progress and a stalled worker is detected.
      */
-    async loadExportDay(input: { day: string; loadId: string }): Promise<DayCounts> {
+    async loadExportDay(input: DayLoadInput): Promise<LoadCounts> {
       const ctx = Context.current();
       const resumedFrom = ctx.info.heartbeatDetails as DayLoadProgress | undefined;
       const alog = log.child({ day: input.day, loadId: input.loadId, attempt: ctx.info.attempt });
@@ -144,7 +141,7 @@ export function createActivities(deps: ActivityDeps) {
           release();
         }
       });
-      async function loadOnce(): Promise<DayCounts> {
+      async function loadOnce(): Promise<LoadCounts> {
         let last: DayLoadProgress | undefined = resumedFrom;
         const beat = progressBeat();
         beat.moved(last);
@@ -178,7 +175,7 @@ export function createActivities(deps: ActivityDeps) {
      * retries): a day still marked running under this load id goes back to pending when it was
      * cancelled and becomes failed otherwise.
      */
-    async releaseDay(input: { day: string; loadId: string; reason: string }): Promise<boolean> {
+    async releaseDay(input: ReleaseDayInput): Promise<boolean> {
       const cancelled = input.reason === 'cancelled';
       const released = await guarded(() =>
         releaseUnfinishedDay(db, input.day, { cancelled, reason: input.reason, loadId: input.loadId }),
@@ -191,7 +188,7 @@ export function createActivities(deps: ActivityDeps) {
      * The day's last load, when it completed at or after `since` (another run loaded it while
      * this run was going): its figures, so this run need not load the day a second time.
      */
-    async dayLoadedSince(input: { day: string; since: string }): Promise<DayResult | null> {
+    async dayLoadedSince(input: DayLoadedSinceInput): Promise<DayResult | null> {
       return guarded(async () => {
         const found = await findDayCompletedSince(db, input.day, new Date(input.since));
         if (!found) return null;
@@ -203,15 +200,15 @@ export function createActivities(deps: ActivityDeps) {
      * Waits for a day load that another run started (the workflow id is taken) and returns its
      * result, or null when it ended without loading the day.
      */
-    async awaitDayWorkflow(input: { workflowId: string; loadId?: string }): Promise<DayResult | null> {
+    async awaitDayWorkflow(input: AwaitWorkflowInput): Promise<DayResult | null> {
       return awaitWorkflowResult<DayResult>(input.workflowId, () => input.loadId && alive(input.loadId));
     },
 
-    async awaitEnrichWorkflow(input: { workflowId: string; loadId?: string }): Promise<EnrichCounts | null> {
+    async awaitEnrichWorkflow(input: AwaitWorkflowInput): Promise<EnrichCounts | null> {
       return awaitWorkflowResult<EnrichCounts>(input.workflowId, () => input.loadId && alive(input.loadId));
     },
 
-    async listPendingThreads(input: { afterThreadId: string | null; limit: number }): Promise<string[]> {
+    async listPendingThreads(input: PendingThreadsInput): Promise<string[]> {
       return guarded(() => need('listPendingThreads')(input));
     },
 
@@ -219,7 +216,7 @@ export function createActivities(deps: ActivityDeps) {
      * Enriches a batch of threads. The heartbeat carries the batch's counts so far, so the UI
      * shows its progress; a retried batch resumes each thread from its stored position.
      */
-    async enrichThreads(input: { threadIds: string[]; loadId: string }): Promise<EnrichCounts> {
+    async enrichThreads(input: EnrichBatchInput): Promise<EnrichCounts> {
       const ctx = Context.current();
       let last: EnrichCounts | undefined;
       const beat = progressBeat();
@@ -247,8 +244,6 @@ export function createActivities(deps: ActivityDeps) {
     },
   };
 }
-
-export type Activities = ReturnType<typeof createActivities>;
 
 const BEAT_EVERY_MS = 5000;
 

@@ -1,5 +1,5 @@
-import type { DayLoadSummary as ExportDayLoadSummary } from '../src/ingest/export-day.ts';
-import type { EnrichCounts } from '../workflows/types.ts';
+import type { EnrichCounts } from '../contract/counts.ts';
+import type { ExportDaySummary } from '../src/ingest/export-day.ts';
 
 /**
  * What the activities need from the loader and the enrichment code, as plain functions. The
@@ -11,8 +11,8 @@ export interface DayLoadProgress {
   bytesRead: number;
 }
 
-/** What a day load reports to the workflow: the loader's summary less its diagnostics. */
-export type DayLoadSummary = Omit<ExportDayLoadSummary, 'resumedFromLine' | 'reopens' | 'elapsedMs'>;
+/** What `loadDay` returns: the loader's summary of the day less its diagnostics. */
+export type LoadDayResult = Omit<ExportDaySummary, 'resumedFromLine' | 'reopens' | 'elapsedMs'>;
 
 export interface SyncOps {
   loadDay(input: {
@@ -20,7 +20,7 @@ export interface SyncOps {
     loadId: string;
     signal: AbortSignal;
     onProgress: (p: DayLoadProgress) => void;
-  }): Promise<DayLoadSummary>;
+  }): Promise<LoadDayResult>;
   /** Thread ids waiting for enrichment, in id order, after `afterThreadId`. */
   listPendingThreads(input: { afterThreadId: string | null; limit: number }): Promise<string[]>;
   enrichThreads(input: {

@@ -19,7 +19,8 @@ import { recreateRollupViews } from '../migrations/2026-11-24T03-00-00_rollups.t
 import { MAX_SPAN_DAYS } from '../src/simulator/plan.ts';
 import { openWarehouse, type Warehouse } from '../src/warehouse/db.ts';
 import { migrateToLatest } from '../src/warehouse/migrator.ts';
-import { ROLLUP_TABLES, rebuildRollups, refreshRollups } from '../src/warehouse/rollups.ts';
+import { ROLLUP_TABLES, rebuildRollups } from '../src/warehouse/rollups/rebuild.ts';
+import { refreshRollups } from '../src/warehouse/rollups/refresh.ts';
 import { type BiShape, generateWarehouse } from './lib/bi/generate.ts';
 import { best, fmtMs, median, table, timeRuns, withRawViews } from './lib/bi/timing.ts';
 import { describeUrl, dropSchemas } from './lib/db.ts';

@@ -18,7 +18,7 @@ import { parseArgs } from 'node:util';
 import { startDashboard } from '../src/dashboard/server.ts';
 import { openWarehouse, type Warehouse } from '../src/warehouse/db.ts';
 import { migrateToLatest } from '../src/warehouse/migrator.ts';
-import { ROLLUP_TABLES, rebuildRollups } from '../src/warehouse/rollups.ts';
+import { ROLLUP_TABLES, rebuildRollups } from '../src/warehouse/rollups/rebuild.ts';
 import { generateWarehouse } from './lib/bi/generate.ts';
 import { fmtMs, table } from './lib/bi/timing.ts';
 import { describeUrl, dropSchemas } from './lib/db.ts';

@@ -3,9 +3,10 @@
  * by `crs-sync import` of the checkout at --root (this one by default, or a worktree of another
  * commit), in three steps that take every path of the merge (a first load; a second file with
  * changed, removed and poison lines declared complete, so rows are updated, deleted and
- * quarantined; the first file again). Prints one digest per table and step; two checkouts whose
- * digests agree held the same contents. Times the load takes from the clock (_loaded_at, started_at,
- * ...) are compared only as set or not set.
+ * quarantined; the first file again). Prints one digest per table (the loader's, then the BI
+ * rollups its finalize refreshes) and step; two checkouts whose digests agree held the same
+ * contents. Times the load takes from the clock (_loaded_at, started_at, ...) are compared only
+ * as set or not set.
  *
  *   node bench/held-contents.ts [--root DIR] [--lines N] [--seed S]
  */
@@ -14,6 +15,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import type pg from 'pg';
+import { ROLLUP_TABLES } from '../src/warehouse/rollups/rebuild.ts';
 import { dropSchemas, withDb } from './lib/db.ts';
 import { ensureExport } from './lib/generate.ts';
 import { measure } from './lib/measure.ts';
@@ -78,7 +80,16 @@ const RECORD_TIMES = new Set(['message_time', 'first_message_at', 'last_message_
 
 async function digests(step: string): Promise<void> {
   await withDb(url, async (c: pg.Client) => {
-    for (const table of ['analytics_messages', 'sync_days', 'rejected_records', 'threads', 'held_deletes']) {
+    // The loader's tables, then the rollups its finalize refreshes (absent before their migration).
+    const tables = [
+      'analytics_messages',
+      'sync_days',
+      'rejected_records',
+      'threads',
+      'held_deletes',
+      ...ROLLUP_TABLES,
+    ];
+    for (const table of tables) {
       const cols = await c.query<{ column_name: string }>(
         `select column_name from information_schema.columns
          where table_schema = $1 and table_name = $2 and not (table_name = 'rejected_records' and column_name = 'id')
@@ -104,8 +115,11 @@ async function digests(step: string): Promise<void> {
           : cols.rows.some((r) => r.column_name === 'day')
             ? 'day'
             : cols.rows[0]?.column_name;
+      // Every column breaks ties after the table's key: rows sharing it (quarantined lines
+      // without a message id) otherwise come in whatever order the scan finds them.
+      const ties = cols.rows.map((_, i) => i + 1).join(', ');
       const r = await c.query({
-        text: `select ${list} from "${schema}".${table} order by ${order}`,
+        text: `select ${list} from "${schema}".${table} order by ${order}, ${ties}`,
         rowMode: 'array',
       });
       const h = createHash('sha256');

@@ -1,4 +1,6 @@
 import { ApplicationFailure, continueAsNew, setHandler, uuid4, workflowInfo } from '@temporalio/workflow';
+import { emptyTotals } from '../contract/counts.ts';
+import type { BackfillInput, BackfillState, SyncProgress, SyncResult } from '../contract/workflows.ts';
 import { runBounded } from './bounded.ts';
 import { addDays, daysBetween, isDay } from './dates.ts';
 import { endRunWithResult, recordAbort } from './finish.ts';
@@ -6,13 +8,6 @@ import { ledger } from './policies.ts';
 import { progressQuery } from './queries.ts';
 import { runEnrich } from './run-enrich.ts';
 import { loadDayInto, publish } from './run-state.ts';
-import {
-  type BackfillInput,
-  type BackfillState,
-  emptyTotals,
-  type SyncProgress,
-  type SyncResult,
-} from './types.ts';
 
 const DEFAULT_DAYS_PER_RUN = 100;
 

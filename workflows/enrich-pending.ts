@@ -1,7 +1,8 @@
 import { continueAsNew, defineQuery, setCurrentDetails, setHandler } from '@temporalio/workflow';
+import { addEnrich, type EnrichCounts, emptyEnrichCounts } from '../contract/counts.ts';
+import type { EnrichInput } from '../contract/workflows.ts';
 import { chunk, runBounded } from './bounded.ts';
 import { enrichment, ledger } from './policies.ts';
-import { addEnrich, type EnrichCounts, type EnrichInput, emptyEnrichCounts } from './types.ts';
 
 export const enrichProgressQuery = defineQuery<EnrichCounts>('enrichProgress');
 

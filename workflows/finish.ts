@@ -1,7 +1,7 @@
 import { ApplicationFailure, CancellationScope, isCancellation } from '@temporalio/workflow';
+import type { SyncProgress, SyncResult } from '../contract/workflows.ts';
 import { ledger } from './policies.ts';
 import { publish } from './run-state.ts';
-import type { SyncProgress, SyncResult } from './types.ts';
 
 export function resultOf(p: SyncProgress): SyncResult {
   return {

@@ -1,5 +1,5 @@
 import { proxyActivities, proxyLocalActivities } from '@temporalio/workflow';
-import type { Activities } from '../activities/index.ts';
+import type { Activities } from '../contract/activities.ts';
 import {
   ENRICH_HEARTBEAT_TIMEOUT_MS,
   LOAD_HEARTBEAT_TIMEOUT_MS,

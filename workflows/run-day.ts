@@ -5,9 +5,9 @@ import {
   ParentClosePolicy,
   WorkflowIdReusePolicy,
 } from '@temporalio/workflow';
+import { type DayResult, dayWorkflowId } from '../contract/workflows.ts';
 import { lookup, waiting } from './policies.ts';
 import { syncDay } from './sync-day.ts';
-import { type DayResult, dayWorkflowId } from './types.ts';
 
 /** Taking the id over from other runs more often than this means something is wrong. */
 const MAX_ATTACH = 3;

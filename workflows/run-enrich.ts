@@ -5,9 +5,10 @@ import {
   ParentClosePolicy,
   WorkflowIdReusePolicy,
 } from '@temporalio/workflow';
+import { addEnrich, type EnrichCounts, emptyEnrichCounts } from '../contract/counts.ts';
+import { ENRICH_WORKFLOW_ID } from '../contract/workflows.ts';
 import { enrichPending } from './enrich-pending.ts';
 import { waiting } from './policies.ts';
-import { addEnrich, ENRICH_WORKFLOW_ID, type EnrichCounts, emptyEnrichCounts } from './types.ts';
 
 /**
  * Runs the enrichment stream for a run's freshly queued threads. Only one stream runs at a time

@@ -1,6 +1,7 @@
 import { isCancellation, rootCause, setCurrentDetails } from '@temporalio/workflow';
+import { addDay } from '../contract/counts.ts';
+import type { SyncProgress } from '../contract/workflows.ts';
 import { runDay } from './run-day.ts';
-import { addDay, type SyncProgress } from './types.ts';
 
 /** Shows a run's progress in the Temporal UI ("current details") from its query state. */
 export function publish(p: SyncProgress): void {

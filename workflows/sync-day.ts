@@ -1,7 +1,7 @@
 import { CancellationScope, isCancellation, setCurrentDetails, setHandler } from '@temporalio/workflow';
+import type { DayProgress, DayResult, SyncDayInput } from '../contract/workflows.ts';
 import { ledger, loadProxy } from './policies.ts';
 import { dayProgressQuery } from './queries.ts';
-import type { DayProgress, DayResult, SyncDayInput } from './types.ts';
 
 /**
  * Loads one UTC day of the export. Runs under the workflow id `crs-sync-day-YYYY-MM-DD`, so two

@@ -1,11 +1,12 @@
 import { setHandler, uuid4, workflowInfo } from '@temporalio/workflow';
+import { emptyTotals } from '../contract/counts.ts';
+import type { SyncProgress, SyncResult, SyncWindowInput } from '../contract/workflows.ts';
 import { runBounded } from './bounded.ts';
 import { endRunWithResult, recordAbort } from './finish.ts';
 import { ledger } from './policies.ts';
 import { progressQuery } from './queries.ts';
 import { runEnrich } from './run-enrich.ts';
 import { loadDayInto, publish } from './run-state.ts';
-import { emptyTotals, type SyncProgress, type SyncResult, type SyncWindowInput } from './types.ts';
 
 /**
  * A sync of a window of days: by default planned from the ledger (watermark minus the lookback,

@@ -9,7 +9,7 @@ import {
 import { API } from 'typescript/unstable/sync';
 
 /** The folders whose files are the connector's source (not tests, benches or migrations). */
-export const SOURCE_DIRS = ['src', 'workflows', 'activities'] as const;
+export const SOURCE_DIRS = ['src', 'workflows', 'activities', 'contract'] as const;
 
 export interface ParsedFile {
   /** Repository-relative, with forward slashes: `src/cli/follow.ts`. */

@@ -1,7 +1,7 @@
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import cliProgress from 'cli-progress';
+import type { SyncProgress, SyncResult } from '../../contract/workflows.ts';
 import type { backfill, syncWindow } from '../../workflows/index.ts';
-import type { SyncProgress, SyncResult } from '../../workflows/types.ts';
 import { CrsError } from '../errors.ts';
 import { connectClient } from '../temporal/connection.ts';
 import { followRun } from '../temporal/runs.ts';

@@ -177,7 +177,11 @@ interface RequestContext {
   signal: AbortSignal;
 }
 
-/** Runs a page's queries in one read-only snapshot; see the module comment. */
+/**
+ * Runs a page's queries in one read-only snapshot; see the module comment. Long: the life of one
+ * held connection, from taking it to giving it back; its cancellation, its savepoints and its
+ * release share that connection and the one finally that must always run.
+ */
 async function loadPage(
   opts: DashboardOptions,
   rc: RequestContext,
@@ -406,6 +410,10 @@ interface ServerState {
   connections: Connections;
 }
 
+/**
+ * Long: one request's way through the server, each refusal (access, method, address) then each
+ * route in the order they are tried; a route is a few lines.
+ */
 async function handle(
   opts: DashboardOptions,
   st: ServerState,

@@ -3,7 +3,7 @@ import { Runtime } from '@temporalio/worker';
 import cliProgress from 'cli-progress';
 import type pg from 'pg';
 import { createActivities } from '../../activities/index.ts';
-import type { SyncProgress, SyncResult } from '../../workflows/types.ts';
+import type { SyncProgress, SyncResult } from '../../contract/workflows.ts';
 import { createServiceClient } from '../api/index.ts';
 import { formatDuration } from '../common/table.ts';
 import { type Config, parseConfig } from '../config.ts';

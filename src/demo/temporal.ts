@@ -2,9 +2,9 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { Connection } from '@temporalio/client';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
+import { freePort } from '../common/net.ts';
 import { CrsError } from '../errors.ts';
 import { ensureTemporalCli } from '../temporal/cli-binary.ts';
-import { freePort } from '../warehouse/embedded.ts';
 
 export interface DemoTemporal {
   address: string;

@@ -1,6 +1,6 @@
 /**
  * What an enrichment batch did, summed up to the enrichment stream's and the run's totals. The
- * field names travel through Temporal histories (workflows/types.ts re-exports this type), so
+ * field names travel through Temporal histories (contract/counts.ts re-exports this type), so
  * they stay as they are. Pure: workflow code imports this module.
  */
 export interface EnrichCounts {

@@ -13,7 +13,7 @@ import type { ServiceClient } from '../api/index.ts';
 import type { Logger } from '../log.ts';
 import { isRetryableDbError, toDbCrsError } from '../warehouse/db-errors.ts';
 import { listPendingThreads } from '../warehouse/enrichment.ts';
-import { refreshRollups } from '../warehouse/rollups.ts';
+import { refreshRollups } from '../warehouse/rollups/refresh.ts';
 import type { Database } from '../warehouse/types.ts';
 import type { EnrichCounts } from './counts.ts';
 import { type EnrichThreadsInput, enrichThreads } from './enrich-threads.ts';

@@ -101,6 +101,8 @@ function citationRows(
  * per thread position). The pages must be of different threads and name no message or artifact
  * twice (one statement cannot upsert a row twice): see `pageKeys`.
  * The statement itself is in src/warehouse/enrich-pages.ts; here, the pages become its rows.
+ * Long: one pass over the pages fills the statement's row sets (heads, messages, artifacts,
+ * owners, citations, rejects) side by side, so each entry is visited once.
  */
 export async function writePages(pool: Pick<pg.Pool, 'query'>, pages: readonly PageWrite[]): Promise<void> {
   if (pages.length === 0) return;

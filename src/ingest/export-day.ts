@@ -35,7 +35,7 @@ export interface ExportDayInput {
   onProgress?: (p: LoadProgress) => void;
 }
 
-export interface DayLoadSummary extends LoadCounts {
+export interface ExportDaySummary extends LoadCounts {
   day: string;
   loadId: string;
   /** Deletes held for review by the guard (`crs-sync deletes`). */
@@ -48,7 +48,7 @@ export interface DayLoadSummary extends LoadCounts {
   elapsedMs: number;
 }
 
-export async function loadExportDay(deps: ExportDayDeps, input: ExportDayInput): Promise<DayLoadSummary> {
+export async function loadExportDay(deps: ExportDayDeps, input: ExportDayInput): Promise<ExportDaySummary> {
   const { warehouse, client, config } = deps;
   const { day, loadId } = input;
   const log = deps.log.child({ day, loadId });

@@ -147,6 +147,11 @@ interface SourceRead {
   reopens: number;
 }
 
+/**
+ * One load under its lock: checkpoints, partitions, the merge of the source, the finalize.
+ * Long: the writer, the router and the progress report are built here because they share the
+ * partitions and the source's counters; the merge and the finalize are one call each.
+ */
 async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number): Promise<LoadSummary> {
   const { warehouse, log } = req;
   const pool = warehouse.pool;

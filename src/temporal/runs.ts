@@ -6,9 +6,9 @@ import {
   WorkflowIdReusePolicy,
 } from '@temporalio/client';
 import { TerminatedFailure, TimeoutFailure } from '@temporalio/common';
+import type { BackfillInput, SyncProgress, SyncResult, SyncWindowInput } from '../../contract/workflows.ts';
 import { backfill, syncWindow } from '../../workflows/index.ts';
 import { progressQuery } from '../../workflows/queries.ts';
-import type { BackfillInput, SyncProgress, SyncResult, SyncWindowInput } from '../../workflows/types.ts';
 import { CrsError } from '../errors.ts';
 
 export function backfillWorkflowId(from: string, to: string): string {

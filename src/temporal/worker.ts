@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import { type AddressInfo, createServer } from 'node:net';
 import path from 'node:path';
 import { type NativeConnection, Runtime, Worker, type WorkerOptions } from '@temporalio/worker';
-import type { Activities } from '../../activities/index.ts';
+import type { Activities } from '../../contract/activities.ts';
 import { errorMessage } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { pinoSdkLogger } from './sdk-logger.ts';

@@ -12,10 +12,10 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { createRequire, registerHooks } from 'node:module';
-import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { freePort } from '../common/net.ts';
 import { CrsError, errorMessage } from '../errors.ts';
 
 /**
@@ -76,19 +76,6 @@ async function importEmbeddedPostgres() {
     }
   }
   return mod.default;
-}
-
-export async function freePort(): Promise<number> {
-  return await new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.unref();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      const port = typeof addr === 'object' && addr ? addr.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 /*
@@ -218,6 +205,11 @@ function runningServer(pidFile: string): number | undefined {
   }
 }
 
+/**
+ * Long: the steps of a start in the order they must happen (data directory, initdb when it has
+ * not finished, the server, the database), sharing the last lines of output that each step's
+ * failure message quotes.
+ */
 export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<EmbeddedWarehouse> {
   const dir = reachableDataDir(path.resolve(opts.dir));
   const port = opts.port ?? (await freePort());

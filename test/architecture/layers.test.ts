@@ -20,16 +20,17 @@ import {
 /**
  * The layer rule of docs/architecture.md, checked on every import of every source file:
  *
- *   cli → demo/dashboard → temporal → workflows ⇢ activities → workflows/types.ts
+ *   cli → demo/dashboard → temporal → workflows, activities → contract
  *     → enrich/ingest → api/simulator/alerts → warehouse/metrics → shared (src/common, errors, log, config)
  *
- * A file may import from its own layer or from a layer below it, never from one above; workflows
- * import activities as types only (the worker bundles workflow code, activities run outside it);
- * and no chain of imports comes back to the file it started from.
+ * A file may import from its own layer or from a layer below it, never from one above, and no
+ * chain of imports comes back to the file it started from.
  *
- * workflows/types.ts is a layer of its own: it declares what travels through Temporal's history
- * (the activities' arguments and results, the runs' progress), so both workflows and activities
- * speak it, and it may only import the domain's own types below it.
+ * contract/ is a layer of its own: it declares what travels through Temporal's history (the
+ * workflows' ids, inputs, results and progress; the activities' names, arguments and results;
+ * the counts), so workflows and activities both speak it and never import each other (the worker
+ * bundles workflow code, activities run outside it). It is bundled with the workflows, so it may
+ * only import the domain's pure counts modules below it.
  */
 interface Layer {
   name: string;
@@ -45,9 +46,9 @@ const LAYERS: Layer[] = [
   { name: 'demo', rank: 8, matches: under('src/demo') },
   { name: 'dashboard', rank: 8, matches: under('src/dashboard') },
   { name: 'temporal', rank: 7, matches: under('src/temporal') },
-  { name: 'history contract', rank: 4, matches: (f) => f === 'workflows/types.ts' },
   { name: 'workflows', rank: 6, matches: under('workflows') },
   { name: 'activities', rank: 5, matches: under('activities') },
+  { name: 'contract', rank: 4, matches: under('contract') },
   { name: 'enrich', rank: 3, matches: under('src/enrich') },
   { name: 'ingest', rank: 3, matches: under('src/ingest') },
   { name: 'api', rank: 2, matches: under('src/api') },
@@ -119,11 +120,29 @@ describe('the layers of the source tree', () => {
     expect(upward).toEqual([]);
   });
 
-  it('when workflow code imports activities, then it imports their types only', () => {
-    const runtime = imports.filter(
-      (i) => layerOf(i.from)?.name === 'workflows' && i.to.startsWith('activities/') && !i.typeOnly,
+  it('when workflow code and activity code are read, then neither imports the other, not even a type', () => {
+    const across = imports.filter(
+      (i) =>
+        (layerOf(i.from)?.name === 'workflows' && layerOf(i.to)?.name === 'activities') ||
+        (layerOf(i.from)?.name === 'activities' && layerOf(i.to)?.name === 'workflows'),
     );
-    expect(runtime.map((i) => `${i.from} imports ${i.to} at run time`)).toEqual([]);
+    expect(across.map((i) => `${i.from} imports ${i.to}${i.typeOnly ? ' (types)' : ''}`)).toEqual([]);
+  });
+
+  it('when the contract is read, then both sides speak it and it imports only itself and the pure counts modules', () => {
+    // Workflow code bundles the contract: an import of I/O code here would enter the sandbox.
+    const PURE = ['src/common/counts.ts', 'src/enrich/counts.ts'];
+    expect(files.filter((f) => layerOf(f)?.name === 'contract')).toEqual(
+      expect.arrayContaining(['contract/activities.ts', 'contract/counts.ts', 'contract/workflows.ts']),
+    );
+    const outside = imports.filter(
+      (i) => layerOf(i.from)?.name === 'contract' && !i.to.startsWith('contract/') && !PURE.includes(i.to),
+    );
+    expect(outside.map((i) => `${i.from} imports ${i.to}`)).toEqual([]);
+    const speakers = new Set(
+      imports.filter((i) => i.to.startsWith('contract/')).map((i) => layerOf(i.from)?.name),
+    );
+    expect([...speakers]).toEqual(expect.arrayContaining(['workflows', 'activities']));
   });
 
   it('when the imports are followed file to file, then no chain comes back to where it started', () => {
@@ -153,6 +172,9 @@ describe('the layers of the source tree', () => {
     const a = layerOf('src/warehouse/ledger.ts');
     const b = layerOf('workflows/liveness.ts');
     expect(a && b && b.rank > a.rank).toBe(true);
-    expect(layerOf('src/enrich/index.ts')?.rank).toBeLessThan(layerOf('workflows/types.ts')?.rank ?? -1);
+    expect(layerOf('src/enrich/index.ts')?.rank).toBeLessThan(layerOf('contract/workflows.ts')?.rank ?? -1);
+    // Activities importing workflow code is upward, whatever the other rules say.
+    expect(layerOf('activities/index.ts')?.rank).toBeLessThan(layerOf('workflows/index.ts')?.rank ?? -1);
+    expect(layerOf('contract/counts.ts')?.rank).toBeLessThan(layerOf('activities/index.ts')?.rank ?? -1);
   });
 });

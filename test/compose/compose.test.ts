@@ -125,7 +125,7 @@ describe('docker-compose.yml', () => {
       expect(existsSync(path.join(root, c)), c).toBe(true);
       expect(ignored, c).not.toContain(c);
     }
-    for (const needed of ['bin', 'src', 'workflows', 'activities', 'migrations']) {
+    for (const needed of ['bin', 'src', 'workflows', 'activities', 'contract', 'migrations']) {
       expect(copied).toContain(needed);
     }
     expect(ignored).toEqual(expect.arrayContaining(['node_modules', '.env', '.data', '.git']));

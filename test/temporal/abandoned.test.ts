@@ -1,9 +1,9 @@
 import type { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { dayWorkflowId } from '../../contract/workflows.ts';
 import { STALE_AFTER_MS } from '../../src/common/liveness.ts';
 import { readStatus } from '../../src/warehouse/read/status.ts';
 import { syncWindow } from '../../workflows/index.ts';
-import { dayWorkflowId } from '../../workflows/types.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 import { randomDays, until } from './days.ts';
 import { fakeLoaderOps } from './fake-ops.ts';

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { toFailure } from '../../activities/failures.ts';
 import { createActivities } from '../../activities/index.ts';
 import type { SyncOps } from '../../activities/ops.ts';
+import { ACTIVITY_NAMES } from '../../contract/activities.ts';
 import { createServiceClient } from '../../src/api/index.ts';
 import { parseConfig } from '../../src/config.ts';
 import { CrsError } from '../../src/errors.ts';
@@ -33,6 +34,12 @@ describe('activities', () => {
       ...(maxDayLoads ? { maxDayLoads } : {}),
     });
   }
+
+  it('when the worker builds its activities, then they are exactly the activities the contract names', () => {
+    // The names are the activity types in recorded histories: one the contract lacks, or one it
+    // names that the worker lacks, fails a running workflow.
+    expect(Object.keys(activities({})).sort()).toEqual([...ACTIVITY_NAMES].sort());
+  });
 
   it('when a day load is retried, then it passes the same load id on and heartbeats the committed-line checkpoint', async () => {
     const seen: { loadId: string }[] = [];

@@ -2,12 +2,12 @@ import { ScheduleOverlapPolicy } from '@temporalio/client';
 import { bundleWorkflowCode, Worker } from '@temporalio/worker';
 import { DeterminismViolationError } from '@temporalio/workflow';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DAY_WORKFLOW_PREFIX } from '../../contract/workflows.ts';
 import { type Simulator, startSimulator } from '../../src/simulator/index.ts';
 import { createOrUpdateSchedule, describeSchedule } from '../../src/temporal/schedules.ts';
 import { shiftDay, utcDay } from '../../src/warehouse/ledger.ts';
 import { backfill } from '../../workflows/index.ts';
 import { progressQuery } from '../../workflows/queries.ts';
-import { DAY_WORKFLOW_PREFIX } from '../../workflows/types.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 import { until } from './days.ts';
 import {

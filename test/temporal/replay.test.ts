@@ -3,6 +3,7 @@ import path from 'node:path';
 import { bundleWorkflowCode, Worker } from '@temporalio/worker';
 import { DeterminismViolationError } from '@temporalio/workflow';
 import { describe, expect, it } from 'vitest';
+import { ACTIVITY_NAMES } from '../../contract/activities.ts';
 import { installQuietRuntime, quietLogger, workflowBundle } from './harness.ts';
 import { historyFromFile } from './history-json.ts';
 
@@ -32,6 +33,32 @@ function history(file: string): unknown {
   return historyFromFile(JSON.parse(readFileSync(path.join(dir, file), 'utf8')));
 }
 
+/** The activity types a recorded history schedules, local activities (markers) included. */
+function activityTypes(file: string): string[] {
+  const json = JSON.parse(readFileSync(path.join(dir, file), 'utf8')) as {
+    events: Record<string, unknown>[];
+  };
+  const types: string[] = [];
+  for (const e of json.events) {
+    const scheduled = e.activityTaskScheduledEventAttributes as
+      | { activityType: { name: string } }
+      | undefined;
+    if (scheduled) types.push(scheduled.activityType.name);
+    const marker = e.markerRecordedEventAttributes as
+      | { markerName: string; details: { data: { payloads: { data: string }[] } } }
+      | undefined;
+    if (marker?.markerName === 'core_local_activity') {
+      for (const p of marker.details.data.payloads) {
+        types.push(
+          (JSON.parse(Buffer.from(p.data, 'base64').toString('utf8')) as { activity_type: string })
+            .activity_type,
+        );
+      }
+    }
+  }
+  return types;
+}
+
 function bundleOf(file: string) {
   return bundleWorkflowCode({ workflowsPath: path.join(fixtures, file), logger: quietLogger });
 }
@@ -39,6 +66,13 @@ function bundleOf(file: string) {
 describe('replay of recorded histories', () => {
   it('when the fixtures are listed, then a sync, a day, an enrichment, a backfill over three runs, a scheduled run and a cancelled run are all there', () => {
     expect(files).toEqual(expect.arrayContaining(REQUIRED));
+  });
+
+  it('when the recorded histories are read, then every activity they schedule is one the contract names', () => {
+    const recorded = new Set(files.flatMap(activityTypes));
+    // Enough of them to mean something: plain and local activities of every kind of run.
+    expect([...recorded]).toEqual(expect.arrayContaining(['loadExportDay', 'beginRun', 'dayLoadedSince']));
+    expect([...recorded].filter((t) => !(ACTIVITY_NAMES as readonly string[]).includes(t))).toEqual([]);
   });
 
   it.each(files)('when %s is replayed against the current workflow code, then it replays', async (f) => {

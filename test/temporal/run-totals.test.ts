@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { addDay, type DayResult, emptyTotals } from '../../workflows/types.ts';
+import { addDay, emptyTotals } from '../../contract/counts.ts';
+import type { DayResult } from '../../contract/workflows.ts';
 
 const day = (outcome: DayResult['outcome'], n: number): DayResult => ({
   day: '2026-11-01',

@@ -1,8 +1,8 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { createServer } from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from '../../src/common/net.ts';
 import { type Simulator, startSimulator } from '../../src/simulator/index.ts';
 import { shiftDay, utcDay } from '../../src/warehouse/ledger.ts';
 import { syncWindow } from '../../workflows/index.ts';
@@ -12,15 +12,6 @@ import { connectHarness, type TemporalHarness } from './harness.ts';
 import { expectedRows, warehouseRows } from './truth.ts';
 
 const root = path.resolve(import.meta.dirname, '..', '..');
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  s.listen(0, '127.0.0.1');
-  await once(s, 'listening');
-  const port = (s.address() as { port: number }).port;
-  s.close();
-  return port;
-}
 
 // The real `crs-sync worker` command in child processes, killed in the middle of a day's load.
 describe('a worker killed in the middle of a day (real worker command, simulator, Postgres, dev server)', () => {

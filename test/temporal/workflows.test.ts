@@ -1,9 +1,9 @@
 import { WorkflowFailedError } from '@temporalio/client';
 import type { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { dayWorkflowId } from '../../contract/workflows.ts';
 import { backfill, syncWindow } from '../../workflows/index.ts';
 import { progressQuery } from '../../workflows/queries.ts';
-import { dayWorkflowId } from '../../workflows/types.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 import { randomDays, until } from './days.ts';
 import { fakeLoaderOps } from './fake-ops.ts';

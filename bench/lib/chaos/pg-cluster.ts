@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
-import { freePort } from '../../../src/warehouse/embedded.ts';
+import { freePort } from '../../../src/common/net.ts';
 
 const run = promisify(execFile);
 

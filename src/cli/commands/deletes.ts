@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { renderTable } from '../../common/table.ts';
 import { CrsError } from '../../errors.ts';
 import { applyHeldDeletes, heldIds, listHeldDeletes } from '../../warehouse/held-deletes.ts';
-import { refreshRollups } from '../../warehouse/rollups.ts';
+import { refreshRollups } from '../../warehouse/rollups/refresh.ts';
 import { loadContext, openConfiguredWarehouse } from '../context.ts';
 
 const DAY = /^\d{4}-\d{2}-\d{2}$/;

@@ -2,7 +2,8 @@ import type { Command } from 'commander';
 import { CrsError } from '../../errors.ts';
 import { dayRange } from '../../warehouse/ledger.ts';
 import { rollupStatus } from '../../warehouse/read/index.ts';
-import { rebuildRollups, refreshRollups } from '../../warehouse/rollups.ts';
+import { rebuildRollups } from '../../warehouse/rollups/rebuild.ts';
+import { refreshRollups } from '../../warehouse/rollups/refresh.ts';
 import { loadContext, openConfiguredWarehouse } from '../context.ts';
 
 const DAY = /^\d{4}-\d{2}-\d{2}$/;
@@ -35,12 +36,12 @@ export function registerRollups(program: Command): void {
         '(session_replication_role = replica), or to check the rollups against the raw tables ' +
         '(`rebuild --from D --to D`). Columns: docs/data-dictionary.md, "Rollups".',
     );
-  registerStatus(rollups);
+  registerRollupStatus(rollups);
   registerRefresh(rollups);
   registerRebuild(rollups);
 }
 
-function registerStatus(rollups: Command): void {
+function registerRollupStatus(rollups: Command): void {
   rollups
     .command('status')
     .summary('whether the rollups are current, when they were last refreshed and rebuilt, their sizes')

@@ -50,81 +50,84 @@ export function registerWorker(program: Command): void {
       ALLOW_EMBEDDED_FLAG,
       'run on the embedded PostgreSQL in .data/postgres when DATABASE_URL is not set (a local worker)',
     )
-    .action(async (o: { allowEmbedded?: boolean }) => {
-      releaseForeignExitHooks();
-      const ctx = loadContext();
-      refuseEmbeddedUnlessAllowed(ctx, 'worker', o.allowEmbedded);
-      const settings = parseWorkerSettings(process.env);
-      const dayLoads = settings.maxConcurrentDayLoads ?? DEFAULT_MAX_DAY_LOADS;
-      requireSettings(ctx.config, ['export']);
-      const { config, log } = ctx;
-      try {
-        requireSettings(config, ['threads']);
-      } catch (err) {
-        // Loads work without it; runs with enrichment will fail (not retried) until it is set.
-        // Expected, and said in full by its problems: the stack is for LOG_LEVEL=debug.
-        const problems = err instanceof CrsError ? err.details?.problems : undefined;
-        log.warn(
-          {
-            problems: Array.isArray(problems) ? problems : [errorMessage(err)],
-            ...(log.isLevelEnabled('debug') ? { err } : {}),
-          },
-          'thread API credentials are missing: enrichment will fail; use --no-enrich',
-        );
-      }
-      // The SDK runtime (logs, metrics, signal handling) must exist before any connection.
-      const sdkMetrics = await installRuntime(log, settings.metrics !== undefined);
-      // Day loads hold their connections throughout; enrichment batches and bookkeeping need a few more.
-      const opened = await openConfiguredWarehouse(ctx, {
-        connections: dayLoads * config.loadConnections + config.enrichConcurrency,
-      });
-      const metrics = await startMetrics(opened, settings, sdkMetrics, log, config.freshnessSlaSeconds);
-      try {
-        // CRS_RATE_LIMIT_RPS is the tenant's: shared with every worker through the warehouse.
-        const { client, close: closeBudget } = createDeploymentClient(config, opened.warehouse, log);
-        const connection = await connectWorker(config.temporal);
+    .action(
+      // Long: the worker's life, from its settings to the drain on a signal, read top to bottom.
+      async (o: { allowEmbedded?: boolean }) => {
+        releaseForeignExitHooks();
+        const ctx = loadContext();
+        refuseEmbeddedUnlessAllowed(ctx, 'worker', o.allowEmbedded);
+        const settings = parseWorkerSettings(process.env);
+        const dayLoads = settings.maxConcurrentDayLoads ?? DEFAULT_MAX_DAY_LOADS;
+        requireSettings(ctx.config, ['export']);
+        const { config, log } = ctx;
         try {
-          const worker = await createSyncWorker({
-            connection,
-            namespace: config.temporal.namespace,
-            taskQueue: config.temporal.taskQueue,
-            activities: createActivities({
-              warehouse: opened.warehouse,
-              client,
-              config,
-              log,
-              maxDayLoads: dayLoads,
-            }),
-            settings,
-          });
-          for (const sig of ['SIGTERM', 'SIGINT'] as const) {
-            process.once(sig, () => log.info({ signal: sig }, 'draining the worker'));
-          }
-          log.info(
+          requireSettings(config, ['threads']);
+        } catch (err) {
+          // Loads work without it; runs with enrichment will fail (not retried) until it is set.
+          // Expected, and said in full by its problems: the stack is for LOG_LEVEL=debug.
+          const problems = err instanceof CrsError ? err.details?.problems : undefined;
+          log.warn(
             {
-              address: config.temporal.address,
+              problems: Array.isArray(problems) ? problems : [errorMessage(err)],
+              ...(log.isLevelEnabled('debug') ? { err } : {}),
+            },
+            'thread API credentials are missing: enrichment will fail; use --no-enrich',
+          );
+        }
+        // The SDK runtime (logs, metrics, signal handling) must exist before any connection.
+        const sdkMetrics = await installRuntime(log, settings.metrics !== undefined);
+        // Day loads hold their connections throughout; enrichment batches and bookkeeping need a few more.
+        const opened = await openConfiguredWarehouse(ctx, {
+          connections: dayLoads * config.loadConnections + config.enrichConcurrency,
+        });
+        const metrics = await startMetrics(opened, settings, sdkMetrics, log, config.freshnessSlaSeconds);
+        try {
+          // CRS_RATE_LIMIT_RPS is the tenant's: shared with every worker through the warehouse.
+          const { client, close: closeBudget } = createDeploymentClient(config, opened.warehouse, log);
+          const connection = await connectWorker(config.temporal);
+          try {
+            const worker = await createSyncWorker({
+              connection,
               namespace: config.temporal.namespace,
               taskQueue: config.temporal.taskQueue,
-              warehouse: opened.description,
-              metrics: metrics?.url ?? 'off',
-              maxConcurrentActivities: settings.maxConcurrentActivities,
-              taskQueueActivitiesPerSecond: settings.taskQueueActivitiesPerSecond ?? 'unlimited',
-            },
-            'worker started',
-          );
-          // Alerts check from every worker: the warehouse sees to one message per incident.
-          const monitor = startAlertMonitor(opened.warehouse.db, alertSettings(config), log);
-          await worker.run().finally(() => monitor.stop());
-          log.info('worker stopped');
+              activities: createActivities({
+                warehouse: opened.warehouse,
+                client,
+                config,
+                log,
+                maxDayLoads: dayLoads,
+              }),
+              settings,
+            });
+            for (const sig of ['SIGTERM', 'SIGINT'] as const) {
+              process.once(sig, () => log.info({ signal: sig }, 'draining the worker'));
+            }
+            log.info(
+              {
+                address: config.temporal.address,
+                namespace: config.temporal.namespace,
+                taskQueue: config.temporal.taskQueue,
+                warehouse: opened.description,
+                metrics: metrics?.url ?? 'off',
+                maxConcurrentActivities: settings.maxConcurrentActivities,
+                taskQueueActivitiesPerSecond: settings.taskQueueActivitiesPerSecond ?? 'unlimited',
+              },
+              'worker started',
+            );
+            // Alerts check from every worker: the warehouse sees to one message per incident.
+            const monitor = startAlertMonitor(opened.warehouse.db, alertSettings(config), log);
+            await worker.run().finally(() => monitor.stop());
+            log.info('worker stopped');
+          } finally {
+            await connection.close();
+            await closeBudget();
+          }
         } finally {
-          await connection.close();
-          await closeBudget();
+          await metrics?.close();
+          await opened.close();
         }
-      } finally {
-        await metrics?.close();
-        await opened.close();
-      }
-    });
+      },
+    );
 }
 
 /** Seconds a scrape's warehouse queries may take; a scrape past it goes without those gauges. */

@@ -1,4 +1,4 @@
-import { ROLLUP_TABLES } from '../rollups.ts';
+import { ROLLUP_TABLES } from '../rollups/rebuild.ts';
 import { type Queryable, rowsOf } from './queryable.ts';
 import { readSource } from './source.ts';
 

@@ -1,4 +1,4 @@
-import { ROLLUPS_CURRENT_SQL } from '../rollups.ts';
+import { ROLLUPS_CURRENT_SQL } from '../rollups/status.ts';
 import { type Queryable, rowsOf } from './queryable.ts';
 
 /**

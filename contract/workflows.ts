@@ -1,10 +1,9 @@
-import { addCounts, emptyCounts, type LoadCounts } from '../src/common/counts.ts';
-import type { EnrichCounts } from '../src/enrich/counts.ts';
+import type { DayOutcome, EnrichCounts, LoadCounts, RunTotals } from './counts.ts';
 
 /**
- * Inputs, results and progress of the crs-sync workflows. Everything here travels through
+ * Ids, inputs, results and progress of the crs-sync workflows. Everything here travels through
  * Temporal's history, so it holds dates, ids and counts only: never a token, a URL with
- * credentials, or a row of data.
+ * credentials, or a row of data; and a field once recorded keeps its name and meaning.
  */
 
 /** Every day load has this workflow id, so at most one execution per day can run at a time. */
@@ -18,12 +17,6 @@ export function dayWorkflowId(day: string): string {
 
 export type SyncKind = 'scheduled' | 'manual' | 'backfill';
 
-/**
- * Figures of one day's export load: the project's one counts type. Recorded in histories under
- * these field names, so old histories replay and old totals add up (src/common/counts.ts).
- */
-export type DayCounts = LoadCounts;
-
 export interface SyncDayInput {
   day: string;
   /** Load id of the run that asked for the day; the same id on every retry, so the loader resumes. */
@@ -32,18 +25,12 @@ export interface SyncDayInput {
   heartbeatTimeout?: string;
 }
 
-export interface DayResult extends DayCounts {
+/** What syncDay returns: the figures of the day's load (the loader's counts, under their names). */
+export interface DayResult extends LoadCounts {
   day: string;
   loadId: string;
-  /**
-   * `attached`: another run was loading the day (this run waited for it), or loaded it after this
-   * run started; this run took its result instead of loading the day again.
-   */
-  outcome: 'loaded' | 'attached';
+  outcome: DayOutcome;
 }
-
-/** Enrichment counts are the enrichment domain's own type; re-exported under the same names. */
-export { addEnrich, type EnrichCounts, emptyEnrichCounts } from '../src/enrich/counts.ts';
 
 export interface EnrichInput {
   loadId: string;
@@ -95,12 +82,6 @@ export interface BackfillState {
   startedAt: string;
 }
 
-export interface RunTotals extends LoadCounts {
-  daysLoaded: number;
-  daysAttached: number;
-  daysFailed: number;
-}
-
 export interface SyncProgress {
   kind: SyncKind;
   loadId: string;
@@ -136,18 +117,4 @@ export interface DayProgress {
   loadId: string;
   phase: 'loading' | 'waiting' | 'done' | 'failed' | 'cancelled';
   linesCommitted: number;
-}
-
-export function emptyTotals(): RunTotals {
-  return { ...emptyCounts(), daysLoaded: 0, daysAttached: 0, daysFailed: 0 };
-}
-
-/** A run's totals with one more day's result folded in (a new object: the old one may be published). */
-export function addDay(t: RunTotals, d: DayResult): RunTotals {
-  // Over zeros first: totals carried over from a history recorded before a count existed lack it.
-  const out = { ...emptyTotals(), ...t };
-  addCounts(out, d);
-  if (d.outcome === 'loaded') out.daysLoaded += 1;
-  else out.daysAttached += 1;
-  return out;
 }

@@ -12,7 +12,7 @@ import type pg from 'pg';
  * then user: the second user's row of a day has that same day as its previous one, so it never
  * counts again.
  *
- * Runs inside the refresh of src/warehouse/rollups.ts, in its transaction, with its key sets:
+ * Runs inside the refresh of the marked keys (refresh-marked.ts), in its transaction, with its key sets:
  * `rd_days` (the marked days), `rd_threads` (marked threads), `rd_users` (users whose rows changed),
  * and `rd_td`: the marked days' thread rows as the raw rows give them now. Each row is written once
  * per refresh, with every column in place: a first load inserts and never updates.
@@ -62,6 +62,10 @@ export async function rebuildDays(c: Client): Promise<void> {
  * The thread rows of the marked days and of the marked threads. Puts the threads whose rows on the
  * marked days changed into `rd_threads` (the later steps recompute them) and keeps
  * `rollup_thread_firsts` by difference.
+ * Long: the statements of one step in the order they must run, sharing its temporary tables
+ * (rd_changed, rd_tstate, rr_firsts, rd_kept: each made by one statement and read by the next
+ * ones); each is a single query, and the two ways a changed thread's rows are written (a first
+ * load, or rows on other days too) are the branches of one choice.
  */
 export async function refreshThreadDays(c: Client, o: { days: boolean; otherDays: boolean }): Promise<void> {
   // The threads whose rows on the marked days are not what the raw rows give now.

@@ -1,0 +1,184 @@
+import { refreshThreadDays, refreshUserDays } from './days.ts';
+import { replaceByDelta, replaceRows } from './replace.ts';
+import {
+  citationThreadDaysSql,
+  citationThreadsSql,
+  citationTypeDailySql,
+  citedSql,
+  dailyFiguresSql,
+  rawRowsSql,
+  threadsSql,
+  usersSql,
+  userThreadsSql,
+} from './sql.ts';
+import type { Client, Progress, RollupRefresh } from './transaction.ts';
+
+/**
+ * The refresh of the marked keys, inside the transaction of refresh.ts or rebuild.ts (a range).
+ *
+ * Order of the work, each step handing the keys it changed to the next:
+ *   days    → rollup_thread_daily (changed threads), rollup_user_daily (changed users), rollup_daily
+ *             (its distinct counts from those two)
+ *   threads → rollup_user_threads (changed users), rollup_threads, citation rollups (by delta)
+ *   users   → rollup_users
+ * Citation totals per source and per source and day are kept by difference (old rows of the
+ * touched threads out, new rows in), since recomputing a popular source would read all of its
+ * citations; what a difference cannot keep (a latest `last_updated_at` that went away) is read
+ * again from the per-thread rows.
+ */
+
+/** The refresh of the marked keys (see the top of the file for the order). */
+export async function refreshMarked(c: Client, onStep?: Progress): Promise<RollupRefresh> {
+  await c.query('create temp table rd_days (day date primary key) on commit drop');
+  await c.query('create temp table rd_threads (thread_id uuid primary key) on commit drop');
+  await c.query('create temp table rd_users (user_id uuid primary key) on commit drop');
+  await c.query('create temp table rd_day_types (day date, citation_type text) on commit drop');
+  // Taken first, so that a write committing after this statement leaves its mark for the next
+  // refresh; whatever committed before it is seen by the reads below.
+  await c.query(
+    `with d as (delete from rollup_dirty_days returning day)
+     insert into rd_days select distinct day from d`,
+  );
+  await c.query(
+    `with d as (delete from rollup_dirty_threads returning thread_id)
+     insert into rd_threads select distinct thread_id from d`,
+  );
+  // Temporary tables have no statistics until analyzed: without them the planner guesses their
+  // size and may scan a whole rollup or raw table instead of probing its index per key.
+  await c.query('analyze rd_days');
+  const marked = await c.query<{ days: number; threads: number }>(
+    'select (select count(*) from rd_days)::int as days, (select count(*) from rd_threads)::int as threads',
+  );
+  const m = marked.rows[0] ?? { days: 0, threads: 0 };
+  if (m.days === 0 && m.threads === 0) return { rebuilt: false, days: 0, threads: 0, users: 0 };
+
+  if (m.days > 0) {
+    onStep?.(`${m.days} day(s)`);
+    await readMarkedDays(c);
+  }
+  // Whether a day that is not marked has rows (rollup_daily has a row per day with rows, and this
+  // refresh changes only the marked days'). Not on a first load: then no thread or user has rows
+  // on another day to find.
+  const other = await c.query<{ any: boolean }>(
+    'select exists (select 1 from rollup_daily where message_date not in (select day from rd_days)) as any',
+  );
+  const otherDays = other.rows[0]?.any === true;
+  onStep?.('thread and user days');
+  await refreshThreadDays(c, { days: m.days > 0, otherDays });
+  if (m.days > 0) {
+    await refreshUserDays(c, { otherDays });
+    // The day's distinct users are its user rows; its distinct threads the thread rows that are
+    // not a second user's row of the day (`prev` on those is the same day): no distinct count.
+    await replaceRows(c, {
+      table: 'rollup_daily',
+      where: 'message_date in (select day from rd_days)',
+      select: `
+        select a.message_date, a.messages, u.n, t.n, a.cancelled, a.answered, a.chars, a.avg, a.median
+        from rd_daily a
+        join (select message_date, count(*)::bigint as n from rd_ud group by message_date) u
+          on u.message_date = a.message_date
+        join (select message_date, count(*) filter (where prev is distinct from message_date)::bigint as n
+              from rd_td group by message_date) t on t.message_date = a.message_date`,
+    });
+    for (const t of ['rd_daily', 'rd_td', 'rd_ud']) await c.query(`drop table ${t}`);
+  }
+
+  const threadCount = await refreshThreads(c, onStep);
+
+  await c.query('analyze rd_users');
+  const u = await c.query<{ n: number }>('select count(*)::int as n from rd_users');
+  const userCount = u.rows[0]?.n ?? 0;
+  if (userCount > 0) {
+    onStep?.(`${userCount} user(s)`);
+    const users = 'select user_id from rd_users';
+    await replaceRows(c, { table: 'rollup_users', where: `user_id in (${users})`, select: usersSql(users) });
+  }
+  await c.query('update rollup_state set refreshed_at = now()');
+  return { rebuilt: false, days: m.days, threads: threadCount, users: userCount };
+}
+
+/** The threads marked, or changed by the day step: their rollups and their citations'. */
+async function refreshThreads(c: Client, onStep?: Progress): Promise<number> {
+  const threads = 'select thread_id from rd_threads';
+  await c.query('analyze rd_threads');
+  const t = await c.query<{ n: number }>('select count(*)::int as n from rd_threads');
+  const threadCount = t.rows[0]?.n ?? 0;
+  if (threadCount > 0) {
+    onStep?.(`${threadCount} thread(s)`);
+    await replaceRows(c, {
+      table: 'rollup_user_threads',
+      where: `thread_id in (${threads})`,
+      select: userThreadsSql(threads),
+      key: 'user_id',
+      into: 'rd_users',
+    });
+    await replaceRows(c, {
+      table: 'rollup_threads',
+      where: `thread_id in (${threads})`,
+      select: threadsSql(threads),
+    });
+    // The touched threads' citations with their days, read once for both per-thread rollups.
+    await c.query(`create temp table rd_cited on commit drop as ${citedSql(threads)}`);
+    await replaceByDelta(c, {
+      perThread: 'rollup_citation_threads',
+      select: citationThreadsSql('rd_cited'),
+      totals: 'rollup_citation_sources',
+      group: ['citation_type', 'name'],
+      latest: true,
+    });
+    await replaceByDelta(c, {
+      perThread: 'rollup_citation_thread_days',
+      select: citationThreadDaysSql('rd_cited'),
+      totals: 'rollup_citation_daily',
+      group: ['day', 'citation_type', 'name'],
+      latest: false,
+      touched: 'rd_day_types',
+    });
+    await c.query('analyze rd_day_types');
+    const keys = 'select day, citation_type from rd_day_types';
+    await replaceRows(c, {
+      table: 'rollup_citation_type_daily',
+      where: `(day, citation_type) in (${keys})`,
+      select: citationTypeDailySql(keys),
+    });
+  }
+  return threadCount;
+}
+
+/**
+ * The marked days as the raw rows give them now: `rd_daily` (each day's figures) and `rd_td`
+ * (each day's thread rows, with the thread's previous row among them), read from the raw rows
+ * once.
+ */
+async function readMarkedDays(c: Client): Promise<void> {
+  // The marked days' raw rows are read once, narrowed to what the per-day rollups take, by a
+  // CREATE TABLE AS: it may scan with parallel workers where an INSERT ... SELECT runs in one
+  // process (the finalize leaves the loader's core idle). The days go in as a literal, since
+  // workers cannot read rd_days. As the first read of a load's new rows, it also sets their
+  // hint bits on both cores.
+  const lit = await c.query<{ days: string }>(
+    'select quote_literal(array_agg(day order by day)::text) as days from rd_days',
+  );
+  // A table never analyzed (a first load, before autovacuum's first pass) has no row estimate:
+  // the planner guessed 400 rows for a load of 100k and read them by the day index and a probe
+  // of the history per row (199 ms), where a parallel scan and hash join take 48 ms. A young
+  // table is mostly the load's rows, so it is scanned.
+  const fresh = await c.query<{ fresh: boolean }>(
+    `select reltuples < 0 as fresh from pg_class where oid = 'analytics_messages'::regclass`,
+  );
+  const scan = fresh.rows[0]?.fresh === true;
+  if (scan) await c.query('set local enable_bitmapscan = off; set local enable_indexscan = off');
+  await c.query(`create temp table rd_rows on commit drop as ${rawRowsSql(lit.rows[0]?.days ?? "'{}'")}`);
+  if (scan) await c.query('set local enable_bitmapscan = on; set local enable_indexscan = on');
+  await c.query(`create temp table rd_daily on commit drop as ${dailyFiguresSql('rd_rows')}`);
+  // The days' thread rows as the raw rows give them now (days.ts compares and writes),
+  // with the previous row of the thread among them: sorted once for the grouping and the window.
+  await c.query(
+    `create temp table rd_td on commit drop as
+     select thread_id, message_date, user_id, count(*)::bigint as messages, min(message_time) as first_at,
+            max(message_time) as last_at,
+            lag(message_date) over (partition by thread_id order by message_date, user_id) as prev
+     from rd_rows group by thread_id, message_date, user_id`,
+  );
+  await c.query('drop table rd_rows');
+}

@@ -1,0 +1,48 @@
+import type pg from 'pg';
+import { rebuildAll, vacuumRollups } from './rebuild.ts';
+import { refreshMarked } from './refresh-marked.ts';
+import { rollupsCurrent } from './status.ts';
+import { inTransaction, type Progress, type RollupRefresh } from './transaction.ts';
+
+/**
+ * Upkeep of the rollup tables (migrations/2026-11-24T03-00-00_rollups.ts; docs/data-dictionary.md,
+ * "Rollups").
+ *
+ * Writers never call in here to say what they touched: triggers note every day and thread a write
+ * touches (`rollup_dirty_days`, `rollup_dirty_threads`) in the writer's transaction. `refreshRollups`
+ * takes those marks and recomputes exactly those keys from the raw tables, in one transaction
+ * under a transaction-level advisory lock (refreshes of concurrent loads run one after the other):
+ * a refresh that dies leaves the marks for the next one, and a refresh with no marks costs two
+ * empty deletes.
+ *
+ * One job a file: this one picks the refresh or the rebuild; refresh-marked.ts recomputes the
+ * marked keys, rebuild.ts every key (or a range, marked by mark.ts), status.ts tells whether the
+ * rollups are current; sql.ts holds the rows' SQL, days.ts the per-day rows of threads and users,
+ * transaction.ts the transaction and lock they all run under.
+ */
+
+/**
+ * Recomputes the days and threads writes have marked since the last refresh. On a warehouse
+ * flagged for a rebuild (upgraded with data already in it) it does nothing unless `rebuild` is
+ * set: the rebuild reads every raw row (about 10 minutes at 10M rows), which must not happen
+ * inside a load's finalize or an enrichment batch; the views read the raw tables meanwhile, and
+ * `crs-sync rollups rebuild` (or `refresh`) does it.
+ */
+export async function refreshRollups(
+  pool: pg.Pool,
+  onStep?: Progress,
+  opts: { rebuild?: boolean } = {},
+): Promise<RollupRefresh> {
+  // One read when nothing is marked (an unchanged re-load): no transaction, lock or temporary
+  // table. A mark committed after this read belongs to a write whose own refresh follows it.
+  if (await rollupsCurrent(pool)) return { rebuilt: false, days: 0, threads: 0, users: 0 };
+  const out = await inTransaction(pool, async (c) => {
+    const state = await c.query<{ rebuild_needed: boolean }>('select rebuild_needed from rollup_state');
+    if (state.rows[0]?.rebuild_needed !== false) {
+      return opts.rebuild ? rebuildAll(c, onStep) : { rebuilt: false, days: 0, threads: 0, users: 0 };
+    }
+    return refreshMarked(c, onStep);
+  });
+  if (out.rebuilt) await vacuumRollups(pool, onStep);
+  return out;
+}
