@@ -1,8 +1,8 @@
 import { sql } from 'kysely';
+import { dayCount, shiftDay, utcDay } from '../common/civil-date.ts';
 import { STALE_AFTER_MS } from '../common/liveness.ts';
 import { getWatermark } from './days.ts';
 import { type HeldDay, listHeldDeletes } from './held-deletes.ts';
-import { shiftDay, utcDay } from './ledger.ts';
 import { DAY_ALIVE_AT, isStale, RUN_ALIVE_AT } from './liveness.ts';
 import type { Executor } from './types.ts';
 
@@ -51,10 +51,7 @@ export async function readStatus(
 ): Promise<WarehouseStatus> {
   const watermark = await getWatermark(db);
   const yesterday = shiftDay(utcDay(now), -1);
-  const lagDays =
-    watermark === null
-      ? null
-      : Math.max(0, Math.round((Date.parse(yesterday) - Date.parse(watermark)) / 86_400_000));
+  const lagDays = watermark === null ? null : Math.max(0, dayCount(watermark, yesterday) - 1);
   const days = await readDays(db, now, staleAfterMs);
   const recentRuns = await readRecentRuns(db, now, staleAfterMs);
   const rejects = await db
