@@ -1,9 +1,7 @@
 import { sql } from 'kysely';
 import { dayCount, shiftDay, utcDay } from '../common/civil-date.ts';
-import { STALE_AFTER_MS } from '../common/liveness.ts';
 import { getWatermark } from './days.ts';
 import { type HeldDay, listHeldDeletes } from './held-deletes.ts';
-import { DAY_ALIVE_AT, isStale, RUN_ALIVE_AT } from './liveness.ts';
 import type { Executor } from './types.ts';
 
 /** What `crs-sync status` shows: the state of the ledger, the runs, the quarantine and enrichment. */
@@ -44,16 +42,12 @@ export interface WarehouseStatus {
 }
 
 /** Reads every section of the status, in the order `crs-sync status` shows them. */
-export async function readStatus(
-  db: Executor,
-  now = new Date(),
-  staleAfterMs = STALE_AFTER_MS,
-): Promise<WarehouseStatus> {
+export async function readStatus(db: Executor, now = new Date()): Promise<WarehouseStatus> {
   const watermark = await getWatermark(db);
   const yesterday = shiftDay(utcDay(now), -1);
   const lagDays = watermark === null ? null : Math.max(0, dayCount(watermark, yesterday) - 1);
-  const days = await readDays(db, now, staleAfterMs);
-  const recentRuns = await readRecentRuns(db, now, staleAfterMs);
+  const days = await readDays(db);
+  const recentRuns = await readRecentRuns(db);
   const rejects = await db
     .selectFrom('rejected_records')
     .select([
@@ -90,7 +84,7 @@ export async function readStatus(
     watermark,
     lagDays,
     ...days,
-    staleAfterMinutes: staleAfterMs / 60_000,
+    staleAfterMinutes: await abandonedAfterMinutes(db),
     recentRuns,
     rejects: rejects.map((r) => ({
       source: r.source,
@@ -109,11 +103,19 @@ export async function readStatus(
   };
 }
 
+/**
+ * The threshold after which a silent running run or day is abandoned: the warehouse's own
+ * (`abandoned_after()`, which the liveness views apply), so what status says is what they count.
+ */
+export async function abandonedAfterMinutes(db: Executor): Promise<number> {
+  const r = await sql<{ minutes: number }>`
+    select extract(epoch from abandoned_after())::float8 / 60 as minutes`.execute(db);
+  return Number(r.rows[0]?.minutes);
+}
+
 /** Days by status (running ones with no sign of life counted as abandoned), failed and abandoned days. */
 async function readDays(
   db: Executor,
-  now: Date,
-  staleAfterMs: number,
 ): Promise<Pick<WarehouseStatus, 'days' | 'failedDays' | 'abandonedDays'>> {
   const days = await db
     .selectFrom('sync_days')
@@ -123,11 +125,12 @@ async function readDays(
     .execute();
   const running = await db
     .selectFrom('sync_days as d')
-    .select(['d.day', 'd._load_id', 'd.attempts', DAY_ALIVE_AT.as('alive_at')])
+    .innerJoin('day_liveness as l', 'l.day', 'd.day')
+    .select(['d.day', 'd._load_id', 'd.attempts', 'l.alive_at', 'l.abandoned'])
     .where('d.status', '=', 'running')
     .orderBy('d.day')
     .execute();
-  const abandonedDays = running.filter((d) => isStale(d.alive_at, now, staleAfterMs));
+  const abandonedDays = running.filter((d) => d.abandoned);
   const dayCounts: Record<string, number> = Object.fromEntries(days.map((d) => [d.status, Number(d.n)]));
   if (running.length > abandonedDays.length) dayCounts.running = running.length - abandonedDays.length;
   if (abandonedDays.length > 0) dayCounts.abandoned = abandonedDays.length;
@@ -151,22 +154,19 @@ async function readDays(
 }
 
 /** The last ten runs, a running one with no sign of life shown as abandoned. */
-async function readRecentRuns(
-  db: Executor,
-  now: Date,
-  staleAfterMs: number,
-): Promise<WarehouseStatus['recentRuns']> {
+async function readRecentRuns(db: Executor): Promise<WarehouseStatus['recentRuns']> {
   const runs = await db
     .selectFrom('sync_runs as r')
-    .selectAll()
-    .select(RUN_ALIVE_AT.as('alive_at'))
+    .innerJoin('run_liveness as l', 'l.load_id', 'r.load_id')
+    .selectAll('r')
+    .select(['l.alive_at', 'l.abandoned'])
     .orderBy('r.started_at', 'desc')
     .limit(10)
     .execute();
   return runs.map((r) => ({
     loadId: r.load_id,
     kind: r.kind,
-    status: r.status === 'running' && isStale(r.alive_at, now, staleAfterMs) ? 'abandoned' : r.status,
+    status: r.abandoned ? 'abandoned' : r.status,
     window: r.window_start ? `${r.window_start}..${r.window_end}` : null,
     rowsRead: r.rows_read,
     inserted: r.rows_inserted,

@@ -1,6 +1,6 @@
 import type { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { STALE_AFTER_MS } from '../../src/common/liveness.ts';
+import { STALE_AFTER_MS } from '../../src/common/activity-timeouts.ts';
 import { readStatus } from '../../src/warehouse/status.ts';
 import { syncWindow } from '../../workflows/index.ts';
 import { dayWorkflowId } from '../../workflows/types.ts';
