@@ -26,11 +26,11 @@ import { parseArgs, promisify } from 'node:util';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Runtime } from '@temporalio/worker';
 import pg from 'pg';
+import { shiftDay } from '../src/common/civil-date.ts';
 import { type Simulator, startSimulator } from '../src/simulator/index.ts';
 import { ensureTemporalCli } from '../src/temporal/cli-binary.ts';
 import { openWarehouse, type Warehouse } from '../src/warehouse/db.ts';
 import { dropSchema, migrateToLatest } from '../src/warehouse/migrator.ts';
-import { addDays } from '../workflows/dates.ts';
 import { backfill } from '../workflows/index.ts';
 import { type HistoryTally, tallyHistories } from './lib/backfill/histories.ts';
 import { type RequestCounter, rateFigures, startRequestCounter } from './lib/backfill/request-counter.ts';
@@ -346,7 +346,7 @@ const sim = await startSimulator({
 });
 const counter = await startRequestCounter(sim.baseUrl);
 const today = frozen.toISOString().slice(0, 10);
-const days = Array.from({ length: DAYS }, (_, i) => addDays(today, i - DAYS));
+const days = Array.from({ length: DAYS }, (_, i) => shiftDay(today, i - DAYS));
 const rows = days.reduce((a, d) => a + sim.truth.exportDayLines(d).length, 0);
 try {
   const passes: Pass[] = [];

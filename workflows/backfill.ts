@@ -1,8 +1,8 @@
 import { ApplicationFailure, continueAsNew, setHandler, uuid4, workflowInfo } from '@temporalio/workflow';
 import { emptyTotals } from '../contract/counts.ts';
 import type { BackfillInput, BackfillState, SyncProgress, SyncResult } from '../contract/workflows.ts';
+import { dayCount, isDay, shiftDay } from '../src/common/civil-date.ts';
 import { runBounded } from './bounded.ts';
-import { addDays, daysBetween, isDay } from './dates.ts';
 import { endRunWithResult, recordAbort } from './finish.ts';
 import { ledger } from './policies.ts';
 import { progressQuery } from './queries.ts';
@@ -31,7 +31,7 @@ export async function backfill(input: BackfillInput): Promise<SyncResult> {
     runs: 0,
     startedAt: workflowInfo().startTime.toISOString(),
   };
-  const total = daysBetween(input.from, input.to);
+  const total = dayCount(input.from, input.to);
   const p: SyncProgress = {
     kind: 'backfill',
     loadId: state.loadId,
@@ -62,7 +62,7 @@ export async function backfill(input: BackfillInput): Promise<SyncResult> {
   try {
     const end = Math.min(total, state.nextIndex + (input.daysPerRun ?? DEFAULT_DAYS_PER_RUN));
     const days: string[] = [];
-    for (let i = state.nextIndex; i < end; i++) days.push(addDays(input.from, i));
+    for (let i = state.nextIndex; i < end; i++) days.push(shiftDay(input.from, i));
     const started = await runBounded(
       days,
       input.concurrency ?? 4,

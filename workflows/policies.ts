@@ -4,7 +4,7 @@ import {
   ENRICH_HEARTBEAT_TIMEOUT_MS,
   LOAD_HEARTBEAT_TIMEOUT_MS,
   MAX_RETRY_INTERVAL_MS,
-} from '../src/common/liveness.ts';
+} from '../src/common/activity-timeouts.ts';
 import { NON_RETRYABLE_CODES } from '../src/errors.ts';
 
 /**

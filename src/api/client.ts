@@ -1,5 +1,6 @@
 import { Agent, request } from 'undici';
 import { present } from '../common/checked.ts';
+import { isDay } from '../common/civil-date.ts';
 import type { Config } from '../config.ts';
 import { CrsError } from '../errors.ts';
 import type { Logger } from '../log.ts';
@@ -107,13 +108,8 @@ export interface ServiceClient {
   stats(): TransportStats & { budget?: { leases: number; wasted: number } };
 }
 
-const DAY = /^(\d{4})-(\d{2})-(\d{2})$/;
-
 function checkDay(name: string, v: string | undefined): void {
-  if (v === undefined) return;
-  const m = DAY.exec(v);
-  const ok = m !== null && new Date(`${v}T00:00:00Z`).toISOString().slice(0, 10) === v;
-  if (!ok)
+  if (v !== undefined && !isDay(v))
     throw new CrsError(
       'USAGE',
       `exportMessages: ${name} must be a date YYYY-MM-DD, got ${JSON.stringify(v)}`,

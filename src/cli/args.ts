@@ -1,10 +1,15 @@
-import { isDay } from '../../workflows/dates.ts';
+import { checkDay } from '../common/civil-date.ts';
 import { CrsError } from '../errors.ts';
 
-/** Checks a YYYY-MM-DD option (exit 2 on a bad one). */
+/** Checks a YYYY-MM-DD option: a day of the calendar, or exit 2 saying what is wrong with it. */
 export function dayOption(name: string, v: string | undefined): string | undefined {
-  if (v === undefined) return undefined;
-  if (!isDay(v)) throw new CrsError('USAGE', `${name}: "${v}" is not a date (YYYY-MM-DD)`);
+  return v === undefined ? undefined : checkedDay(name, v);
+}
+
+/** A day given to `name`; the same check as dayOption, for an option that is required or repeated. */
+export function checkedDay(name: string, v: string): string {
+  const c = checkDay(v);
+  if (!c.ok) throw new CrsError('USAGE', `${name}: "${v}" is not a date (YYYY-MM-DD): ${c.reason}`);
   return v;
 }
 

@@ -1,4 +1,4 @@
-import { civilFromDays, daysFromCivil } from './civil-date.ts';
+import { civilFromDays, daysFromCivil, daysInMonth } from './civil-date.ts';
 
 /**
  * The export's "Message Time": an RFC 3339 profile of ISO 8601, checked by hand because it runs
@@ -32,15 +32,6 @@ function two(s: string, i: number): number {
   const a = s.charCodeAt(i) - 48;
   const b = s.charCodeAt(i + 1) - 48;
   return a >= 0 && a <= 9 && b >= 0 && b <= 9 ? a * 10 + b : -1;
-}
-
-function isLeap(y: number): boolean {
-  return (y % 4 === 0 && y % 100 !== 0) || y % 400 === 0;
-}
-
-function daysInMonth(y: number, m: number): number {
-  if (m === 2) return isLeap(y) ? 29 : 28;
-  return m === 4 || m === 6 || m === 9 || m === 11 ? 30 : 31;
 }
 
 // Two-digit fields from a table: this runs once per line.

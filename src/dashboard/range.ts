@@ -7,29 +7,16 @@
  * page costs follows the days that hold data, not the range (`clampToData`), so a wide range is
  * no reason to refuse. What is not a range is refused with a message that says why.
  */
+import { checkDay, FIRST_DAY, LAST_DAY, shiftDay, utcDay } from '../common/civil-date.ts';
 import type { DataExtent, DayRange } from '../warehouse/read/index.ts';
 
+export { FIRST_DAY, isDay, LAST_DAY, shiftDay } from '../common/civil-date.ts';
 export type { DayRange } from '../warehouse/read/index.ts';
 
 export const DEFAULT_SPAN_DAYS = 30;
 
-/** The first and last day PostgreSQL's `date` and a four-digit year both hold. */
-export const FIRST_DAY = '0001-01-01';
-export const LAST_DAY = '9999-12-31';
-
 /** The parameters a page takes; any other is refused, so a typo never passes for a filter. */
 export const RANGE_PARAMS = ['from', 'to'] as const;
-
-const DAY = /^\d{4}-\d{2}-\d{2}$/;
-
-export function shiftDay(day: string, n: number): string {
-  return new Date(Date.parse(`${day}T00:00:00Z`) + n * 86_400_000).toISOString().slice(0, 10);
-}
-
-/** A real calendar day in the form YYYY-MM-DD (2026-02-30 is not one). */
-export function isDay(s: string): boolean {
-  return DAY.test(s) && !Number.isNaN(Date.parse(`${s}T00:00:00Z`)) && shiftDay(s, 0) === s;
-}
 
 export type RangeResult = { ok: true; range: DayRange; explicit: boolean } | { ok: false; error: string };
 
@@ -57,15 +44,13 @@ export function resolveRange(
     ['from', from],
     ['to', to],
   ] as const) {
-    if (v !== undefined && !isDay(v)) {
-      return { ok: false, error: `${name}=${JSON.stringify(v)} is not a day in the form YYYY-MM-DD` };
-    }
-    // Year 0 is a day to JavaScript but not to PostgreSQL, whose calendar starts at year 1.
-    if (v !== undefined && v < FIRST_DAY) {
-      return {
-        ok: false,
-        error: `${name}=${JSON.stringify(v)} is before ${FIRST_DAY}, the first day there is`,
-      };
+    const c = v === undefined ? undefined : checkDay(v);
+    if (c !== undefined && !c.ok) {
+      const why =
+        c.problem === 'year'
+          ? `is before ${FIRST_DAY}, the first day there is`
+          : 'is not a day in the form YYYY-MM-DD';
+      return { ok: false, error: `${name}=${JSON.stringify(v)} ${why}` };
     }
   }
   const span = DEFAULT_SPAN_DAYS - 1;
@@ -81,7 +66,7 @@ export function resolveRange(
       error: `to=${to} alone means the ${DEFAULT_SPAN_DAYS} days up to it, which start before ${FIRST_DAY}: give from as well`,
     };
   }
-  const yesterday = shiftDay(now.toISOString().slice(0, 10), -1);
+  const yesterday = shiftDay(utcDay(now), -1);
   const end = to ?? (from ? shiftDay(from, span) : (extent?.lastDay ?? yesterday));
   const start = from ?? shiftDay(end, -span);
   if (start > end) return { ok: false, error: `from (${start}) is after to (${end})` };
@@ -107,7 +92,7 @@ export const laterDay = (a: string, b: string): string => [a, b].sort()[1] as st
 
 /** Presets shown beside the form: the last N days up to the latest export day, and all of it. */
 export function presets(extent: DataExtent | null, now = new Date()): { label: string; range: DayRange }[] {
-  const end = extent?.lastDay ?? shiftDay(now.toISOString().slice(0, 10), -1);
+  const end = extent?.lastDay ?? shiftDay(utcDay(now), -1);
   const out = [7, 30, 90].map((n) => ({
     label: `last ${n} days`,
     range: { from: shiftDay(end, -(n - 1)), to: end },

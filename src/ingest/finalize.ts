@@ -1,9 +1,9 @@
 import type pg from 'pg';
+import { dayRange } from '../common/civil-date.ts';
 import type { LoadCounts } from '../common/counts.ts';
 import { CrsError } from '../errors.ts';
 import { addDayDeletes, recordDayExport, recordDayLoaded, recountDayDeletes } from '../warehouse/days.ts';
 import type { Warehouse } from '../warehouse/db.ts';
-import { dayRange } from '../warehouse/ledger.ts';
 import { refreshRollups } from '../warehouse/rollups/refresh.ts';
 import { threadTotalsFromRollups } from '../warehouse/rollups/status.ts';
 import { drainThreadQueue, refreshQueuedThreads } from '../warehouse/threads.ts';

@@ -1,5 +1,5 @@
 import { f64At, itemAt } from '../common/checked.ts';
-import { civilFromDays } from '../common/civil-date.ts';
+import { civilFromDays, formatDay, parseDay as parseCivilDay } from '../common/civil-date.ts';
 import { hash4, Rng, unit } from './prng.ts';
 
 /**
@@ -158,18 +158,12 @@ export function dayOf(ms: number): number {
 }
 
 export function dayToString(day: number): string {
-  return new Date(day * DAY_MS).toISOString().slice(0, 10);
+  return formatDay(day);
 }
-
-const DATE_RE = /^(\d{4})-(\d{2})-(\d{2})$/;
 
 /** Parses YYYY-MM-DD strictly (a real calendar date) into a day number. */
 export function parseDay(s: string): number | undefined {
-  const m = DATE_RE.exec(s);
-  if (!m) return undefined;
-  const ms = Date.UTC(Number(m[1]), Number(m[2]) - 1, Number(m[3]));
-  if (Number.isNaN(ms) || new Date(ms).toISOString().slice(0, 10) !== s) return undefined;
-  return ms / DAY_MS;
+  return parseCivilDay(s) ?? undefined;
 }
 
 export { unit };

@@ -1,8 +1,6 @@
 import { sql } from 'kysely';
 import type { LoadCounts } from '../common/counts.ts';
-import { STALE_AFTER_MS } from '../common/liveness.ts';
 import { touchDay } from './days.ts';
-import { RUN_ALIVE_AT } from './liveness.ts';
 import type { Executor, RunKind, RunStatus } from './types.ts';
 
 /** The runs of the ledger (`sync_runs`): one row per sync, backfill, import or replay. */
@@ -18,15 +16,11 @@ export interface StartRunInput {
 
 /**
  * Records a run; starting the same load id again (a resumed import, a retried activity) keeps its
- * row. Other runs still marked running that have shown no sign of life for `staleAfterMs` are
- * marked abandoned (a terminated workflow, a killed import: nothing else would ever close them);
+ * row. Other runs still marked running that `run_liveness` finds abandoned (no sign of life for
+ * `abandoned_after()`) are marked so (a terminated workflow, a killed import: nothing else would ever close them);
  * their ids are returned.
  */
-export async function startRun(
-  db: Executor,
-  r: StartRunInput,
-  staleAfterMs = STALE_AFTER_MS,
-): Promise<{ abandoned: string[] }> {
+export async function startRun(db: Executor, r: StartRunInput): Promise<{ abandoned: string[] }> {
   await db
     .insertInto('sync_runs')
     .values({
@@ -44,22 +38,18 @@ export async function startRun(
         .doUpdateSet({ status: 'running', finished_at: null, error: null, progress_at: sql`now()` }),
     )
     .execute();
-  return { abandoned: await abandonStaleRuns(db, r.loadId, staleAfterMs) };
+  return { abandoned: await abandonStaleRuns(db, r.loadId) };
 }
 
-/** Marks runs abandoned that read `running` yet have shown no sign of life for `staleAfterMs`. */
-export async function abandonStaleRuns(
-  db: Executor,
-  byLoadId: string,
-  staleAfterMs = STALE_AFTER_MS,
-): Promise<string[]> {
+/** Marks runs abandoned that read `running` yet `run_liveness` finds abandoned. */
+export async function abandonStaleRuns(db: Executor, byLoadId: string): Promise<string[]> {
   const res = await sql<{ load_id: string }>`
     update sync_runs r
     set status = 'abandoned', finished_at = now(),
-        error = 'no sign of life since ' || to_char(${RUN_ALIVE_AT} at time zone 'UTC', 'YYYY-MM-DD HH24:MI:SS')
+        error = 'no sign of life since ' || to_char(l.alive_at at time zone 'UTC', 'YYYY-MM-DD HH24:MI:SS')
           || ' UTC (terminated, or its worker is gone); marked abandoned by run ' || ${byLoadId}::text
-    where r.status = 'running' and r.load_id <> ${byLoadId}
-      and ${RUN_ALIVE_AT} < now() - make_interval(secs => ${staleAfterMs / 1000})
+    from run_liveness l
+    where l.load_id = r.load_id and l.abandoned and r.status = 'running' and r.load_id <> ${byLoadId}
     returning r.load_id`.execute(db);
   return res.rows.map((x) => x.load_id);
 }

@@ -294,6 +294,31 @@ export interface FreshnessSlaTable {
   updated_at: GeneratedTimestamp;
 }
 
+/** Read only: a view's columns are never written. */
+type ViewColumn<T> = ColumnType<T, never, never>;
+
+/**
+ * The view `run_liveness`: every run's last sign of life and whether it is abandoned (the one
+ * definition of the rule, with `abandoned_after()`; `sync_health` counts from it too).
+ */
+export interface RunLivenessView {
+  load_id: ViewColumn<string>;
+  /** Its `progress_at` or its load's last batch commit, the later. */
+  alive_at: ViewColumn<Date>;
+  /** Marked `abandoned`, or `running` with no sign of life for `abandoned_after()`. */
+  abandoned: ViewColumn<boolean>;
+}
+
+/** The view `day_liveness`: every ledger day's last sign of life and whether it is abandoned. */
+export interface DayLivenessView {
+  day: ViewColumn<string>;
+  load_id: ViewColumn<string | null>;
+  /** Its `progress_at` or its load's last batch commit of the day, the later; null with neither. */
+  alive_at: ViewColumn<Date | null>;
+  /** `running` with no sign of life for `abandoned_after()` (or none at all). */
+  abandoned: ViewColumn<boolean>;
+}
+
 export interface Database {
   analytics_messages: AnalyticsMessagesTable;
   threads: ThreadsTable;
@@ -314,6 +339,8 @@ export interface Database {
   freshness_sla: FreshnessSlaTable;
   schema_drift: SchemaDriftTable;
   schema_drift_counts: SchemaDriftCountsTable;
+  run_liveness: RunLivenessView;
+  day_liveness: DayLivenessView;
 }
 
 /** What a repository function runs on: the pool's kysely or one of its transactions (kysely's style). */

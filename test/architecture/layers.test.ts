@@ -169,7 +169,7 @@ describe('the layers of the source tree', () => {
   it('when the rule is checked against an import from a layer above, then it is caught', () => {
     // The rule itself: an upward import must be reported (guards against a layer table that
     // accepts everything).
-    const a = layerOf('src/warehouse/ledger.ts');
+    const a = layerOf('src/warehouse/sync-window.ts');
     const b = layerOf('workflows/liveness.ts');
     expect(a && b && b.rank > a.rank).toBe(true);
     expect(layerOf('src/enrich/index.ts')?.rank).toBeLessThan(layerOf('contract/workflows.ts')?.rank ?? -1);

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { STALE_AFTER_MS } from '../../src/common/liveness.ts';
+import { STALE_AFTER_MS } from '../../src/common/activity-timeouts.ts';
 import { type Dashboard, startDashboard } from '../../src/dashboard/server.ts';
 import { readStatus } from '../../src/warehouse/read/status.ts';
 import { startRun } from '../../src/warehouse/runs.ts';

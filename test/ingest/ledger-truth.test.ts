@@ -1,13 +1,14 @@
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { STALE_AFTER_MS } from '../../src/common/liveness.ts';
+import { STALE_AFTER_MS } from '../../src/common/activity-timeouts.ts';
 import { parseConfig } from '../../src/config.ts';
 import { loadExportDay } from '../../src/ingest/export-day.ts';
 import { createLogger } from '../../src/log.ts';
 import { generateExportLines } from '../../src/simulator/index.ts';
-import { planWindow, startRun, touchRun } from '../../src/warehouse/ledger.ts';
 import { readStatus } from '../../src/warehouse/read/status.ts';
+import { startRun, touchRun } from '../../src/warehouse/runs.ts';
+import { planWindow } from '../../src/warehouse/sync-window.ts';
 import { client, SECRETS } from '../api/helpers/client-setup.ts';
 import { type ScriptedServer, startScriptedServer } from '../api/helpers/scripted-server.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';

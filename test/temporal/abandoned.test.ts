@@ -1,7 +1,7 @@
 import type { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dayWorkflowId } from '../../contract/workflows.ts';
-import { STALE_AFTER_MS } from '../../src/common/liveness.ts';
+import { STALE_AFTER_MS } from '../../src/common/activity-timeouts.ts';
 import { readStatus } from '../../src/warehouse/read/status.ts';
 import { syncWindow } from '../../workflows/index.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';

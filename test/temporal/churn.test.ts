@@ -8,8 +8,8 @@ import {
 } from '../../bench/lib/backfill/request-counter.ts';
 import { startPollingWorker, type WorkerProcess } from '../../bench/lib/backfill/workers.ts';
 import { compareWithTruth } from '../../bench/lib/chaos/compare.ts';
+import { shiftDay } from '../../src/common/civil-date.ts';
 import { type Simulator, startSimulator } from '../../src/simulator/index.ts';
-import { addDays } from '../../workflows/dates.ts';
 import { backfill } from '../../workflows/index.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 import { until } from './days.ts';
@@ -91,9 +91,9 @@ describe('three workers on one task queue (real worker command, simulator, Postg
 
   it('when one of three workers is SIGKILLed and a fourth added during a 60-day backfill, then all take days, the warehouse equals the service and the tenant limit holds across them', async () => {
     const today = frozen.toISOString().slice(0, 10);
-    const from = addDays(today, -DAYS);
-    const to = addDays(today, -1);
-    const days = Array.from({ length: DAYS }, (_, i) => addDays(from, i));
+    const from = shiftDay(today, -DAYS);
+    const to = shiftDay(today, -1);
+    const days = Array.from({ length: DAYS }, (_, i) => shiftDay(from, i));
     const [w1, w2, w3] = await Promise.all([start('w1'), start('w2'), start('w3')]);
     const handle = await h.client.workflow.start(backfill, {
       taskQueue: h.taskQueue,

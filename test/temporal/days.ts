@@ -1,13 +1,13 @@
 import { randomInt } from 'node:crypto';
-import { addDays } from '../../workflows/dates.ts';
+import { shiftDay } from '../../src/common/civil-date.ts';
 
 /**
  * Day workflow ids are global in the namespace the test files share, so every test picks its
  * days in a random stretch of the past where no other test is likely to land.
  */
 export function randomDays(n: number): string[] {
-  const start = addDays('1900-01-01', randomInt(0, 60_000));
-  return Array.from({ length: n }, (_, i) => addDays(start, i));
+  const start = shiftDay('1900-01-01', randomInt(0, 60_000));
+  return Array.from({ length: n }, (_, i) => shiftDay(start, i));
 }
 
 export async function until<T>(

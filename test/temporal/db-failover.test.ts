@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServiceClient } from '../../src/api/index.ts';
+import { shiftDay } from '../../src/common/civil-date.ts';
 import { type Simulator, startSimulator } from '../../src/simulator/index.ts';
 import { openWarehouse, type Warehouse } from '../../src/warehouse/db.ts';
-import { shiftDay } from '../../src/warehouse/ledger.ts';
 import { syncWindow } from '../../workflows/index.ts';
 import { simulatorOptions } from '../api/helpers/client-setup.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';

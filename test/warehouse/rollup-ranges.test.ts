@@ -21,7 +21,7 @@ import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts
 /**
  * The per-day rows with their previous active day (src/warehouse/rollups/days.ts) give, for every
  * range of days, the same distinct users and threads, the same threads by status and depth, and
- * the same top users and threads (src/dashboard/queries.ts) as the raw tables, after loads that
+ * the same top users and threads (src/warehouse/read/users.ts, read/threads.ts) as the raw tables, after loads that
  * add a user's or a thread's days in the middle of its others, give a thread a second user,
  * withdraw days again, and after status changes written straight into `threads`; and what the
  * loads kept incrementally equals a rebuild. Records are drawn from a seeded generator (the seed

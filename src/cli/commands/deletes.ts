@@ -3,19 +3,10 @@ import { renderTable } from '../../common/table.ts';
 import { CrsError } from '../../errors.ts';
 import { applyHeldDeletes, heldIds, listHeldDeletes } from '../../warehouse/held-deletes.ts';
 import { refreshRollups } from '../../warehouse/rollups/refresh.ts';
+import { checkedDay } from '../args.ts';
 import { loadContext, openConfiguredWarehouse } from '../context.ts';
 
-const DAY = /^\d{4}-\d{2}-\d{2}$/;
-
-function checkDay(v: string): string {
-  if (
-    !DAY.test(v) ||
-    Number.isNaN(Date.parse(`${v}T00:00:00Z`)) ||
-    new Date(`${v}T00:00:00Z`).toISOString().slice(0, 10) !== v
-  )
-    throw new CrsError('USAGE', `--day takes a date YYYY-MM-DD, not "${v}"`);
-  return v;
-}
+const checkDay = (v: string): string => checkedDay('--day', v);
 
 /** `crs-sync deletes list|apply`. Long: one commander definition of two subcommands, each with its table. */
 export function registerDeletes(program: Command): void {

@@ -4,9 +4,8 @@ import { formatBytes, formatDuration, renderTable } from '../../common/table.ts'
 import { CrsError, EXIT_FAILURE } from '../../errors.ts';
 import { importFile } from '../../ingest/import-file.ts';
 import type { LoadSummary } from '../../ingest/load.ts';
+import { checkRange, dayOption } from '../args.ts';
 import { loadContext, openConfiguredWarehouse } from '../context.ts';
-
-const DATE = /^\d{4}-\d{2}-\d{2}$/;
 
 /**
  * `crs-sync import`. Long: commander's declarations, the help text and the progress bar's
@@ -109,12 +108,12 @@ export function registerImport(program: Command): void {
 
 /** The days --from/--to declare the file the complete export of, or null without them. */
 function completeDaysOf(opts: { from?: string; to?: string }): { from: string; to: string } | null {
-  const { from, to } = opts;
-  if ((from === undefined) !== (to === undefined)) throw new CrsError('USAGE', '--from and --to go together');
-  if (!from || to === undefined) return null;
-  if (!DATE.test(from) || !DATE.test(to) || from > to) {
-    throw new CrsError('USAGE', '--from and --to must be dates YYYY-MM-DD with --from <= --to');
-  }
+  if ((opts.from === undefined) !== (opts.to === undefined))
+    throw new CrsError('USAGE', '--from and --to go together');
+  const from = dayOption('--from', opts.from);
+  const to = dayOption('--to', opts.to);
+  if (from === undefined || to === undefined) return null;
+  checkRange(from, to);
   return { from, to };
 }
 

@@ -1,22 +1,15 @@
 import type { Command } from 'commander';
+import { dayRange } from '../../common/civil-date.ts';
 import { CrsError } from '../../errors.ts';
-import { dayRange } from '../../warehouse/ledger.ts';
 import { rollupStatus } from '../../warehouse/read/index.ts';
 import { rebuildRollups } from '../../warehouse/rollups/rebuild.ts';
 import { refreshRollups } from '../../warehouse/rollups/refresh.ts';
+import { checkedDay } from '../args.ts';
 import { loadContext, openConfiguredWarehouse } from '../context.ts';
 
-const DAY = /^\d{4}-\d{2}-\d{2}$/;
 // Days per transaction of a ranged rebuild: each chunk commits on its own, so an interrupted
 // rebuild keeps what it finished and the views stay exact throughout.
 const CHUNK_DAYS = 31;
-
-function checkDay(option: string, v: string): string {
-  const d = new Date(`${v}T00:00:00Z`);
-  if (!DAY.test(v) || Number.isNaN(d.getTime()) || d.toISOString().slice(0, 10) !== v)
-    throw new CrsError('USAGE', `${option} takes a date YYYY-MM-DD, not "${v}"`);
-  return v;
-}
 
 const seconds = (t0: number) => `${((performance.now() - t0) / 1000).toFixed(1)} s`;
 
@@ -115,8 +108,8 @@ function registerRebuild(rollups: Command): void {
     .option('--to <day>', 'last day (YYYY-MM-DD) of the range; default: --from')
     .action(async (o: { from?: string; to?: string }) => {
       if (o.to !== undefined && o.from === undefined) throw new CrsError('USAGE', '--to needs --from');
-      const from = o.from === undefined ? undefined : checkDay('--from', o.from);
-      const to = o.to === undefined ? from : checkDay('--to', o.to);
+      const from = o.from === undefined ? undefined : checkedDay('--from', o.from);
+      const to = o.to === undefined ? from : checkedDay('--to', o.to);
       if (from !== undefined && to !== undefined && to < from)
         throw new CrsError('USAGE', `--to ${to} is before --from ${from}`);
       const ctx = loadContext();

@@ -19,7 +19,7 @@ export function registerStatus(program: Command): void {
       const ctx = loadContext();
       const wh = await openConfiguredWarehouse(ctx, { connections: 1, schema: 'current' });
       try {
-        const s = await readStatus(wh.warehouse.db, undefined, undefined, ctx.config.freshnessSlaSeconds);
+        const s = await readStatus(wh.warehouse.db, undefined, ctx.config.freshnessSlaSeconds);
         process.stdout.write(
           opts.json ? `${JSON.stringify(s, null, 2)}\n` : `${formatStatus(s, wh.description)}\n`,
         );

@@ -3,7 +3,7 @@ import { type Queryable, rowsOf } from './queryable.ts';
 
 /**
  * Where a figure shown to people is read: `rollup` the per-day aggregate tables (rollup_*, kept
- * exact by src/warehouse/rollups.ts), `raw` the loaded tables themselves. Both give the same
+ * exact by src/warehouse/rollups/), `raw` the loaded tables themselves. Both give the same
  * rows (test/dashboard/dashboard.test.ts checks every query both ways).
  */
 export type Source = 'rollup' | 'raw';

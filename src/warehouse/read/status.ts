@@ -1,9 +1,7 @@
 import { sql } from 'kysely';
-import { STALE_AFTER_MS } from '../../common/liveness.ts';
+import { dayCount, shiftDay, utcDay } from '../../common/civil-date.ts';
 import { getWatermark } from '../days.ts';
 import { type HeldDay, listHeldDeletes } from '../held-deletes.ts';
-import { shiftDay, utcDay } from '../ledger.ts';
-import { DAY_ALIVE_AT, isStale } from '../liveness.ts';
 import type { Executor } from '../types.ts';
 import { DEFAULT_FRESHNESS_SLA_SECONDS, type Freshness, readFreshness } from './freshness.ts';
 import { queryable } from './queryable.ts';
@@ -41,17 +39,13 @@ export interface WarehouseStatus {
 export async function readStatus(
   db: Executor,
   now = new Date(),
-  staleAfterMs = STALE_AFTER_MS,
   freshnessSlaSeconds = DEFAULT_FRESHNESS_SLA_SECONDS,
 ): Promise<WarehouseStatus> {
   const watermark = await getWatermark(db);
   const yesterday = shiftDay(utcDay(now), -1);
-  const lagDays =
-    watermark === null
-      ? null
-      : Math.max(0, Math.round((Date.parse(yesterday) - Date.parse(watermark)) / 86_400_000));
-  const days = await readDays(db, now, staleAfterMs);
-  const recentRuns = await readRecentRuns(db, now, staleAfterMs);
+  const lagDays = watermark === null ? null : Math.max(0, dayCount(watermark, yesterday) - 1);
+  const days = await readDays(db);
+  const recentRuns = await readRecentRuns(db);
   const rejects = await db
     .selectFrom('rejected_records')
     .select([
@@ -88,7 +82,7 @@ export async function readStatus(
     watermark,
     lagDays,
     ...days,
-    staleAfterMinutes: staleAfterMs / 60_000,
+    staleAfterMinutes: await abandonedAfterMinutes(db),
     recentRuns,
     rejects: rejects.map((r) => ({
       source: r.source,
@@ -109,11 +103,19 @@ export async function readStatus(
   };
 }
 
+/**
+ * The threshold after which a silent running run or day is abandoned: the warehouse's own
+ * (`abandoned_after()`, which the liveness views apply), so what status says is what they count.
+ */
+export async function abandonedAfterMinutes(db: Executor): Promise<number> {
+  const r = await sql<{ minutes: number }>`
+    select extract(epoch from abandoned_after())::float8 / 60 as minutes`.execute(db);
+  return Number(r.rows[0]?.minutes);
+}
+
 /** Days by status (running ones with no sign of life counted as abandoned), failed and abandoned days. */
 async function readDays(
   db: Executor,
-  now: Date,
-  staleAfterMs: number,
 ): Promise<Pick<WarehouseStatus, 'days' | 'failedDays' | 'abandonedDays'>> {
   const days = await db
     .selectFrom('sync_days')
@@ -123,11 +125,12 @@ async function readDays(
     .execute();
   const running = await db
     .selectFrom('sync_days as d')
-    .select(['d.day', 'd._load_id', 'd.attempts', DAY_ALIVE_AT.as('alive_at')])
+    .innerJoin('day_liveness as l', 'l.day', 'd.day')
+    .select(['d.day', 'd._load_id', 'd.attempts', 'l.alive_at', 'l.abandoned'])
     .where('d.status', '=', 'running')
     .orderBy('d.day')
     .execute();
-  const abandonedDays = running.filter((d) => isStale(d.alive_at, now, staleAfterMs));
+  const abandonedDays = running.filter((d) => d.abandoned);
   const dayCounts: Record<string, number> = Object.fromEntries(days.map((d) => [d.status, Number(d.n)]));
   if (running.length > abandonedDays.length) dayCounts.running = running.length - abandonedDays.length;
   if (abandonedDays.length > 0) dayCounts.abandoned = abandonedDays.length;
@@ -151,12 +154,8 @@ async function readDays(
 }
 
 /** The last ten runs (read/runs.ts, the dashboard's too), the window as one text. */
-async function readRecentRuns(
-  db: Executor,
-  now: Date,
-  staleAfterMs: number,
-): Promise<WarehouseStatus['recentRuns']> {
-  const runs = await recentRuns(queryable(db), { limit: 10, now, staleAfterMs });
+async function readRecentRuns(db: Executor): Promise<WarehouseStatus['recentRuns']> {
+  const runs = await recentRuns(queryable(db), { limit: 10 });
   return runs.map(({ windowStart, windowEnd, ...r }) => ({
     loadId: r.loadId,
     kind: r.kind,

@@ -52,7 +52,7 @@ export interface UsageTotals {
 
 export async function usageTotals(q: Queryable, r: DayRange, source: Source): Promise<UsageTotals> {
   // Distinct users and threads from the range rollups: each counts on its first active day in
-  // the range, the one whose previous active day is before it (src/warehouse/rollup-days.ts);
+  // the range, the one whose previous active day is before it (src/warehouse/rollups/days.ts);
   // a range that starts with the data counts first days ever.
   const first = source === 'rollup' && (await startsWithData(q, r));
   const text =

@@ -7,7 +7,7 @@ import type pg from 'pg';
  *
  * Why the previous day: the distinct users or threads of a range [a, b] are the rows of the range
  * whose previous day is before `a` (or none): each counts on its first day in the range, and that
- * is one index-only read, with no sort or hash of keys (src/dashboard/queries.ts). A thread's rows
+ * is one index-only read, with no sort or hash of keys (src/warehouse/read/users.ts, read/threads.ts). A thread's rows
  * are per day and user (a second user of a thread is tolerated, not expected), ordered by day
  * then user: the second user's row of a day has that same day as its previous one, so it never
  * counts again.

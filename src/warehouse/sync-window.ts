@@ -1,35 +1,6 @@
-// Subpath imports: the package root loads all of date-fns (about a second of CLI start-up).
-import { addDays } from 'date-fns/addDays';
-import { formatISO } from 'date-fns/formatISO';
-import { parseISO } from 'date-fns/parseISO';
+import { dayRange, shiftDay, utcDay } from '../common/civil-date.ts';
 import { earliestIncompleteDay, getWatermark } from './days.ts';
 import type { Executor } from './types.ts';
-
-/**
- * The ledger's calendar: UTC days, and the window of days a sync plans from the ledger. The
- * ledger's rows have their own repositories: runs.ts (`sync_runs`) and days.ts (`sync_days`).
- */
-
-// Re-exported for the tests that knew the ledger as one module before it was split; new code
-// imports them from runs.ts and days.ts.
-export { markDayRunning } from './days.ts';
-export { startRun, touchRun } from './runs.ts';
-
-export function utcDay(d: Date): string {
-  return d.toISOString().slice(0, 10);
-}
-
-export function dayRange(from: string, to: string): string[] {
-  const out: string[] = [];
-  for (let d = parseISO(from); formatISO(d, { representation: 'date' }) <= to; d = addDays(d, 1)) {
-    out.push(formatISO(d, { representation: 'date' }));
-  }
-  return out;
-}
-
-export function shiftDay(day: string, n: number): string {
-  return formatISO(addDays(parseISO(day), n), { representation: 'date' });
-}
 
 /** How far back a scheduled sync looks for days whose export was not known complete. */
 export const INCOMPLETE_REPULL_DAYS = 31;

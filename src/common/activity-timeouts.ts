@@ -1,8 +1,10 @@
 /**
- * Timeouts that decide when a run or a day load that still reads `running` is taken for
- * abandoned (its workflow terminated, its worker gone for good). Shared by the activity policies
- * and the ledger, so the threshold follows the timeouts it is derived from. Pure constants: safe
- * in workflow code.
+ * The activities' heartbeat and retry timeouts (workflows/policies.ts sets them), and the
+ * staleness threshold they imply: how long a run or a day load that still reads `running` may
+ * show no sign of life before it is taken for abandoned (its workflow terminated, its worker gone
+ * for good). The warehouse applies that threshold in SQL (`abandoned_after()`, used by the
+ * `run_liveness` and `day_liveness` views), which a migration cannot import from here; a test
+ * checks that the two agree. Pure constants: safe in workflow code.
  */
 
 /** Heartbeat timeout of a day load (a run may set its own; see loadProxy). */
