@@ -1,4 +1,5 @@
 import { sql } from 'kysely';
+import { ALERT_KINDS, type AlertKind } from '../common/alert-kinds.ts';
 import { redactText } from '../log.ts';
 import type { Condition } from '../warehouse/incidents.ts';
 import { type Freshness, readFreshness } from '../warehouse/read/freshness.ts';
@@ -14,17 +15,7 @@ export interface CheckSettings {
   budgetWaitMs: number;
 }
 
-/** Every kind the checks decide on: an open incident of one of them resolves when its condition is gone. */
-export const ALERT_KINDS = [
-  'day_failed',
-  'freshness_late',
-  'deletes_held',
-  'quarantine_spike',
-  'schema_drift',
-  'enrichment_stalled',
-  'budget_starved',
-] as const;
-export type AlertKind = (typeof ALERT_KINDS)[number];
+export { ALERT_KINDS, type AlertKind };
 
 const hours = (s: number) => `${Math.round(s / 360) / 10} h`;
 

@@ -1,4 +1,5 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { ALERT_KINDS, type AlertKind } from '../common/alert-kinds.ts';
 import type { LoadCounts } from '../common/counts.ts';
 
 /**
@@ -10,17 +11,7 @@ import type { LoadCounts } from '../common/counts.ts';
  */
 export const registry = new Registry();
 
-/** Alert kinds of the webhooks and of the Prometheus rules; `countAlertSent` accepts these. */
-export const ALERT_KINDS = [
-  'day_failed',
-  'freshness_late',
-  'deletes_held',
-  'quarantine_spike',
-  'schema_drift',
-  'enrichment_stalled',
-  'budget_starved',
-] as const;
-export type AlertKind = (typeof ALERT_KINDS)[number];
+export { ALERT_KINDS, type AlertKind };
 
 export const FRESHNESS_SOURCES = ['export', 'enrichment'] as const;
 export const FRESHNESS_STATES = ['on_time', 'late', 'failing'] as const;
