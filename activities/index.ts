@@ -154,6 +154,7 @@ export function createActivities(deps: ActivityDeps): Activities {
             need('loadDay')({
               day: input.day,
               loadId: input.loadId,
+              ...(input.partial ? { partial: true } : {}),
               signal: ctx.cancellationSignal,
               onProgress: (p) => {
                 last = { linesCommitted: p.linesCommitted, rowsRead: p.rowsRead, bytesRead: p.bytesRead };

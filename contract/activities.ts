@@ -80,6 +80,8 @@ export interface EndRunInput {
 export interface DayLoadInput {
   day: string;
   loadId: string;
+  /** An intraday pull of the open day: loaded, nothing deleted, ledger `partial`. Absent: a complete day. */
+  partial?: boolean;
 }
 
 export interface ReleaseDayInput {

@@ -15,7 +15,18 @@ export function dayWorkflowId(day: string): string {
   return `${DAY_WORKFLOW_PREFIX}${day}`;
 }
 
-export type SyncKind = 'scheduled' | 'manual' | 'backfill';
+export type SyncKind = 'scheduled' | 'manual' | 'backfill' | 'intraday';
+
+/** The intraday schedule's runs (`crs-sync schedule create --intraday EVERY`). */
+export interface SyncIntradayInput {
+  enrich?: boolean;
+  heartbeatTimeout?: string;
+  /**
+   * The instant the run acts as of (ISO); default the workflow's start time (for a schedule, the
+   * scheduled time). Tests and a simulator on another clock set it.
+   */
+  now?: string;
+}
 
 export interface SyncDayInput {
   day: string;
@@ -23,6 +34,11 @@ export interface SyncDayInput {
   loadId: string;
   /** How long the load may go without a heartbeat before Temporal retries it elsewhere (default 30s). */
   heartbeatTimeout?: string;
+  /**
+   * An intraday pull of the open UTC day: nothing of the day is deleted and it stays `partial`.
+   * Absent (every history recorded before intraday pulls): a complete day.
+   */
+  partial?: boolean;
 }
 
 /** What syncDay returns: the figures of the day's load (the loader's counts, under their names). */
@@ -30,6 +46,8 @@ export interface DayResult extends LoadCounts {
   day: string;
   loadId: string;
   outcome: DayOutcome;
+  /** The load was an intraday pull (the day is `partial`): a run that needs the day complete loads it again. */
+  partial?: boolean;
 }
 
 export interface EnrichInput {

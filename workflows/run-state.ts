@@ -28,11 +28,12 @@ export async function loadDayInto(
   day: string,
   since: string,
   heartbeatTimeout: string | undefined,
+  partial = false,
 ): Promise<void> {
   p.daysRunning.push(day);
   publish(p);
   try {
-    const r = await runDay(day, p.loadId, since, heartbeatTimeout);
+    const r = await runDay(day, p.loadId, since, heartbeatTimeout, partial);
     p.totals = addDay(p.totals, r);
   } catch (err) {
     if (isCancellation(err)) throw err;

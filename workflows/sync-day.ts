@@ -6,7 +6,8 @@ import { dayProgressQuery } from './queries.ts';
 /**
  * Loads one UTC day of the export. Runs under the workflow id `crs-sync-day-YYYY-MM-DD`, so two
  * runs can never load the same day at once. Whatever way the load ends short of success, the
- * day is released in the ledger (a day left `running` would be a lie).
+ * day is released in the ledger (a day left `running` would be a lie). With `partial` it is an
+ * intraday pull of the open day: nothing deleted, the ledger says `partial`.
  */
 export async function syncDay(input: SyncDayInput): Promise<DayResult> {
   const progress: DayProgress = { day: input.day, loadId: input.loadId, phase: 'loading', linesCommitted: 0 };
@@ -14,13 +15,23 @@ export async function syncDay(input: SyncDayInput): Promise<DayResult> {
   setCurrentDetails(`loading ${input.day} (load ${input.loadId})`);
   const { loadExportDay } = loadProxy(input.heartbeatTimeout);
   try {
-    const counts = await loadExportDay({ day: input.day, loadId: input.loadId });
+    const counts = await loadExportDay({
+      day: input.day,
+      loadId: input.loadId,
+      ...(input.partial ? { partial: true } : {}),
+    });
     progress.phase = 'done';
     progress.linesCommitted = counts.linesRead;
     setCurrentDetails(
       `loaded ${input.day}: ${counts.rowsRead} rows (${counts.inserted} new, ${counts.updated} updated, ${counts.rejected} rejected)`,
     );
-    return { day: input.day, loadId: input.loadId, outcome: 'loaded', ...counts };
+    return {
+      day: input.day,
+      loadId: input.loadId,
+      outcome: 'loaded',
+      ...counts,
+      ...(input.partial ? { partial: true } : {}),
+    };
   } catch (err) {
     const cancelled = isCancellation(err);
     progress.phase = cancelled ? 'cancelled' : 'failed';

@@ -666,6 +666,17 @@ function recentRunsPart(runs: Q.RecentRun[]): string {
   return out.join('\n');
 }
 
+/**
+ * A day's status; a partial day (the open UTC day, pulled intraday) says so and when it was last
+ * pulled, since its figures are the export so far, not the day.
+ */
+function dayStatusCell(x: Q.LedgerDay): string {
+  const pill = `<span class="status s-${esc(x.status)}">${esc(x.status)}</span>`;
+  if (x.status !== 'partial') return pill;
+  const at = x.finishedAt ? `, last pull ${esc(x.finishedAt.slice(11, 16))} UTC` : '';
+  return `${pill} <span class="help" data-figure="partialDay">open day, so far${at}: nothing deleted until it closes</span>`;
+}
+
 function ledgerDaysPart(days: Q.LedgerDay[], range: DayRange): string {
   const out: string[] = [];
   const counts = new Map<string, number>();
@@ -680,11 +691,7 @@ function ledgerDaysPart(days: Q.LedgerDay[], range: DayRange): string {
         'days',
         [
           { title: 'Day', key: 'day', cell: (x) => esc(x.day) },
-          {
-            title: 'Status',
-            key: 'status',
-            cell: (x) => `<span class="status s-${esc(x.status)}">${esc(x.status)}</span>`,
-          },
+          { title: 'Status', key: 'status', cell: dayStatusCell },
           { title: 'Read', key: 'rowsRead', cell: (x) => int(x.rowsRead), numeric: true },
           { title: 'Inserted', key: 'inserted', cell: (x) => int(x.inserted), numeric: true },
           { title: 'Updated', key: 'updated', cell: (x) => int(x.updated), numeric: true },

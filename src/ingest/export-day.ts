@@ -31,6 +31,11 @@ export interface ExportDayDeps {
 export interface ExportDayInput {
   day: string;
   loadId: string;
+  /**
+   * An intraday pull of the open day: the export so far is loaded, but it is not the day's whole
+   * set, so nothing of the day is deleted and the ledger marks it `partial` (finalize.ts).
+   */
+  partial?: boolean;
   signal?: AbortSignal;
   onProgress?: (p: LoadProgress) => void;
 }
@@ -75,7 +80,8 @@ export async function loadExportDay(deps: ExportDayDeps, input: ExportDayInput):
           checksum = digest;
         });
       },
-      completeDays: { from: day, to: day },
+      completeDays: input.partial ? null : { from: day, to: day },
+      openDay: input.partial ? day : null,
       incompleteReason: () => (body ? body.incompleteReason : 'the export was not downloaded'),
       deleteGuardPct: config.deleteGuardPct,
       ledgerDay: day,
@@ -88,7 +94,11 @@ export async function loadExportDay(deps: ExportDayDeps, input: ExportDayInput):
     });
     await recordDayDownload(warehouse.db, day, { checksum, bytes: summary.bytesRead });
     const ledger = summary.days.find((d) => d.day === day);
-    logDayLoaded(log, summary, ledger);
+    logDayLoaded(
+      log,
+      summary,
+      input.partial ? { ...ledger, incompleteReason: null, deletesHeld: 0 } : ledger,
+    );
     return {
       day,
       loadId,

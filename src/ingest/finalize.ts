@@ -48,6 +48,12 @@ export interface FinalizeInput {
   deleteGuardLoadPct?: number | undefined;
   completeDays: { from: string; to: string } | null;
   ledgerDay: string | null;
+  /**
+   * The open UTC day this load pulled (an intraday pull): its rows so far are loaded, none is
+   * deleted (a row missing from a day still filling is not known gone), and the ledger marks it
+   * `partial`, never complete. Its held deletes are left alone.
+   */
+  openDay?: string | null | undefined;
   bytes: number;
   /** Told how long each step took (ms), for the debug log: where a load's end goes. */
   onPhases?: ((ms: { deletes: number; threads: number; rollups: number }) => void) | undefined;
@@ -86,6 +92,12 @@ export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<Fina
     }
   }
 
+  if (f.openDay && !complete.includes(f.openDay)) {
+    const summary = days.get(f.openDay) ?? daySummary(f.openDay, { r: 0, i: 0, u: 0, n: 0, j: 0 });
+    summary.incompleteReason = OPEN_DAY_REASON;
+    days.set(f.openDay, summary);
+    await recordOpenDay(pool, summary, f);
+  }
   // Held ids of any day this load saw leave the hold, before its seen ids go.
   await settleHeld(pool, f);
   if (f.seen) await pool.query('delete from load_seen where load_key = $1', [f.loadKey]);
@@ -126,6 +138,37 @@ export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<Fina
     threadsQueued,
     days: [...days.values()].sort((a, b) => a.day.localeCompare(b.day)),
   };
+}
+
+/** The ledger's reason why an intraday pull's export is not whole (and nothing of it deleted). */
+export const OPEN_DAY_REASON =
+  'the day is still open (intraday pull): nothing deleted until the closed-day pull';
+
+/** The ledger row of an intraday pull of the open day: partial, its export not known whole. */
+async function recordOpenDay(pool: pg.Pool, summary: DaySummary, f: FinalizeInput): Promise<void> {
+  const c = await pool.connect();
+  try {
+    await c.query('begin');
+    await recordDayLoaded(c, summary, {
+      loadId: f.loadId,
+      complete: false,
+      open: true,
+      bytes: f.ledgerDay === summary.day ? f.bytes : 0,
+      linesCommitted: f.ledgerDay === summary.day ? summary.rowsRead : 0,
+    });
+    await recordDayExport(c, summary.day, {
+      incompleteReason: OPEN_DAY_REASON,
+      deletesHeld: 0,
+      heldReason: null,
+      forceReason: null,
+    });
+    await c.query('commit');
+    c.release();
+  } catch (err) {
+    await c.query('rollback').catch(() => {});
+    c.release(err as Error);
+    throw err;
+  }
 }
 
 /**

@@ -64,6 +64,8 @@ export interface LoadRequest {
   deleteGuardLoadPct?: number;
   /** The sync_days row this load is the export of (mirrors the checkpoint in the same transaction). */
   ledgerDay?: string | null;
+  /** The open UTC day an intraday pull reads: loaded, never deleted from, marked `partial` (finalize.ts). */
+  openDay?: string | null;
   batchSize: number;
   parts: number;
   maxLineBytes: number;
@@ -225,6 +227,7 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
     deleteGuardLoadPct: req.deleteGuardLoadPct,
     completeDays: req.completeDays ?? null,
     ledgerDay,
+    openDay: req.openDay ?? null,
     bytes: read.bytesRead,
     onPhases: (phaseMs) => log.debug({ loadKey: req.loadKey, phaseMs }, 'finalize phases'),
   });

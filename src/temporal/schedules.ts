@@ -5,7 +5,7 @@ import {
   ScheduleNotFoundError,
   ScheduleOverlapPolicy,
 } from '@temporalio/client';
-import { syncWindow } from '../../workflows/index.ts';
+import { syncIntraday, syncWindow } from '../../workflows/index.ts';
 import { CrsError } from '../errors.ts';
 
 export const SCHEDULE_ID = 'crs-sync-daily';
@@ -24,6 +24,75 @@ export const DEFAULT_CATCHUP_WINDOW = '1 day';
  */
 export const OVERLAP_POLICY = ScheduleOverlapPolicy.BUFFER_ONE;
 
+export const INTRADAY_SCHEDULE_ID = 'crs-sync-intraday';
+/** Workflow id prefix of intraday runs (Temporal appends the scheduled time). */
+export const INTRADAY_WORKFLOW_ID = 'crs-sync-intraday';
+
+/**
+ * SKIP for intraday runs: a pull due while the previous one still runs is dropped, since the
+ * next one reads the whole open day again anyway.
+ */
+export const INTRADAY_OVERLAP_POLICY = ScheduleOverlapPolicy.SKIP;
+
+const MIN_INTRADAY_MINUTES = 5;
+const MAX_INTRADAY_MINUTES = 12 * 60;
+
+/**
+ * The interval of `--intraday EVERY`: minutes (`15m`) or hours (`1h`), from 5 minutes to 12
+ * hours (more often would spend the export's budget re-reading the day; less is the daily pull).
+ */
+export function parseIntradayEvery(every: string): { text: string; minutes: number } {
+  const m = /^(\d{1,4})(m|h)$/.exec(every.trim());
+  const minutes = m ? Number(m[1]) * (m[2] === 'h' ? 60 : 1) : Number.NaN;
+  if (!(minutes >= MIN_INTRADAY_MINUTES && minutes <= MAX_INTRADAY_MINUTES)) {
+    throw new CrsError(
+      'USAGE',
+      `--intraday ${JSON.stringify(every)}: give an interval in minutes or hours (e.g. 15m, 1h), from ${MIN_INTRADAY_MINUTES}m to ${MAX_INTRADAY_MINUTES / 60}h`,
+    );
+  }
+  return { text: `${minutes}m`, minutes };
+}
+
+export interface IntradayScheduleOptions {
+  taskQueue: string;
+  /** `15m`, `1h` (parseIntradayEvery). */
+  every: string;
+  enrich?: boolean;
+  /** Another schedule id (tests); default INTRADAY_SCHEDULE_ID. */
+  id?: string;
+}
+
+/**
+ * Creates the intraday schedule (pulls of the open UTC day every `every`, and the day that just
+ * closed once after 00:30 UTC: workflows/sync-intraday.ts), or brings it to these options.
+ */
+export async function createOrUpdateIntradaySchedule(
+  client: Client,
+  o: IntradayScheduleOptions,
+): Promise<'created' | 'updated'> {
+  const every = parseIntradayEvery(o.every);
+  const spec = { intervals: [{ every: every.text }] };
+  const action = {
+    type: 'startWorkflow' as const,
+    workflowType: syncIntraday,
+    workflowId: INTRADAY_WORKFLOW_ID,
+    taskQueue: o.taskQueue,
+    args: [{ enrich: o.enrich ?? true }] as [Parameters<typeof syncIntraday>[0]],
+    staticSummary: `intraday crs-sync every ${o.every}`,
+  };
+  // A missed pull is not worth catching up: the next one reads the whole open day.
+  const policies = { overlap: INTRADAY_OVERLAP_POLICY, catchupWindow: '1 minute' };
+  const id = o.id ?? INTRADAY_SCHEDULE_ID;
+  try {
+    await client.schedule.create({ scheduleId: id, spec, action, policies });
+    return 'created';
+  } catch (err) {
+    if (!(err instanceof ScheduleAlreadyRunning)) throw err;
+  }
+  await client.schedule.getHandle(id).update((prev) => ({ ...prev, spec, action, policies }));
+  return 'updated';
+}
+
 export interface ScheduleOptions {
   taskQueue: string;
   cron?: string;
@@ -35,7 +104,9 @@ export interface ScheduleOptions {
 }
 
 function notFound(id: string): CrsError {
-  return new CrsError('USAGE', `no schedule ${id}: create it with \`crs-sync schedule create\``);
+  const how =
+    id === INTRADAY_SCHEDULE_ID ? 'crs-sync schedule create --intraday EVERY' : 'crs-sync schedule create';
+  return new CrsError('USAGE', `no schedule ${id}: create it with \`${how}\``);
 }
 
 async function orNotFound<T>(id: string, f: () => Promise<T>): Promise<T> {
@@ -96,7 +167,8 @@ export function unpauseSchedule(
 
 /** A run now, under the same overlap policy as the scheduled ones. */
 export function triggerSchedule(client: Client, id = SCHEDULE_ID): Promise<void> {
-  return orNotFound(id, () => client.schedule.getHandle(id).trigger(OVERLAP_POLICY));
+  const policy = id === INTRADAY_SCHEDULE_ID ? INTRADAY_OVERLAP_POLICY : OVERLAP_POLICY;
+  return orNotFound(id, () => client.schedule.getHandle(id).trigger(policy));
 }
 
 export function deleteSchedule(client: Client, id = SCHEDULE_ID): Promise<void> {
@@ -128,7 +200,8 @@ function field(ranges: readonly DescribedRange[] | undefined, full: [unknown, un
  */
 function calendarText(d: ScheduleDescription): string {
   const cals = (d.spec.calendars ?? []) as unknown as Record<string, DescribedRange[] | undefined>[];
-  if (cals.length === 0) return '(no calendar)';
+  const every = (d.spec.intervals ?? []).map((i) => `every ${Math.round(Number(i.every) / 60_000)}m`);
+  if (cals.length === 0) return every.length > 0 ? every.join('; ') : '(no calendar)';
   return cals
     .map((c) =>
       [

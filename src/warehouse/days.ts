@@ -218,14 +218,14 @@ export type DayLoaded = { day: string } & Pick<
 
 /**
  * Writes a load's figures of a day (complete, or pending when the load did not cover the whole
- * day), in the finalize's transaction. `bytes` and `linesCommitted` are the day's own export's
+ * day, or partial when it was an intraday pull of the open day), in the finalize's transaction. `bytes` and `linesCommitted` are the day's own export's
  * (0 for a day a many-day import touched); lines_committed never goes back. `rows_deleted` is the
  * day's (deletedRowsOf), not the load's: the load's own deletes are in its summary and its run.
  */
 export async function recordDayLoaded(
   client: LoaderClient,
   d: DayLoaded,
-  load: { loadId: string; complete: boolean; bytes: number; linesCommitted: number },
+  load: { loadId: string; complete: boolean; bytes: number; linesCommitted: number; open?: boolean },
 ): Promise<void> {
   await client.query(
     `insert into sync_days (day, status, rows_read, rows_inserted, rows_updated, rows_unchanged, rows_rejected,
@@ -239,7 +239,7 @@ export async function recordDayLoaded(
        finished_at = now(), last_error = null, _load_id = excluded._load_id, _loaded_at = now()`,
     [
       d.day,
-      load.complete ? 'complete' : 'pending',
+      load.open ? 'partial' : load.complete ? 'complete' : 'pending',
       d.rowsRead,
       d.inserted,
       d.updated,

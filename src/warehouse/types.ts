@@ -11,9 +11,10 @@ type Count = ColumnType<number, number | undefined, number>;
 type Json = ColumnType<unknown, string | undefined | null, string | null>;
 
 export type EnrichStatus = 'pending' | 'done' | 'deleted' | 'forbidden' | 'failed';
-export type RunKind = 'scheduled' | 'backfill' | 'manual' | 'import' | 'replay';
+export type RunKind = 'scheduled' | 'backfill' | 'manual' | 'import' | 'replay' | 'intraday';
 export type RunStatus = 'running' | 'succeeded' | 'failed' | 'cancelled' | 'abandoned';
-export type DayStatus = 'pending' | 'running' | 'complete' | 'failed';
+/** `partial`: the open UTC day, pulled by an intraday run: loaded so far, never complete, nothing deleted. */
+export type DayStatus = 'pending' | 'running' | 'complete' | 'failed' | 'partial';
 export type RejectSource = 'export' | 'history' | 'artifact' | 'file';
 
 export interface AnalyticsMessagesTable {

@@ -29,6 +29,7 @@ export const TEST_NAMESPACES = [
   'liveness',
   'churn',
   'metrics',
+  'intraday',
 ];
 
 export const SUGGEST_CONTINUE_AS_NEW_AFTER = 30;

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { connectClient } from '../../temporal/connection.ts';
 import {
+  createOrUpdateIntradaySchedule,
   createOrUpdateSchedule,
   DEFAULT_CATCHUP_WINDOW,
   DEFAULT_CRON,
@@ -8,6 +9,8 @@ import {
   deleteSchedule,
   describeSchedule,
   formatSchedule,
+  INTRADAY_SCHEDULE_ID,
+  parseIntradayEvery,
   pauseSchedule,
   SCHEDULE_ID,
   triggerSchedule,
@@ -31,7 +34,11 @@ async function withClient(
   }
 }
 
-/** Long: one commander definition of five subcommands, each a few lines. */
+const INTRADAY_FLAG = '--intraday';
+const INTRADAY_HELP = `the intraday schedule (${INTRADAY_SCHEDULE_ID}) instead of the daily one`;
+const idOf = (o: { intraday?: boolean }) => (o.intraday ? INTRADAY_SCHEDULE_ID : SCHEDULE_ID);
+
+/** Long: one commander definition of six subcommands, each a few lines. */
 export function registerSchedule(program: Command): void {
   const schedule = program
     .command('schedule')
@@ -51,6 +58,10 @@ export function registerSchedule(program: Command): void {
     )
     .option('--no-enrich', 'scheduled runs skip thread enrichment')
     .option(
+      '--intraday <every>',
+      `create (or update) the intraday schedule (${INTRADAY_SCHEDULE_ID}) instead: pull the open UTC day every EVERY (15m, 1h; 5m to 12h) as a partial day that never deletes, and the day that just closed once after 00:30 UTC; off unless created`,
+    )
+    .option(
       ALLOW_EMBEDDED_FLAG,
       'create it even though DATABASE_URL is not set (workers on the embedded PostgreSQL; CRS_ALLOW_EMBEDDED=1)',
     )
@@ -60,12 +71,24 @@ export function registerSchedule(program: Command): void {
         timezone: string;
         catchupWindow: string;
         enrich: boolean;
+        intraday?: string;
         allowEmbedded?: boolean;
       }) => {
+        // A bad interval is a usage error before any connection.
+        if (o.intraday !== undefined) parseIntradayEvery(o.intraday);
         // Scheduling unattended runs from an environment with no warehouse is the missing-secret
         // deployment the worker refuses too.
         await withClient(
           async (t, taskQueue) => {
+            if (o.intraday !== undefined) {
+              const what = await createOrUpdateIntradaySchedule(t.client, {
+                taskQueue,
+                every: o.intraday,
+                enrich: o.enrich,
+              });
+              process.stdout.write(`schedule ${INTRADAY_SCHEDULE_ID} ${what}: every ${o.intraday}\n`);
+              return;
+            }
             const what = await createOrUpdateSchedule(t.client, {
               taskQueue,
               cron: o.cron,
@@ -83,9 +106,10 @@ export function registerSchedule(program: Command): void {
     .command('describe')
     .description('show the schedule: state, next runs, running and recent runs')
     .option('--json', 'print the description as JSON')
-    .action(async (o: { json?: boolean }) => {
+    .option(INTRADAY_FLAG, INTRADAY_HELP)
+    .action(async (o: { json?: boolean; intraday?: boolean }) => {
       await withClient(async (t) => {
-        const d = await describeSchedule(t.client);
+        const d = await describeSchedule(t.client, idOf(o));
         if (o.json) {
           const { raw: _raw, ...rest } = d;
           process.stdout.write(`${JSON.stringify(rest, null, 2)}\n`);
@@ -97,37 +121,41 @@ export function registerSchedule(program: Command): void {
   schedule
     .command('pause')
     .option('--note <text>', 'why (shown by describe)')
-    .action(async (o: { note?: string }) => {
+    .option(INTRADAY_FLAG, INTRADAY_HELP)
+    .action(async (o: { note?: string; intraday?: boolean }) => {
       await withClient(async (t) => {
-        await pauseSchedule(t.client, o.note);
-        process.stdout.write(`schedule ${SCHEDULE_ID} paused\n`);
+        await pauseSchedule(t.client, o.note, idOf(o));
+        process.stdout.write(`schedule ${idOf(o)} paused\n`);
       });
     });
   schedule
     .command('unpause')
     .option('--note <text>', 'why (shown by describe)')
-    .action(async (o: { note?: string }) => {
+    .option(INTRADAY_FLAG, INTRADAY_HELP)
+    .action(async (o: { note?: string; intraday?: boolean }) => {
       await withClient(async (t) => {
-        await unpauseSchedule(t.client, o.note);
-        process.stdout.write(`schedule ${SCHEDULE_ID} unpaused\n`);
+        await unpauseSchedule(t.client, o.note, idOf(o));
+        process.stdout.write(`schedule ${idOf(o)} unpaused\n`);
       });
     });
   schedule
     .command('trigger')
     .description('start a scheduled sync now (waits for a running one first)')
-    .action(async () => {
+    .option(INTRADAY_FLAG, INTRADAY_HELP)
+    .action(async (o: { intraday?: boolean }) => {
       await withClient(async (t) => {
-        await triggerSchedule(t.client);
-        process.stdout.write(`schedule ${SCHEDULE_ID} triggered\n`);
+        await triggerSchedule(t.client, idOf(o));
+        process.stdout.write(`schedule ${idOf(o)} triggered\n`);
       });
     });
   schedule
     .command('delete')
     .description('delete the schedule (running syncs go on)')
-    .action(async () => {
+    .option(INTRADAY_FLAG, INTRADAY_HELP)
+    .action(async (o: { intraday?: boolean }) => {
       await withClient(async (t) => {
-        await deleteSchedule(t.client);
-        process.stdout.write(`schedule ${SCHEDULE_ID} deleted\n`);
+        await deleteSchedule(t.client, idOf(o));
+        process.stdout.write(`schedule ${idOf(o)} deleted\n`);
       });
     });
 }

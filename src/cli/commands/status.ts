@@ -77,6 +77,12 @@ function sections(s: WarehouseStatus): { title: string; head: string[]; rows: (s
       rows: s.schemaDrift.map((d) => [d.source, d.path, d.kind, d.firstDay ?? '', d.count, d.example ?? '']),
     },
     {
+      title:
+        'Partial days (the open UTC day, pulled intraday: rows so far, nothing deleted, not in the watermark until its closed-day pull):',
+      head: ['day', 'status', 'last pull (UTC)', 'rows'],
+      rows: s.partialDays.map((d) => [d.day, 'partial', utc(d.lastPullAt ?? ''), d.rows]),
+    },
+    {
       title: 'Exports not known complete (loaded, nothing of the day deleted):',
       head: ['day', 'load id', 'why'],
       rows: s.incompleteExports.map((d) => [d.day, d.loadId ?? '', (d.reason ?? '').slice(0, 100)]),

@@ -57,6 +57,8 @@ export interface LedgerDay {
   rejected: number;
   deleted: number;
   attempts: number;
+  /** When the day's last load ended: for a `partial` day (the open day, pulled intraday), its last pull. */
+  finishedAt: string | null;
 }
 
 /** The ledger's days in the range, newest first. */
@@ -64,7 +66,8 @@ export async function ledgerDays(q: Queryable, r: DayRange): Promise<LedgerDay[]
   return rowsOf<LedgerDay>(
     q,
     `select day::text as day, status, rows_read as "rowsRead", rows_inserted as inserted,
-            rows_updated as updated, rows_rejected as rejected, rows_deleted as deleted, attempts
+            rows_updated as updated, rows_rejected as rejected, rows_deleted as deleted, attempts,
+            to_char(finished_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "finishedAt"
        from sync_days where day between $1::date and $2::date order by day desc`,
     [r.from, r.to],
   );

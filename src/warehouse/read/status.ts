@@ -27,7 +27,12 @@ export interface WarehouseStatus {
   messages: { live: number; deleted: number };
   /** Days whose deletes the guard held for review (`crs-sync deletes`). */
   heldDeletes: HeldDay[];
-  /** Days whose last export was not known complete (nothing of them deleted), and why. */
+  /**
+   * Days pulled while open (intraday pulls): loaded up to their last pull, nothing deleted, not
+   * complete, so the watermark does not count them; the closed-day pull makes them complete.
+   */
+  partialDays: { day: string; lastPullAt: string | null; rows: number }[];
+  /** Days whose last export was not known complete (nothing of them deleted), and why; partial days are not listed. */
   incompleteExports: { day: string; reason: string | null; loadId: string | null }[];
   /** The export's and the enrichment's state and age against the SLA (freshness.ts). */
   freshness: Freshness;
@@ -75,6 +80,14 @@ export async function readStatus(
     .selectFrom('sync_days')
     .select(['day', 'export_incomplete_reason', '_load_id'])
     .where('export_complete', '=', false)
+    .where('status', '<>', 'partial')
+    .orderBy('day', 'desc')
+    .limit(20)
+    .execute();
+  const partial = await db
+    .selectFrom('sync_days')
+    .select(['day', 'finished_at', 'rows_read'])
+    .where('status', '=', 'partial')
     .orderBy('day', 'desc')
     .limit(20)
     .execute();
@@ -93,6 +106,11 @@ export async function readStatus(
     threads: Object.fromEntries(threads.map((t) => [t.enrich_status, Number(t.n)])),
     messages: { live: Number(msgs.live), deleted: Number(msgs.deleted) },
     heldDeletes,
+    partialDays: partial.map((d) => ({
+      day: d.day,
+      lastPullAt: d.finished_at?.toISOString() ?? null,
+      rows: Number(d.rows_read),
+    })),
     incompleteExports: incomplete.map((d) => ({
       day: d.day,
       reason: d.export_incomplete_reason,

@@ -1,0 +1,74 @@
+import { setHandler, uuid4, workflowInfo } from '@temporalio/workflow';
+import { emptyTotals } from '../contract/counts.ts';
+import type { SyncIntradayInput, SyncProgress, SyncResult } from '../contract/workflows.ts';
+import { shiftDay, utcDay } from '../src/common/civil-date.ts';
+import { endRunWithResult, recordAbort } from './finish.ts';
+import { ledger } from './policies.ts';
+import { progressQuery } from './queries.ts';
+import { runEnrich } from './run-enrich.ts';
+import { loadDayInto, publish } from './run-state.ts';
+
+/**
+ * How long after midnight UTC the day that just closed is pulled as a complete day: the daily
+ * schedule's default time (00:30), when the service's export of the day is taken as whole.
+ */
+export const CLOSED_DAY_AFTER_MS = 30 * 60_000;
+
+/**
+ * One run of the intraday schedule, as of its start (for a schedule, the scheduled time):
+ *
+ * 1. from 00:30 UTC on, the day that just closed, as a normal complete day (the only pull of it
+ *    that may delete), unless a complete load of it finished since 00:30: the daily schedule's,
+ *    or this schedule's earlier run. Whichever run gets there first loads it; a run that finds it
+ *    loading waits for it (the day's workflow id), so it is never loaded twice at once;
+ * 2. the open UTC day, as a partial day: its rows so far, nothing deleted, `partial` in the ledger;
+ * 3. the queued threads' enrichment.
+ */
+export async function syncIntraday(input: SyncIntradayInput = {}): Promise<SyncResult> {
+  const at = input.now ? new Date(input.now) : new Date();
+  const today = utcDay(at);
+  const closed = shiftDay(today, -1);
+  const closedAt = new Date(Date.parse(`${today}T00:00:00Z`) + CLOSED_DAY_AFTER_MS);
+  const pullClosed = at.getTime() >= closedAt.getTime();
+  const p: SyncProgress = {
+    kind: 'intraday',
+    loadId: uuid4(),
+    phase: 'planning',
+    from: pullClosed ? closed : today,
+    to: today,
+    daysTotal: pullClosed ? 2 : 1,
+    daysDone: 0,
+    daysFailed: 0,
+    daysRunning: [],
+    failedDays: [],
+    firstError: null,
+    totals: emptyTotals(),
+    enrich: null,
+    runs: 1,
+  };
+  setHandler(progressQuery, () => p);
+  publish(p);
+  await ledger.beginRun({
+    loadId: p.loadId,
+    kind: 'intraday',
+    from: p.from,
+    to: p.to,
+    workflowId: workflowInfo().workflowId,
+  });
+  try {
+    p.phase = 'loading';
+    if (pullClosed) await loadDayInto(p, closed, closedAt.toISOString(), input.heartbeatTimeout);
+    // No earlier load of the open day stands for this one: `since` is now.
+    await loadDayInto(p, today, at.toISOString(), input.heartbeatTimeout, true);
+    if (input.enrich !== false) {
+      p.phase = 'enriching';
+      publish(p);
+      const { enrichConcurrency } = await ledger.workerSettings();
+      p.enrich = await runEnrich(p.loadId, enrichConcurrency);
+    }
+    return await endRunWithResult(p);
+  } catch (err) {
+    await recordAbort(p, err);
+    throw err;
+  }
+}
