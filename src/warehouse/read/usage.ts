@@ -45,7 +45,7 @@ export async function usageDaily(q: Queryable, r: DayRange, source: Source): Pro
       : source === 'mixed'
         ? `select * from (${ROLLUP_DAILY} and message_date not in (${STALE_DAYS_SQL})
              union all
-             ${rawDaily(`and a.message_date in (${STALE_DAYS_SQL})`)}) d
+             ${rawDaily(`and a.message_date = any(array(${STALE_DAYS_SQL}))`)}) d
            order by day`
         : `${rawDaily('')} order by a.message_date`;
   return rowsOf<UsageDay>(q, text, [r.from, r.to]);
@@ -114,7 +114,7 @@ async function usageTotalsMixed(q: Queryable, r: DayRange): Promise<UsageTotals>
     q,
     `with stale as (select distinct day from (${STALE_DAYS_SQL}) s where day between $1::date and $2::date),
      m as materialized (select user_id, thread_id, message_date from analytics_messages
-                         where _deleted_at is null and message_date in (select day from stale)),
+                         where _deleted_at is null and message_date = any(array(select day from stale))),
      cur as (select messages from rollup_daily
               where message_date between $1::date and $2::date and messages > 0
                 and message_date not in (select day from stale))
