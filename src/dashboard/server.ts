@@ -237,7 +237,8 @@ async function loadPage(
       }
     };
     // The one rule of every reader (readSource): the rollups when they are current in this
-    // snapshot, the raw tables while a refresh is due or on a schema that predates them.
+    // snapshot, the raw rows of the marked days only while a refresh is due, the raw tables while
+    // a rebuild is pending or on a schema that predates the rollups.
     const chosen = await run(() => readSource(q));
     const source: Source = chosen.ok ? (chosen.data as Source) : 'raw';
     const ext = await run(() => dataExtent(q, source));
@@ -283,6 +284,13 @@ async function loadPage(
     rc.connections.give();
   }
 }
+
+/** What the footer says the figures were read from (readSource's choice). */
+const SOURCE_TEXT: Record<Source, string> = {
+  rollup: 'the rollups',
+  mixed: 'the rollups and the raw rows of the days a load marked (a rollup refresh is due)',
+  raw: 'the raw tables (a rollup rebuild is due)',
+};
 
 function layout(
   opts: DashboardOptions,
@@ -350,7 +358,7 @@ ${main}
       : ''
   }${
     extra.data
-      ? ` · figures from <span data-source="${extra.data.source}">${extra.data.source === 'rollup' ? 'the rollups' : 'the raw tables (a rollup refresh is due)'}</span>`
+      ? ` · figures from <span data-source="${extra.data.source}">${SOURCE_TEXT[extra.data.source]}</span>`
       : ''
   } · data as JSON: <a href="/api/${esc(name ?? 'usage')}${qs}">/api/${esc(name ?? 'usage')}</a></footer>
 <script type="application/json" id="chart-data">${chartJson}</script>

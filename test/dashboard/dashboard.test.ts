@@ -442,21 +442,21 @@ describe('the dashboard when the warehouse fails', () => {
     await broken?.dispose();
   });
 
-  it('when a rollup refresh is due, then the pages read the raw tables and say so', async () => {
+  it('when a rollup refresh is due, then the pages read the marked days raw and say so', async () => {
     // What a load leaves between its commit and its refresh: a day marked for the rollups.
     await sql`insert into rollup_dirty_days values (date '2026-11-02')`.execute(broken.w.db);
     try {
       expect((await page.goto(`${brokenDash.url}/threads?from=2026-11-01&to=2026-11-07`))?.status()).toBe(
         200,
       );
-      expect(await page.$eval('[data-source]', (e) => e.getAttribute('data-source'))).toBe('raw');
+      expect(await page.$eval('[data-source]', (e) => e.getAttribute('data-source'))).toBe('mixed');
       expect(await errorPanels(page)).toEqual([]);
       const api = (await (
         await fetch(`${brokenDash.url}/api/usage?from=2026-11-01&to=2026-11-07`)
       ).json()) as {
         source: string;
       };
-      expect(api.source).toBe('raw');
+      expect(api.source).toBe('mixed');
     } finally {
       await sql`delete from rollup_dirty_days`.execute(broken.w.db);
     }

@@ -44,9 +44,16 @@ describe('the choice between rollups and raw tables', () => {
     expect(await viewMessages()).toBe(1000);
   });
 
-  it('when a day is marked for a refresh, then readSource chooses the raw tables and the views read them too', async () => {
+  it('when only a thread is marked, then readSource reads the marked keys raw and daily_usage keeps reading the day from the rollups', async () => {
+    await tw.w.pool.query('insert into rollup_dirty_threads (thread_id) values (gen_random_uuid())');
+    expect(await readSource(tw.w.pool)).toBe('mixed');
+    expect(await viewMessages()).toBe(1000);
+    await tw.w.pool.query('delete from rollup_dirty_threads');
+  });
+
+  it('when a day is marked for a refresh, then readSource reads the marked days raw and the views read that day raw too', async () => {
     await tw.w.pool.query('insert into rollup_dirty_days (day) values ($1)', [DAY]);
-    expect(await readSource(tw.w.pool)).toBe('raw');
+    expect(await readSource(tw.w.pool)).toBe('mixed');
     expect(await viewMessages()).toBe(3);
   });
 

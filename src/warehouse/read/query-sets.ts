@@ -40,7 +40,8 @@ function ranged(source: Source): Record<string, Query> {
  * Every query of the dashboard by name, as its pages run them for a range (those of the current
  * state ignore it), with the source fixed rather than chosen (`readSource`): what the BI bench
  * times one by one and a test compares. `DASHBOARD_QUERIES` reads the rollups,
- * `RAW_DASHBOARD_QUERIES` the same names over the raw tables (same rows).
+ * `RAW_DASHBOARD_QUERIES` the same names over the raw tables, `MIXED_DASHBOARD_QUERIES` the rollups
+ * for the current days and the raw rows of the marked ones (same rows).
  */
 export const DASHBOARD_QUERIES: Readonly<Record<string, Query>> = Object.freeze({
   ...ranged('rollup'),
@@ -48,5 +49,9 @@ export const DASHBOARD_QUERIES: Readonly<Record<string, Query>> = Object.freeze(
 });
 export const RAW_DASHBOARD_QUERIES: Readonly<Record<string, Query>> = Object.freeze({
   ...ranged('raw'),
+  ...STATE_QUERIES,
+});
+export const MIXED_DASHBOARD_QUERIES: Readonly<Record<string, Query>> = Object.freeze({
+  ...ranged('mixed'),
   ...STATE_QUERIES,
 });
