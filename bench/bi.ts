@@ -15,7 +15,6 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
-import { recreateRollupViews } from '../migrations/2026-11-24T03-00-00_rollups.ts';
 import { MAX_SPAN_DAYS } from '../src/simulator/plan.ts';
 import { openWarehouse, type Warehouse } from '../src/warehouse/db.ts';
 import { migrateToLatest } from '../src/warehouse/migrator.ts';
@@ -376,8 +375,8 @@ async function main(): Promise<void> {
       say(`generated in ${fmtMs(genMs)}; full rollup rebuild ${fmtMs(rebuildMs)} (load ${load()})\n`);
     } else {
       const r = await refreshRollups(big.pool);
-      // The views as this checkout's migration defines them (a kept schema may predate a change).
-      await recreateRollupViews(big.db);
+      // open() migrated the kept schema to this checkout's views; re-creating them from the
+      // rollups migration would undo a later migration's view (daily_usage, 2026-11-25T08).
       // A migration may have filled a rollup table just now: index-only reads need its visibility map.
       for (const t of ROLLUP_TABLES) await big.pool.query(`vacuum analyze ${t}`);
       say(`reused schema ${SCHEMA} (refresh: ${JSON.stringify(r)})\n`);

@@ -22,16 +22,16 @@ export const median = (xs: number[]): number => {
 export const best = (xs: number[]): number => Math.min(...xs);
 
 /**
- * Runs `fn` on a client inside a transaction that marks a day the warehouse does not hold as
- * changed, then rolls back: the BI views then read their raw-table branch (a view reads the
- * rollups only while nothing is marked), and nothing is left behind.
+ * Runs `fn` on a client inside a transaction that flags the rollups for a rebuild, then rolls
+ * back: every BI view then reads its raw-table branch (a marked day alone no longer does it:
+ * daily_usage reads the raw rows of the marked days only), and nothing is left behind.
  */
 export async function withRawViews<T>(pool: pg.Pool, fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
   const c = await pool.connect();
   try {
     await c.query('begin');
     await c.query('set local statement_timeout = 0');
-    await c.query(`insert into rollup_dirty_days values ('1900-01-01')`);
+    await c.query('update rollup_state set rebuild_needed = true');
     return await fn(c);
   } finally {
     await c.query('rollback');
