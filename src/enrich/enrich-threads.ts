@@ -12,10 +12,10 @@ import { parseArtifact } from './artifact.ts';
 import { responseDrift } from './contract.ts';
 import { type EnrichCounts, emptyEnrichCounts } from './counts.ts';
 import { type ParsedEntry, parseHistoryEntry } from './history-entry.ts';
-import type { PageWriter } from './page-writer.ts';
+import type { PageWriter } from './page-group-commit.ts';
+import { finishOnly, type RejectRow, type StoredArtifact } from './page-rows.ts';
 import { rawText } from './storable.ts';
 import type { ThreadNames } from './thread-names.ts';
-import { finishOnly, type RejectRow, type StoredArtifact } from './write-pages.ts';
 
 export interface EnrichDeps {
   db: Kysely<Database>;

@@ -17,7 +17,7 @@ import { refreshRollups } from '../warehouse/rollups/refresh.ts';
 import type { Database } from '../warehouse/types.ts';
 import type { EnrichCounts } from './counts.ts';
 import { type EnrichThreadsInput, enrichThreads } from './enrich-threads.ts';
-import { createPageWriter } from './page-writer.ts';
+import { createPageWriter } from './page-group-commit.ts';
 import { createThreadNames } from './thread-names.ts';
 
 export { listPendingThreads } from '../warehouse/enrichment.ts';

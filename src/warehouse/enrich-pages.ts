@@ -2,7 +2,7 @@ import type pg from 'pg';
 import type { CitationsTable } from './types.ts';
 
 /**
- * The enrichment's page writes (src/enrich/write-pages.ts builds the rows from a thread's parsed
+ * The enrichment's page writes (src/enrich/page-rows.ts builds the rows from a thread's parsed
  * history): messages, artifacts, their citations and quarantined entries, and each thread's
  * checkpoint and end, as rows of JSON documents. Columns as in docs/data-dictionary.md; each
  * row carries the load id it was written by.

@@ -2,8 +2,8 @@ import { sql } from 'kysely';
 import type pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { ParsedEntry } from '../../src/enrich/history-entry.ts';
-import { createPageWriter } from '../../src/enrich/page-writer.ts';
-import type { PageWrite } from '../../src/enrich/write-pages.ts';
+import { createPageWriter } from '../../src/enrich/page-group-commit.ts';
+import type { PageWrite } from '../../src/enrich/page-rows.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 
 /**

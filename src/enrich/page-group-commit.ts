@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { itemAt } from '../common/checked.ts';
-import { type PageWrite, pageKeys, writePages } from './write-pages.ts';
+import { type PageWrite, pageKeys, writePages } from './page-rows.ts';
 
 /**
  * Writes history pages for every batch of a worker, grouping the pages that wait into one
