@@ -121,7 +121,9 @@ async function requeueFromRejects(w: Warehouse, threadRows: readonly RejectedRec
     // An artifact's line_no is the position of the entry naming it: read from there, the entry
     // names it again and it is fetched again (a `schema_drift` artifact after `schema accept`).
     const pos =
-      (source === 'history' || source === 'artifact') && line_no !== null ? line_no : Number.POSITIVE_INFINITY;
+      (source === 'history' || source === 'artifact') && line_no !== null
+        ? line_no
+        : Number.POSITIVE_INFINITY;
     rewind.set(thread_id, Math.min(rewind.get(thread_id) ?? Number.POSITIVE_INFINITY, pos));
   }
   await w.db.transaction().execute(async (trx) => {

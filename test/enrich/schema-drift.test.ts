@@ -155,7 +155,9 @@ describe('schema drift of the thread API', () => {
       expect(entries).toBeGreaterThan(0);
       expect(artifactIds.size).toBeGreaterThan(0);
       const count = async (table: 'thread_messages' | 'artifacts') =>
-        Number((await sql<{ n: string }>`select count(*) as n from ${sql.table(table)}`.execute(db)).rows[0]?.n);
+        Number(
+          (await sql<{ n: string }>`select count(*) as n from ${sql.table(table)}`.execute(db)).rows[0]?.n,
+        );
       const open = (source: 'history' | 'artifact') =>
         db
           .selectFrom('rejected_records')
@@ -199,7 +201,9 @@ describe('schema drift of the thread API', () => {
       const artifactRejects = await open('artifact');
       expect(new Set(artifactRejects.map((r) => r.source_name))).toEqual(
         new Set(
-          [...history].flatMap(([id, h]) => h.flatMap((e) => e.artifact_ids.map((a) => `thread/${id}/artifact/${a}`))),
+          [...history].flatMap(([id, h]) =>
+            h.flatMap((e) => e.artifact_ids.map((a) => `thread/${id}/artifact/${a}`)),
+          ),
         ),
       );
       for (const r of artifactRejects) {
