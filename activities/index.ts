@@ -315,6 +315,7 @@ function realOps(deps: ActivityDeps): Partial<SyncOps> {
     api: client,
     log,
     concurrency: config.enrichConcurrency,
+    schemaContract: config.schemaContract,
   });
   return {
     loadDay: (input) => loadExportDay({ warehouse, client, config, log }, input),

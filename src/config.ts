@@ -209,7 +209,10 @@ export interface Config {
   readonly deleteGuardPct: number;
   /** CRS_DELETE_GUARD_LOAD: percent of a multi-day load's live rows above which all its deletes are held. */
   readonly deleteGuardLoadPct: number;
-  /** CRS_SCHEMA_CONTRACT: `evolve` loads drifted export records and notes the drift; `freeze` quarantines them. */
+  /**
+   * CRS_SCHEMA_CONTRACT: `evolve` loads drifted export records, history entries and artifacts and
+   * notes the drift; `freeze` quarantines them (`schema_drift`).
+   */
   readonly schemaContract: 'evolve' | 'freeze';
   readonly db: {
     readonly statementTimeoutMs: number;

@@ -179,3 +179,22 @@ function dedupeFrom(out: DriftNote[], from: number): void {
   }
   out.length = w;
 }
+
+/**
+ * What a frozen contract (CRS_SCHEMA_CONTRACT=freeze) refused in a response, e.g. `new field
+ * "sentiment" (string)`: the detail of its `schema_drift` quarantine row.
+ */
+export function driftDetail(what: string, notes: readonly DriftNote[]): string {
+  const parts = notes.map((d) =>
+    d.kind === 'new_field'
+      ? `new field ${JSON.stringify(d.path)} (${d.actual})`
+      : d.kind === 'missing_field'
+        ? `missing field ${JSON.stringify(d.path)} (${d.expected})`
+        : `${JSON.stringify(d.path)}: expected ${d.expected}, got ${d.actual}`,
+  );
+  const d = `the ${what} differs from the contract (CRS_SCHEMA_CONTRACT=freeze): ${parts.join('; ')}`;
+  // As an export line's detail: many new fields must not make a long row.
+  return d.length > MAX_DETAIL ? `${d.slice(0, MAX_DETAIL - 1).toWellFormed()}…` : d;
+}
+
+const MAX_DETAIL = 300;

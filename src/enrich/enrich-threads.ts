@@ -9,7 +9,7 @@ import { failThread, readThreadStates, type ThreadState } from '../warehouse/enr
 import { acceptedDriftPaths, type DriftCount, recordEntityDrift } from '../warehouse/schema-drift.ts';
 import type { Database } from '../warehouse/types.ts';
 import { parseArtifact } from './artifact.ts';
-import { responseDrift } from './contract.ts';
+import { driftDetail, responseDrift } from './contract.ts';
 import { type EnrichCounts, emptyEnrichCounts } from './counts.ts';
 import { type ParsedEntry, parseHistoryEntry } from './history-entry.ts';
 import type { PageWriter } from './page-group-commit.ts';
@@ -30,6 +30,12 @@ export interface EnrichDeps {
   pageSize?: number;
   /** Attempts at a thread that keeps failing with a retryable error before it is marked 'failed'. */
   maxAttempts?: number;
+  /**
+   * CRS_SCHEMA_CONTRACT: `freeze` quarantines a history entry or an artifact that drifts from the
+   * contract (`schema_drift`) instead of storing it; `evolve` (the default) stores it and notes
+   * the drift.
+   */
+  schemaContract?: 'evolve' | 'freeze';
 }
 
 export const DEFAULT_MAX_THREAD_ATTEMPTS = 3;
@@ -68,6 +74,7 @@ export async function enrichThreads(deps: EnrichDeps, input: EnrichThreadsInput)
   const accepted: Accepted = {
     history: new Set(await acceptedDriftPaths(deps.db, 'history')),
     artifact: new Set(await acceptedDriftPaths(deps.db, 'artifact')),
+    freeze: deps.schemaContract === 'freeze',
   };
   const retryLater: string[] = [];
   let retryCode: CrsError['code'] = 'HTTP_SERVER';
@@ -279,14 +286,17 @@ function parsePage(
   const ids = new Set<string>();
   entries.forEach((raw: HistoryEntry, i) => {
     const position = fromIndex + i;
-    noteDrift(
+    const drifted = noteDrift(
       drift,
       'history',
       raw,
       `thread/${threadId}/message/${messageKey(raw, position)}`,
       accepted.history,
+      accepted.freeze,
     );
     let r = parseHistoryEntry(raw);
+    // The contract's own checks first (their codes say more); then a frozen contract's.
+    if (r.ok && drifted !== undefined) r = { ok: false, code: 'schema_drift', reason: drifted };
     if (r.ok && ids.has(r.value.message_id)) {
       r = {
         ok: false,
@@ -310,27 +320,35 @@ function parsePage(
   return { messages, rejects };
 }
 
-/** Paths of drift operators accepted, per thread-API source (read once per batch). */
+/** Paths of drift operators accepted, per thread-API source (read once per batch), and the mode. */
 interface Accepted {
   history: ReadonlySet<string>;
   artifact: ReadonlySet<string>;
+  /** CRS_SCHEMA_CONTRACT=freeze: drift not accepted quarantines the entry or artifact. */
+  freeze: boolean;
 }
 
 const notes: DriftNote[] = [];
 
-/** A response's drift as one count for its entity (`scope`), seen today. */
+/**
+ * A response's drift as one count for its entity (`scope`), seen today. Under `freeze`, returns
+ * the quarantine detail naming the drifted fields when there are any (undefined otherwise).
+ */
 function noteDrift(
   out: DriftCount[],
   source: 'history' | 'artifact',
   value: unknown,
   scope: string,
   accepted: ReadonlySet<string>,
-): void {
+  freeze: boolean,
+): string | undefined {
   responseDrift(source, value, notes, accepted);
-  if (notes.length === 0) return;
+  if (notes.length === 0) return undefined;
   const day = new Date().toISOString().slice(0, 10);
   for (const note of notes) out.push({ note, scope, day, count: 1 });
+  const detail = freeze ? driftDetail(source === 'history' ? 'history entry' : 'artifact', notes) : undefined;
   notes.length = 0;
+  return detail;
 }
 
 /** An entry's id when it has one in UUID form, else its position: what identifies it in a count. */
@@ -409,15 +427,17 @@ async function fetchArtifacts(
       };
       try {
         const got = await deps.api.getArtifact(threadId, w.artifactId, { signal });
-        noteDrift(
+        const drifted = noteDrift(
           drift,
           'artifact',
           got.artifact,
           `thread/${threadId}/artifact/${w.artifactId}`,
           accepted.artifact,
+          accepted.freeze,
         );
         const parsed = parseArtifact(got.artifact);
         if (!parsed.ok) return reject(parsed.code, parsed.reason, rawText(got.artifact));
+        if (drifted !== undefined) return reject('schema_drift', drifted, rawText(got.artifact));
         return {
           artifactId: w.artifactId,
           messageId: w.messageId,

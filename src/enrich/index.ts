@@ -2,7 +2,8 @@
  * Thread enrichment: what the Temporal activities `listPendingThreads` and
  * `enrichThreads` run (activities/ops.ts SyncOps).
  *
- *   const ops = createEnrichOps({ db, pool, api, log, concurrency: config.enrichConcurrency });
+ *   const ops = createEnrichOps({ db, pool, api, log, concurrency: config.enrichConcurrency,
+ *     schemaContract: config.schemaContract });
  *   await ops.listPendingThreads({ afterThreadId, limit }): Promise<string[]>
  *   await ops.enrichThreads({ threadIds, loadId, signal, onProgress }): Promise<EnrichCounts>
  *     onProgress (optional) fires after every stored page and finished thread: heartbeat there.
@@ -37,6 +38,8 @@ export function createEnrichOps(o: {
   concurrency: number;
   pageSize?: number;
   threadListTtlMs?: number;
+  /** config.schemaContract: `freeze` quarantines drifted history entries and artifacts. */
+  schemaContract?: 'evolve' | 'freeze';
 }): EnrichOps {
   const log = o.log.child({ component: 'enrich' });
   const names = createThreadNames(o.api, o.db, log, o.threadListTtlMs);
@@ -54,6 +57,7 @@ export function createEnrichOps(o: {
           names,
           concurrency: o.concurrency,
           ...(o.pageSize ? { pageSize: o.pageSize } : {}),
+          ...(o.schemaContract ? { schemaContract: o.schemaContract } : {}),
         },
         input,
       )

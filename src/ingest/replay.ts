@@ -22,7 +22,8 @@ import { runLoad } from './load.ts';
  * bytes. A line that loads is marked replayed; one that fails again stays open with the new
  * reason in replay_result (no second quarantine row). A line kept only as a prefix (over the
  * line limit) cannot be replayed. History and artifact rejects re-queue their thread and rewind
- * its stored history position to the rejected entry, so enrichment reads it again.
+ * its stored history position to the rejected entry (for an artifact, the entry naming it), so
+ * enrichment reads it again.
  */
 export type ReplayFilter = RejectFilter;
 
@@ -111,13 +112,18 @@ export async function replayRejects(
 
 /**
  * Re-queues the threads of history and artifact rejects, each rewound to its earliest rejected
- * history entry, and marks those rejects replayed, in one transaction; returns how many threads.
+ * history entry (or entry naming a rejected artifact), and marks those rejects replayed, in one transaction; returns how many threads.
  */
 async function requeueFromRejects(w: Warehouse, threadRows: readonly RejectedRecord[]): Promise<number> {
   const rewind = new Map<string, number>();
   for (const { source, line_no, thread_id } of threadRows) {
     if (thread_id === null) continue;
-    const pos = source === 'history' && line_no !== null ? line_no : Number.POSITIVE_INFINITY;
+    // An artifact's line_no is the position of the entry naming it: read from there, the entry
+    // names it again and it is fetched again (a `schema_drift` artifact after `schema accept`).
+    const pos =
+      (source === 'history' || source === 'artifact') && line_no !== null
+        ? line_no
+        : Number.POSITIVE_INFINITY;
     rewind.set(thread_id, Math.min(rewind.get(thread_id) ?? Number.POSITIVE_INFINITY, pos));
   }
   await w.db.transaction().execute(async (trx) => {

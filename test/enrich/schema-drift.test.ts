@@ -45,23 +45,40 @@ interface DriftJson {
   count: number;
 }
 
-function changes(): DriftJson[] {
-  const r = spawnSync(process.execPath, [path.join(root, 'bin/crs-sync.js'), 'schema', 'changes', '--json'], {
-    env: { ...process.env, LOG_LEVEL: 'silent', DATABASE_URL: tw.url, CRS_SCHEMA: tw.schema },
+/** The real CLI against `on` (default: the first test's warehouse); exits 0 or the test fails. */
+function cli(args: string[], on: TestWarehouse = tw, extra: Record<string, string> = {}): string {
+  const r = spawnSync(process.execPath, [path.join(root, 'bin/crs-sync.js'), ...args], {
+    env: { ...process.env, LOG_LEVEL: 'silent', DATABASE_URL: on.url, CRS_SCHEMA: on.schema, ...extra },
     encoding: 'utf8',
     cwd: mkdtempSync(path.join(tmpdir(), 'crs-drift-')),
   });
-  expect(r.status).toBe(0);
-  return r.stdout
+  expect({ status: r.status, stderr: r.stderr }).toMatchObject({ status: 0 });
+  return r.stdout;
+}
+
+function changes(): DriftJson[] {
+  return cli(['schema', 'changes', '--json'])
     .split('\n')
     .filter((l) => l !== '')
     .map((l) => JSON.parse(l) as DriftJson);
 }
 
-async function enrichAll(loadId: string): Promise<void> {
+async function enrichAll(
+  loadId: string,
+  on: TestWarehouse = tw,
+  schemaContract: 'evolve' | 'freeze' = 'evolve',
+): Promise<void> {
   const { log } = captureLog();
   const api = createServiceClient(simulatorOptions(sim), log);
-  const ops = createEnrichOps({ db: tw.w.db, pool: tw.w.pool, api, log, concurrency: 4, pageSize: 5 });
+  const ops = createEnrichOps({
+    db: on.w.db,
+    pool: on.w.pool,
+    api,
+    log,
+    concurrency: 4,
+    pageSize: 5,
+    schemaContract,
+  });
   let after: string | null = null;
   for (;;) {
     const ids = await ops.listPendingThreads({ afterThreadId: after, limit: 10 });
@@ -71,13 +88,17 @@ async function enrichAll(loadId: string): Promise<void> {
   }
 }
 
+function readableThreads(): string[] {
+  return sim.truth
+    .threads()
+    .map((t) => t.thread_id)
+    .filter((id) => !sim.truth.isDeleted(id) && !sim.truth.isRestricted(id))
+    .slice(0, 6);
+}
+
 describe('schema drift of the thread API', () => {
   it('when history entries, artifacts and the thread list carry a new field, then `schema changes` lists it once per source with one count per entity, and enriching again does not add to it', async () => {
-    const readable = sim.truth
-      .threads()
-      .map((t) => t.thread_id)
-      .filter((id) => !sim.truth.isDeleted(id) && !sim.truth.isRestricted(id))
-      .slice(0, 6);
+    const readable = readableThreads();
     for (const id of readable) {
       await sql`insert into threads (thread_id, enrich_status, enrich_requested_at) values (${id}, 'pending', now())`.execute(
         tw.w.db,
@@ -116,5 +137,91 @@ describe('schema drift of the thread API', () => {
     const again = bySource(changes());
     expect(again.history?.count).toBe(entries);
     expect(again.artifact?.count).toBe(artifacts);
+  });
+
+  it('when the contract is frozen, then drifted history entries and artifacts are quarantined as schema_drift and not stored, the rest of the thread loads, and after `schema accept` and `rejects replay` they load', async () => {
+    const fz = await createTestWarehouse({ prefix: 'driftfrz' });
+    try {
+      const db = fz.w.db;
+      const threads = readableThreads();
+      for (const id of threads) {
+        await sql`insert into threads (thread_id, enrich_status, enrich_requested_at) values (${id}, 'pending', now())`.execute(
+          db,
+        );
+      }
+      const history = new Map(threads.map((id) => [id, sim.truth.threadHistory(id) ?? []]));
+      const entries = [...history.values()].reduce((n, h) => n + h.length, 0);
+      const artifactIds = new Set([...history.values()].flatMap((h) => h.flatMap((e) => e.artifact_ids)));
+      expect(entries).toBeGreaterThan(0);
+      expect(artifactIds.size).toBeGreaterThan(0);
+      const count = async (table: 'thread_messages' | 'artifacts') =>
+        Number(
+          (await sql<{ n: string }>`select count(*) as n from ${sql.table(table)}`.execute(db)).rows[0]?.n,
+        );
+      const open = (source: 'history' | 'artifact') =>
+        db
+          .selectFrom('rejected_records')
+          .select(['thread_id', 'source_name', 'line_no', 'error_code', 'error_detail'])
+          .where('source', '=', source)
+          .where('replayed_at', 'is', null)
+          .execute();
+      const frozen = { CRS_SCHEMA_CONTRACT: 'freeze' };
+
+      // Every entry carries the new field: none is stored, each is quarantined at its position.
+      await enrichAll('freeze-1', fz, 'freeze');
+      expect(await count('thread_messages')).toBe(0);
+      const held = await open('history');
+      expect(held).toHaveLength(entries);
+      for (const r of held) {
+        expect(r).toMatchObject({ error_code: 'schema_drift', source_name: `thread/${r.thread_id}` });
+        expect(r.error_detail).toContain('CRS_SCHEMA_CONTRACT=freeze');
+        expect(r.error_detail).toContain('new field "sim_new_field" (string)');
+      }
+      expect(held.map((r) => `${r.thread_id}#${r.line_no}`).sort()).toEqual(
+        [...history].flatMap(([id, h]) => h.map((_, i) => `${id}#${i}`)).sort(),
+      );
+      // The drift is still recorded, so it can be accepted.
+      const drift = await db.selectFrom('schema_drift').select(['source', 'path']).execute();
+      expect(drift).toContainEqual({ source: 'history', path: 'sim_new_field' });
+
+      // A replay before the field is accepted quarantines the entries again.
+      cli(['rejects', 'replay', '--code', 'schema_drift'], fz, frozen);
+      await enrichAll('freeze-2', fz, 'freeze');
+      expect(await count('thread_messages')).toBe(0);
+      expect(await open('history')).toHaveLength(entries);
+
+      // History accepted: the entries load; the artifacts they name carry the field too and are
+      // quarantined, while the rest of each thread loads.
+      cli(['schema', 'accept', 'history', 'sim_new_field'], fz, frozen);
+      cli(['rejects', 'replay', '--code', 'schema_drift'], fz, frozen);
+      await enrichAll('freeze-3', fz, 'freeze');
+      expect(await open('history')).toEqual([]);
+      expect(await count('thread_messages')).toBe(entries);
+      expect(await count('artifacts')).toBe(0);
+      const artifactRejects = await open('artifact');
+      expect(new Set(artifactRejects.map((r) => r.source_name))).toEqual(
+        new Set(
+          [...history].flatMap(([id, h]) =>
+            h.flatMap((e) => e.artifact_ids.map((a) => `thread/${id}/artifact/${a}`)),
+          ),
+        ),
+      );
+      for (const r of artifactRejects) {
+        expect(r.error_code).toBe('schema_drift');
+        expect(r.error_detail).toContain('new field "sim_new_field" (string)');
+      }
+      const done = await db.selectFrom('threads').select('enrich_status').distinct().execute();
+      expect(done).toEqual([{ enrich_status: 'done' }]);
+
+      // Artifacts accepted: replayed, they load.
+      cli(['schema', 'accept', 'artifact', 'sim_new_field'], fz, frozen);
+      cli(['rejects', 'replay', '--code', 'schema_drift'], fz, frozen);
+      await enrichAll('freeze-4', fz, 'freeze');
+      expect(await open('artifact')).toEqual([]);
+      expect(await count('artifacts')).toBe(artifactIds.size);
+      expect(await count('thread_messages')).toBe(entries);
+    } finally {
+      await fz.dispose();
+    }
   });
 });

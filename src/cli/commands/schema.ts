@@ -43,9 +43,11 @@ export function registerSchema(program: Command): void {
         '(new_field), a field it expects that is absent (missing_field) or a field of another JSON\n' +
         'type (type_changed) is recorded once per source, path and kind, with the first day, how\n' +
         'many records carried it and a short example (credentials masked).\n\n' +
-        'CRS_SCHEMA_CONTRACT=evolve (the default) loads such export records as before; =freeze\n' +
-        'quarantines them with the code schema_drift. `accept` widens the contract by a field;\n' +
-        '`crs-sync rejects replay --code schema_drift` then loads what freeze held back.',
+        'CRS_SCHEMA_CONTRACT=evolve (the default) loads such export records, history entries and\n' +
+        'artifacts as before; =freeze quarantines them with the code schema_drift (thread-list\n' +
+        'entries are only recorded). `accept` widens the contract by a field; `crs-sync rejects\n' +
+        'replay --code schema_drift` then loads what freeze held back (entries and artifacts: their\n' +
+        'threads are enriched again).',
     );
 
   schema
