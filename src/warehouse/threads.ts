@@ -46,15 +46,27 @@ export async function drainThreadQueue(client: LoaderClient, loadId: string): Pr
 }
 
 /**
+ * The threads queued under a load id, locked in thread id order: the order in which
+ * `drainThreadQueue` locks them too. A backfill finalizes several days at once under one load
+ * id, each updating the totals of the same threads; updating them in the plan's order (heap or
+ * join order) while another day's drain locks them by id deadlocks, and Postgres aborts a day's
+ * finalize (its whole load then runs again). For a CTE of the totals' statements, `lk(thread_id)`;
+ * `onlyIf`, a condition that must hold to lock (and then update) anything.
+ */
+export const lockLoadThreadsSql = (onlyIf = 'true') =>
+  `select thread_id from threads where _load_id = $1 and ${onlyIf} order by thread_id for update`;
+
+/**
  * Recomputes the aggregates (first and last message, count) of the threads a load queued, from
  * all their live rows; returns how many of them are pending enrichment.
  */
 export async function refreshQueuedThreads(client: LoaderClient, loadId: string): Promise<number> {
   const r = await client.query<{ n: number }>(
-    `with a as (
+    `with lk as (${lockLoadThreadsSql()}),
+     a as (
        select m.thread_id, min(m.message_time) first_at, max(m.message_time) last_at, count(*) n
        from analytics_messages m
-       where m._deleted_at is null and m.thread_id in (select thread_id from threads where _load_id = $1)
+       where m._deleted_at is null and m.thread_id in (select thread_id from lk)
        group by m.thread_id)
      update threads t set first_message_at = a.first_at, last_message_at = a.last_at, message_count = a.n
      from a where t.thread_id = a.thread_id

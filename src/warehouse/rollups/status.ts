@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { lockLoadThreadsSql } from '../threads.ts';
 
 // Nothing marked and no rebuild pending. Marks commit with the data they mark and a refresh
 // takes them in the transaction that writes the rollups, so in any one snapshot where this holds
@@ -40,11 +41,12 @@ export async function threadTotalsFromRollups(
 ): Promise<number | null> {
   const r = await pool.query<{ current: boolean; n: number }>(
     `with cur as (select ${ROLLUPS_CURRENT_SQL} as ok),
+     lk as (${lockLoadThreadsSql('(select ok from cur)')}),
      u as (
        update threads t set first_message_at = r.first_message_at, last_message_at = r.last_message_at,
                             message_count = r.messages
-       from rollup_threads r
-       where (select ok from cur) and t._load_id = $1 and r.thread_id = t.thread_id and r.messages > 0
+       from rollup_threads r, lk
+       where lk.thread_id = t.thread_id and r.thread_id = t.thread_id and r.messages > 0
        returning (t.enrich_status = 'pending')::int as n)
      select (select ok from cur) as current, (select count(*) filter (where n = 1) from u)::int as n`,
     [loadId],
