@@ -9,10 +9,12 @@ import type { AlertPayload } from '../../src/alerts/message.ts';
 import { type AlertSettings, runAlertPass, startAlertMonitor } from '../../src/alerts/monitor.ts';
 import { createServiceClient } from '../../src/api/index.ts';
 import { parseConfig } from '../../src/config.ts';
+import { createEnrichOps } from '../../src/enrich/index.ts';
 import { loadExportDay } from '../../src/ingest/export-day.ts';
 import { createLogger } from '../../src/log.ts';
 import { type Simulator, startSimulator } from '../../src/simulator/index.ts';
 import { openWarehouse } from '../../src/warehouse/db.ts';
+import { rateBudgetOnPool } from '../../src/warehouse/rate-budget.ts';
 import { acceptSchemaDrift } from '../../src/warehouse/schema-drift.ts';
 import { PINNED, runningClock } from '../helpers/clock.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
@@ -221,6 +223,63 @@ describe('webhook alerts', () => {
     await runAlertPass(tw.w.db, settings(), log);
     expect(states('schema_drift')).toEqual(['firing', 'resolved']);
     expect(incidentsOf('schema_drift').size).toBe(1);
+  });
+
+  it('when the enrichment queue has waited past the SLA, then one firing enrichment_stalled, and one resolved once the threads are enriched', async () => {
+    const tw = await warehouse();
+    await load(tw);
+    // The queue of the load's threads has waited two days (no worker enriched them).
+    const queued = await tw.w.pool.query(
+      `update threads set enrich_requested_at = now() - interval '2 days' where enrich_status = 'pending'`,
+    );
+    expect(queued.rowCount).toBeGreaterThan(0);
+    await runAlertPass(tw.w.db, settings(), log);
+    await runAlertPass(tw.w.db, settings(), log);
+    expect(states('enrichment_stalled')).toEqual(['firing']);
+    expect(received.find((m) => m.event.kind === 'enrichment_stalled')!.event.summary).toMatch(
+      /oldest pending thread has waited 4[89] h, past the SLA of 26 h/,
+    );
+
+    const api = createServiceClient(
+      {
+        ...parseConfig({ ...sim.env(), CRS_RATE_LIMIT_RPS: '1000' }).api,
+        concurrency: 4,
+        baseBackoffMs: 5,
+        maxBackoffMs: 20,
+      },
+      log,
+    );
+    const ops = createEnrichOps({ db: tw.w.db, pool: tw.w.pool, api, log, concurrency: 4, pageSize: 20 });
+    for (let after: string | null = null; ; ) {
+      const ids = await ops.listPendingThreads({ afterThreadId: after, limit: 50 });
+      if (ids.length === 0) break;
+      await ops.enrichThreads({ threadIds: ids, loadId: 'alerts-enrich' });
+      after = ids[ids.length - 1] ?? null;
+    }
+    expect((await tw.w.pool.query(`select 1 from threads where enrich_status = 'pending'`)).rowCount).toBe(0);
+    await runAlertPass(tw.w.db, settings(), log);
+    expect(states('enrichment_stalled')).toEqual(['firing', 'resolved']);
+  });
+
+  it('when the service pauses the shared request budget past the limit, then one firing budget_starved, and one resolved once the pause is over', async () => {
+    const tw = await warehouse();
+    // What a worker does with a 429 whose Retry-After is 15 minutes.
+    await rateBudgetOnPool(tw.w.pool, 'tenant').pause(15 * 60_000);
+    await runAlertPass(tw.w.db, settings(), log);
+    await runAlertPass(tw.w.db, settings(), log);
+    expect(states('budget_starved')).toEqual(['firing']);
+    expect(received.find((m) => m.event.kind === 'budget_starved')!.event.summary).toMatch(
+      /budget "tenant" holds every request for (89\d|900) s \(limit 300 s\)/,
+    );
+    // A pause shorter than the limit is the service's normal throttling: nothing new fires.
+    await rateBudgetOnPool(tw.w.pool, 'other').pause(60_000);
+    await runAlertPass(tw.w.db, settings(), log);
+    expect(states('budget_starved')).toEqual(['firing']);
+
+    // The pause runs out (the clock, moved on in the table rather than waited for).
+    await tw.w.pool.query(`update rate_budget set paused_until = clock_timestamp() - interval '1 second'`);
+    await runAlertPass(tw.w.db, settings(), log);
+    expect(states('budget_starved')).toEqual(['firing', 'resolved']);
   });
 
   it('when three checkers run at once on one warehouse, then each incident is announced once, not three times', async () => {
