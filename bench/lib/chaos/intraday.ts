@@ -33,8 +33,18 @@ import { diffRows, expectedMessages, type Row, warehouseMessages } from './compa
 
 /** The harness's faults a pull meets, struck once the open day's load runs. */
 export const INTRADAY_HARNESS_FAULTS = ['worker-kill', 'db-kill-loader', 'db-restart'] as const;
-/** The simulator's export faults a pull meets (switched on at its start until it struck). */
-export const INTRADAY_SIM_FAULTS: readonly FaultKind[] = ['5xx', '429', 'cut', 'truncate', 'stall'];
+/**
+ * The simulator's export faults a pull meets, each switched on at its start until it struck: with
+ * certainty, as a run makes one or two export requests (the backfill passes' odds missed them).
+ */
+export const INTRADAY_SIM_WINDOWS: Partial<Record<FaultKind, string>> = {
+  '5xx': '5xx=1:2',
+  '429': '429=1:1s',
+  cut: 'cut=1',
+  truncate: 'truncate=1',
+  stall: 'stall=1:12s',
+};
+export const INTRADAY_SIM_FAULTS = Object.keys(INTRADAY_SIM_WINDOWS) as FaultKind[];
 export type IntradayHarnessFault = (typeof INTRADAY_HARNESS_FAULTS)[number];
 
 export interface IntradayReport {

@@ -13,7 +13,7 @@ import { openWarehouse, type Warehouse } from '../../../src/warehouse/db.ts';
 import { migrateToLatest } from '../../../src/warehouse/migrator.ts';
 import { type Comparison, compareWithTruth, wronglyDeleted } from './compare.ts';
 import { type HeldSeenReport, heldSeenPhase } from './held-seen.ts';
-import { type IntradayReport, intradayPhase } from './intraday.ts';
+import { INTRADAY_SIM_WINDOWS, type IntradayReport, intradayPhase } from './intraday.ts';
 import { lateIdPhase } from './late-id.ts';
 import { type PgCluster, startPgCluster } from './pg-cluster.ts';
 
@@ -441,7 +441,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       strike: (kind, rand, victimPid) => strike(kind, rand, () => false, victimPid),
       simFaults: (kind) => {
         if (kind === '5xx') sim!.restartFaultBursts();
-        const spec = kind ? SIM_WINDOWS[kind] : undefined;
+        const spec = kind ? INTRADAY_SIM_WINDOWS[kind] : undefined;
         sim!.setFaults(spec ? `${POISON},${spec}` : POISON);
       },
       simCount,
