@@ -3,7 +3,7 @@ import { parseArgs } from 'node:util';
 import { formatReport, runChaos } from './lib/chaos/run.ts';
 
 /**
- * npm run chaos [-- --days 7 --records-per-day 2000 --workers 3 --faults-per-kind 20 --held-rounds 20 --seed N --minutes 30 --json PATH]
+ * npm run chaos [-- --days 7 --records-per-day 2000 --workers 3 --faults-per-kind 20 --held-rounds 20 --intraday-pulls 6 --seed N --minutes 30 --json PATH]
  * The seed comes from --seed, else CHAOS_SEED, else is drawn (and printed, to replay the run).
  * Exits 1 on any difference with the ground truth, a failed day of the clean pass, or a worker
  * death the injector did not cause.
@@ -23,6 +23,11 @@ clean pass, or a worker death the injector did not cause.
   --held-rounds N       rounds of "held, then seen again" after the clean pass (default 20): a
                         day's deletes held by a partial export, the day loaded again in full,
                         then crs-sync deletes apply; no row the service holds may be deleted
+  --intraday-pulls N    intraday pulls of the open day, last (default 6): the simulator's clock
+                        moves through the day, each pull meets a worker kill, a database session
+                        kill or a restart while the day loads and an export fault; after each
+                        the day's rows must be the export so far with nothing deleted, and after
+                        the closed-day pull past midnight, exactly the export
   --minutes M           stop injecting after M minutes even if a quota is not met (default 30)
   --seed N              replay a run's injector schedule (default: CHAOS_SEED, else drawn and printed)
   --json PATH           also write the whole report, every difference included
@@ -40,6 +45,7 @@ const { values } = parseArgs({
     workers: { type: 'string', default: '3' },
     'faults-per-kind': { type: 'string', default: '20' },
     'held-rounds': { type: 'string', default: '20' },
+    'intraday-pulls': { type: 'string', default: '6' },
     seed: { type: 'string' },
     minutes: { type: 'string', default: '30' },
     json: { type: 'string' },
@@ -72,6 +78,7 @@ const report = await runChaos({
   workers: int('workers', values.workers, 1),
   faultsPerKind: int('faults-per-kind', values['faults-per-kind'], 0),
   heldRounds: int('held-rounds', values['held-rounds'], 0),
+  intradayPulls: int('intraday-pulls', values['intraday-pulls'], 1),
   minutes: Number(values.minutes),
   log: (line) => process.stderr.write(`${line}\n`),
 });

@@ -18,7 +18,7 @@ export const FRESHNESS_STATES = ['on_time', 'late', 'failing'] as const;
 export type FreshnessSource = (typeof FRESHNESS_SOURCES)[number];
 export type FreshnessState = (typeof FRESHNESS_STATES)[number];
 
-const DAY_STATUSES = ['pending', 'running', 'complete', 'failed'] as const;
+const DAY_STATUSES = ['pending', 'running', 'complete', 'failed', 'partial'] as const;
 const ROW_OUTCOMES = ['inserted', 'updated', 'unchanged', 'deleted'] as const;
 const ENRICH_OUTCOMES = ['done', 'deleted', 'forbidden', 'failed'] as const;
 
@@ -130,6 +130,11 @@ export interface WarehouseGauges {
   enrichOldestPendingSeconds: number;
   /** From the end of the watermark day (the newest of the complete days without a gap) to now; null: none. */
   exportAgeSeconds: number | null;
+  /**
+   * Since the open day's last intraday pull finished (the newest day pulled intraday and not
+   * complete since); null: none. Not a freshness of the export, which counts complete days only.
+   */
+  openDayPullAgeSeconds: number | null;
 }
 
 export interface FreshnessReading {
@@ -197,11 +202,12 @@ class ReadGauge extends Gauge {
   }
 }
 
+/** `fill` returns false when the reading has nothing for the gauge: it is left out of the scrape. */
 function warehouseGauge(
   name: string,
   help: string,
   labelNames: string[],
-  fill: (g: Gauge, w: WarehouseGauges) => void,
+  fill: (g: Gauge, w: WarehouseGauges) => boolean | undefined,
 ): void {
   new ReadGauge({
     name,
@@ -211,8 +217,8 @@ function warehouseGauge(
     async collect() {
       this.reset();
       const w = await cachedRead('warehouse', warehouseReader);
-      (this as ReadGauge).read = w !== undefined;
-      if (w) fill(this, w);
+      // A gauge without labels reads 0 after its reset: absent is what says "nothing".
+      (this as ReadGauge).read = w !== undefined && fill(this, w) !== false;
     },
   });
 }
@@ -220,12 +226,16 @@ function warehouseGauge(
 warehouseGauge('crs_sync_days', 'Days of the ledger (sync_days) by status', ['status'], (g, w) => {
   for (const status of new Set([...DAY_STATUSES, ...Object.keys(w.days)]))
     g.set({ status }, w.days[status] ?? 0);
+  return true;
 });
 warehouseGauge(
   'crs_sync_deletes_held',
   'Rows whose soft-delete the delete guard holds for review (crs-sync deletes)',
   [],
-  (g, w) => g.set(w.deletesHeld),
+  (g, w) => {
+    g.set(w.deletesHeld);
+    return true;
+  },
 );
 warehouseGauge(
   'crs_sync_quarantine_open_lines',
@@ -233,16 +243,33 @@ warehouseGauge(
   ['source', 'code'],
   (g, w) => {
     for (const q of w.quarantineOpen) g.set({ source: q.source, code: q.code }, q.lines);
+    return true;
   },
 );
-warehouseGauge('crs_sync_enrich_backlog_threads', 'Threads waiting for enrichment', [], (g, w) =>
-  g.set(w.enrichBacklog),
+warehouseGauge('crs_sync_enrich_backlog_threads', 'Threads waiting for enrichment', [], (g, w) => {
+  g.set(w.enrichBacklog);
+  return true;
+});
+// No day as a label (a series per day): the day is in `crs-sync status`. Absent without an
+// intraday pull, as a 0 would read as "pulled just now".
+warehouseGauge(
+  'crs_sync_open_day_pull_age_seconds',
+  'How long ago the open UTC day was last pulled intraday (absent when no day pulled intraday is waiting for its closed-day pull)',
+  [],
+  (g, w) => {
+    if (w.openDayPullAgeSeconds === null) return false;
+    g.set(w.openDayPullAgeSeconds);
+    return true;
+  },
 );
 warehouseGauge(
   'crs_sync_enrich_oldest_pending_seconds',
   'How long the thread waiting longest for enrichment has waited (0: none waits)',
   [],
-  (g, w) => g.set(w.enrichOldestPendingSeconds),
+  (g, w) => {
+    g.set(w.enrichOldestPendingSeconds);
+    return true;
+  },
 );
 
 new Gauge({

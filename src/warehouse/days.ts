@@ -218,7 +218,8 @@ export type DayLoaded = { day: string } & Pick<
 
 /**
  * Writes a load's figures of a day (complete, or pending when the load did not cover the whole
- * day, or partial when it was an intraday pull of the open day), in the finalize's transaction. `bytes` and `linesCommitted` are the day's own export's
+ * day, or partial when it was an intraday pull of the open day, which also sets `pulled_at`: the
+ * open day's freshness), in the finalize's transaction. `bytes` and `linesCommitted` are the day's own export's
  * (0 for a day a many-day import touched); lines_committed never goes back. `rows_deleted` is the
  * day's (deletedRowsOf), not the load's: the load's own deletes are in its summary and its run.
  */
@@ -229,14 +230,16 @@ export async function recordDayLoaded(
 ): Promise<void> {
   await client.query(
     `insert into sync_days (day, status, rows_read, rows_inserted, rows_updated, rows_unchanged, rows_rejected,
-       rows_deleted, bytes, lines_committed, started_at, finished_at, _load_id, attempts)
-     values ($1, $2, $3, $4, $5, $6, $7, ${deletedRowsOf('$1::date')}, $8, $9, now(), now(), $10, 1)
+       rows_deleted, bytes, lines_committed, started_at, finished_at, _load_id, attempts, pulled_at)
+     values ($1, $2, $3, $4, $5, $6, $7, ${deletedRowsOf('$1::date')}, $8, $9, now(), now(), $10, 1,
+       case when $2 = 'partial' then now() end)
      on conflict (day) do update set status = excluded.status, rows_read = excluded.rows_read,
        rows_inserted = excluded.rows_inserted, rows_updated = excluded.rows_updated,
        rows_unchanged = excluded.rows_unchanged, rows_rejected = excluded.rows_rejected,
        rows_deleted = excluded.rows_deleted, bytes = excluded.bytes,
        lines_committed = greatest(sync_days.lines_committed, excluded.lines_committed),
-       finished_at = now(), last_error = null, _load_id = excluded._load_id, _loaded_at = now()`,
+       finished_at = now(), last_error = null, _load_id = excluded._load_id, _loaded_at = now(),
+       pulled_at = coalesce(excluded.pulled_at, sync_days.pulled_at)`,
     [
       d.day,
       load.open ? 'partial' : load.complete ? 'complete' : 'pending',

@@ -1,4 +1,5 @@
 import { getWatermark } from './days.ts';
+import { readOpenDayPull } from './read/freshness.ts';
 import type { Executor } from './types.ts';
 
 /**
@@ -14,6 +15,7 @@ export interface PipelineGauges {
   enrichBacklog: number;
   enrichOldestPendingSeconds: number;
   exportAgeSeconds: number | null;
+  openDayPullAgeSeconds: number | null;
 }
 
 const DAY_MS = 86_400_000;
@@ -40,6 +42,7 @@ export async function readPipelineGauges(db: Executor, now = new Date()): Promis
     .where('enrich_status', '=', 'pending')
     .executeTakeFirstOrThrow();
   const watermark = await getWatermark(db);
+  const openDay = await readOpenDayPull(db, now);
   const oldest = backlog.oldest ? new Date(backlog.oldest as Date | string).getTime() : null;
   return {
     days: Object.fromEntries(days.map((d) => [d.status, Number(d.n)])),
@@ -50,5 +53,6 @@ export async function readPipelineGauges(db: Executor, now = new Date()): Promis
     // The watermark day ends at the next midnight UTC: data is as fresh as that moment.
     exportAgeSeconds:
       watermark === null ? null : Math.max(0, (now.getTime() - (Date.parse(watermark) + DAY_MS)) / 1000),
+    openDayPullAgeSeconds: openDay?.age_seconds ?? null,
   };
 }

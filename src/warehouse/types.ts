@@ -138,6 +138,11 @@ export interface SyncDaysTable extends Counters {
   attempts: Generated<number>;
   started_at: Timestamp | null;
   finished_at: Timestamp | null;
+  /**
+   * When the last intraday pull of the day finished (migration 2026-11-25T11); a complete load
+   * leaves it. Kept while the next pull runs or after one fails, unlike `finished_at`.
+   */
+  pulled_at: ColumnType<Date | null, never, never>;
   last_error: string | null;
   _load_id: string | null;
   _loaded_at: GeneratedTimestamp;

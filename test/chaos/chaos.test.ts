@@ -7,7 +7,7 @@ import { formatReport, runChaos } from '../../bench/lib/chaos/run.ts';
  * and a few faults of each kind. The seed is printed; CHAOS_SEED replays a run.
  */
 describe('chaos (short run)', () => {
-  it('when workers, database sessions and the warehouse are killed and the service faults during a backfill, then after a clean pass the warehouse equals the service row by row, and deletes held then seen again delete nothing the service holds', async () => {
+  it('when workers, database sessions and the warehouse are killed and the service faults during a backfill and intraday pulls, then after a clean pass the warehouse equals the service row by row, deletes held then seen again delete nothing the service holds, and each intraday pull leaves the open day equal to its export so far', async () => {
     const seed = Number(process.env.CHAOS_SEED ?? Math.floor(Math.random() * 2 ** 31));
     process.stderr.write(`chaos test seed ${seed} (CHAOS_SEED=${seed} replays it)\n`);
     const report = await runChaos({
@@ -19,6 +19,8 @@ describe('chaos (short run)', () => {
       minutes: 1.5,
       // One of each way the day is loaded again.
       heldRounds: 3,
+      // One of each of the harness's faults the intraday pulls meet.
+      intradayPulls: 3,
       log: (line) => process.stderr.write(`${line}\n`),
     });
     process.stderr.write(`${formatReport(report)}\n`);
@@ -37,6 +39,13 @@ describe('chaos (short run)', () => {
     expect(report.heldSeen.held).toBeGreaterThan(0);
     expect(report.heldSeen.deletedInSource).toEqual([]);
     expect(report.heldSeen.problems).toEqual([]);
+    // The open day pulled three times under faults, then closed: each check found its rows.
+    expect(report.intraday.pulledAt).toHaveLength(4);
+    expect(report.intraday.rowsPerPull.every((n) => n > 0)).toBe(true);
+    expect(Object.keys(report.intraday.injected)).toEqual(
+      expect.arrayContaining(['worker-kill', 'db-kill-loader', 'db-restart']),
+    );
+    expect(report.intraday.differences).toEqual([]);
     expect(report.comparison.differences).toEqual(
       Object.fromEntries(Object.keys(report.comparison.differences).map((t) => [t, []])),
     );

@@ -8,6 +8,7 @@ const gauges: WarehouseGauges = {
   enrichBacklog: 4,
   enrichOldestPendingSeconds: 60,
   exportAgeSeconds: 30 * 3600,
+  openDayPullAgeSeconds: 900,
 };
 
 const line = (text: string, start: string) =>
@@ -49,6 +50,23 @@ describe('gauges read from the warehouse at scrape time', () => {
     expect(line(text, 'crs_sync_freshness_state{source="enrichment",state="on_time"}')).toBe(
       'crs_sync_freshness_state{source="enrichment",state="on_time"} 1',
     );
+  });
+
+  it('when a day was pulled intraday, then the open-day gauge shows its last pull’s age, and with none it is absent rather than 0', async () => {
+    setWarehouseReader(async () => gauges);
+    const text = await pipelineMetricsText();
+    expect(line(text, 'crs_sync_open_day_pull_age_seconds ')).toBe('crs_sync_open_day_pull_age_seconds 900');
+    expect(line(text, 'crs_sync_days{status="partial"}')).toBe('crs_sync_days{status="partial"} 0');
+    // The export's freshness stays that of the complete days: 30 h, late.
+    expect(line(text, 'crs_sync_freshness_age_seconds{source="export"}')).toBe(
+      'crs_sync_freshness_age_seconds{source="export"} 108000',
+    );
+
+    setWarehouseReader(async () => ({ ...gauges, openDayPullAgeSeconds: null }));
+    const none = await pipelineMetricsText();
+    expect(line(none, 'crs_sync_open_day_pull_age_seconds')).toBe('');
+    expect(none).toContain('# TYPE crs_sync_open_day_pull_age_seconds gauge');
+    expect(line(none, 'crs_sync_deletes_held ')).toBe('crs_sync_deletes_held 7');
   });
 
   it('when scrapes come close together, then the warehouse is read once for them', async () => {

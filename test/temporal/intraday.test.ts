@@ -101,6 +101,12 @@ describe('intraday pulls of the open day (simulator, Postgres, dev server)', () 
       { day: '2026-11-25', lastPullAt: again.finished_at!.toISOString(), rows: later.length },
     ]);
     expect(status.watermark).toBe('2026-11-24');
+    // Freshness: the open day beside the export's (which the watermark day dates).
+    expect(status.freshness.export.open_day).toEqual({
+      day: '2026-11-25',
+      pulled_at: again.finished_at!.toISOString(),
+      age_seconds: expect.any(Number),
+    });
   });
 
   it('when a message of the open day is removed upstream, then it stays live after the next intraday pull and only the closed-day pull deletes it', async () => {
@@ -123,6 +129,7 @@ describe('intraday pulls of the open day (simulator, Postgres, dev server)', () 
     expect((await dayRow('2026-11-25')).status).toBe('complete');
     expect((await dayRow('2026-11-26')).status).toBe('partial');
     expect(await getWatermark(tw.w.db)).toBe('2026-11-25');
+    expect((await readStatus(tw.w.db)).freshness.export.open_day?.day).toBe('2026-11-26');
   });
 
   it('when an intraday run and the daily run want the same closed day at once, then one waits for the other and the day is exact', async () => {

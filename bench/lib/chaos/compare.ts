@@ -25,7 +25,7 @@ const CITATION_FIELDS = [
   'is_snippet',
 ];
 
-type Row = Record<string, unknown>;
+export type Row = Record<string, unknown>;
 
 /** A stable text of a value: keys sorted, dates as ISO instants. */
 function canon(v: unknown): string {
@@ -39,7 +39,12 @@ function canon(v: unknown): string {
 }
 
 /** Compares two sets of rows by key; records missing, unexpected and differing rows. */
-function diffRows(table: string, expected: Map<string, Row>, actual: Map<string, Row>, out: string[]): void {
+export function diffRows(
+  table: string,
+  expected: Map<string, Row>,
+  actual: Map<string, Row>,
+  out: string[],
+): void {
   for (const [key, e] of expected) {
     const a = actual.get(key);
     if (!a) {
@@ -73,23 +78,16 @@ export async function wronglyDeleted(w: Warehouse, sim: Simulator, days: string[
   return rows.filter((r) => live.has(r.message_id)).map((r) => `analytics_messages ${r.message_id}: deleted`);
 }
 
-export async function compareWithTruth(w: Warehouse, sim: Simulator, days: string[]): Promise<Comparison> {
-  const differences: Record<string, string[]> = {};
-  const compared: Record<string, number> = {};
-  const diff = (t: string) => {
-    differences[t] ??= [];
-    return differences[t];
-  };
-
-  // ---- analytics rows: every column from the export, and the deleted flag ----
-  const expectedMsgs = new Map<string, Row>();
-  const threadIds = new Set<string>();
+/**
+ * The rows the service's export of the days holds now, by message id, in the shape
+ * warehouseMessages reads: every column from the export, and live.
+ */
+export function expectedMessages(sim: Simulator, days: string[]): Map<string, Row> {
+  const out = new Map<string, Row>();
   for (const day of days) {
     for (const r of sim.truth.exportDay(day)) {
-      const id = r['Message ID'].toLowerCase();
       const extra = Object.fromEntries(Object.entries(r).filter(([k]) => !SPEC_KEYS.has(k)));
-      threadIds.add(r['Thread ID'].toLowerCase());
-      expectedMsgs.set(id, {
+      out.set(r['Message ID'].toLowerCase(), {
         thread_id: r['Thread ID'].toLowerCase(),
         user_id: r['User ID'].toLowerCase(),
         message_time: new Date(r['Message Time']).toISOString(),
@@ -101,25 +99,39 @@ export async function compareWithTruth(w: Warehouse, sim: Simulator, days: strin
       });
     }
   }
-  const msgRows = await q<Row & { message_id: string }>(
-    w,
+  return out;
+}
+
+/** The warehouse's analytics rows (deleted ones included), of one day or all, by message id. */
+export async function warehouseMessages(w: Warehouse, day?: string): Promise<Map<string, Row>> {
+  const { rows } = (await w.pool.query(
     `select message_id::text as message_id, thread_id::text as thread_id, user_id::text as user_id,
             message_time, message_date::text as message_date, input, response, extra,
             _deleted_at is not null as deleted
-     from analytics_messages`,
+     from analytics_messages where $1::date is null or message_date = $1::date`,
+    [day ?? null],
+  )) as { rows: (Row & { message_id: string })[] };
+  return new Map(
+    rows.map(({ message_id, ...r }) => [
+      message_id,
+      { ...r, message_time: (r.message_time as Date).toISOString() },
+    ]),
   );
+}
+
+export async function compareWithTruth(w: Warehouse, sim: Simulator, days: string[]): Promise<Comparison> {
+  const differences: Record<string, string[]> = {};
+  const compared: Record<string, number> = {};
+  const diff = (t: string) => {
+    differences[t] ??= [];
+    return differences[t];
+  };
+
+  // ---- analytics rows: every column from the export, and the deleted flag ----
+  const expectedMsgs = expectedMessages(sim, days);
+  const threadIds = new Set([...expectedMsgs.values()].map((r) => r.thread_id as string));
   compared.analytics_messages = expectedMsgs.size;
-  diffRows(
-    'analytics_messages',
-    expectedMsgs,
-    new Map(
-      msgRows.map(({ message_id, ...r }) => [
-        message_id,
-        { ...r, message_time: (r.message_time as Date).toISOString() },
-      ]),
-    ),
-    diff('analytics_messages'),
-  );
+  diffRows('analytics_messages', expectedMsgs, await warehouseMessages(w), diff('analytics_messages'));
 
   // ---- threads, their history, artifacts and citations ----
   const expThreads = new Map<string, Row>();

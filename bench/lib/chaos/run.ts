@@ -13,6 +13,7 @@ import { openWarehouse, type Warehouse } from '../../../src/warehouse/db.ts';
 import { migrateToLatest } from '../../../src/warehouse/migrator.ts';
 import { type Comparison, compareWithTruth, wronglyDeleted } from './compare.ts';
 import { type HeldSeenReport, heldSeenPhase } from './held-seen.ts';
+import { INTRADAY_SIM_WINDOWS, type IntradayReport, intradayPhase } from './intraday.ts';
 import { lateIdPhase } from './late-id.ts';
 import { type PgCluster, startPgCluster } from './pg-cluster.ts';
 
@@ -40,6 +41,11 @@ export interface ChaosOptions {
    * in turn; default 20.
    */
   heldRounds?: number;
+  /**
+   * Intraday pulls of the open day in the last step (intraday.ts), before its closed-day pull;
+   * default 6.
+   */
+  intradayPulls?: number;
   /** Least pause between two of the harness's own faults (the most is three times it); default 2 s. */
   paceMs?: number;
   /** Progress lines (stderr in the CLI); silent without one. */
@@ -96,6 +102,8 @@ export interface ChaosReport {
   lateId: string[];
   /** What the "held, then seen again" rounds found (held-seen.ts); its two lists count as differences. */
   heldSeen: HeldSeenReport;
+  /** What the intraday step found (intraday.ts); its differences count. */
+  intraday: IntradayReport;
   /** Days a backfill pass reported failed (over all passes), and the distinct reasons. */
   daysFailed: number;
   failures: string[];
@@ -123,8 +131,13 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   const began = Date.now();
   const rng = new Rng(opts.seed);
   log(`chaos: seed ${opts.seed} (CHAOS_SEED=${opts.seed} replays the schedule)`);
-  const frozen = new Date();
-  const today = Date.UTC(frozen.getUTCFullYear(), frozen.getUTCMonth(), frozen.getUTCDate());
+  const real = new Date();
+  const today = Date.UTC(real.getUTCFullYear(), real.getUTCMonth(), real.getUTCDate());
+  // The simulator's clock stands still while passes load and the run compares; it stands at
+  // 00:45 UTC (or earlier, the real time), so the intraday step, last, has the rest of the day
+  // to move it through, never back.
+  const frozen = new Date(Math.min(real.getTime(), today + 45 * 60_000));
+  let clock = frozen.getTime();
   const days = Array.from({ length: opts.days }, (_, i) => isoDay(today - (opts.days - i) * 86_400_000));
   const from = days[0]!;
   const to = days.at(-1)!;
@@ -169,7 +182,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       days: opts.days + 1,
       recordsPerDay: opts.recordsPerDay,
       // A stopped clock: no record arrives late and no thread is deleted while the run compares.
-      now: () => frozen,
+      // Only the intraday step moves it, forward.
+      now: () => new Date(clock),
       faults: POISON,
       admin: true,
     });
@@ -238,18 +252,21 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     const short = () => FAULT_KINDS.filter((k) => !k.startsWith('poison') && count(k) < opts.faultsPerKind);
 
     /**
-     * One action of an injector lane: the kind is drawn (seeded) among the lane's kinds below
-     * their quota, or among all of them once every quota is met.
+     * One fault struck now. A worker kill takes `victimPid`'s worker when given and alive, else
+     * one at random. False when there was nothing to strike (no session to terminate, no worker).
      */
-    const inject = async (lane: readonly ChaosFault[], rand: Rng, over: () => boolean): Promise<void> => {
-      const open = short().filter((k) => lane.includes(k));
-      // A lane whose kinds all reached their quota rests: the passes may then finish.
-      if (open.length === 0) return;
-      const kind = rand.pick(open);
+    const strike = async (
+      kind: ChaosFault,
+      rand: Rng,
+      over: () => boolean,
+      victimPid?: number,
+    ): Promise<boolean> => {
       switch (kind) {
         case 'worker-kill': {
-          const victim = workers.length > 0 ? workers[rand.int(workers.length)] : undefined;
-          if (!victim) return;
+          const victim =
+            workers.find((p) => victimPid !== undefined && p.child.pid === victimPid) ??
+            (workers.length > 0 ? workers[rand.int(workers.length)] : undefined);
+          if (!victim) return false;
           victim.killed = true;
           const exited = once(victim.child, 'exit');
           victim.child.kill('SIGKILL');
@@ -257,24 +274,24 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
           deaths.injected++;
           bump('worker-kill');
           workers.push(startWorker());
-          return;
+          return true;
         }
         case 'db-kill-loader':
         case 'db-kill-enricher': {
           const n = await cluster!.terminate(kind === 'db-kill-loader' ? LOADER_SQL : ENRICHER_SQL);
           if (n > 0) bump(kind);
-          return;
+          return n > 0;
         }
         case 'db-restart': {
           await cluster!.stop(rand.chance(0.5) ? 'immediate' : 'fast');
           bump('db-restart');
           await sleep(rand.range(300, 2500));
           await cluster!.start();
-          return;
+          return true;
         }
         default: {
           const spec = SIM_WINDOWS[kind as FaultKind];
-          if (!spec) return;
+          if (!spec) return false;
           // On until it has struck (an export fault needs an export request to strike) or for at
           // most 20 s; the chaos phase ending switches it off too.
           const before = simCount(kind as FaultKind);
@@ -285,8 +302,20 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
           await sleep(rand.range(1000, 3000));
           while (simCount(kind as FaultKind) === before && Date.now() < until && !over()) await sleep(250);
           sim!.setFaults(POISON);
+          return simCount(kind as FaultKind) > before;
         }
       }
+    };
+
+    /**
+     * One action of an injector lane: the kind is drawn (seeded) among the lane's kinds below
+     * their quota, or among all of them once every quota is met.
+     */
+    const inject = async (lane: readonly ChaosFault[], rand: Rng, over: () => boolean): Promise<void> => {
+      const open = short().filter((k) => lane.includes(k));
+      // A lane whose kinds all reached their quota rests: the passes may then finish.
+      if (open.length === 0) return;
+      await strike(rand.pick(open), rand, over);
     };
 
     // ---- the chaos phase: backfill passes, one after another, under the injector ----
@@ -394,14 +423,39 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       startWorker: (extra) => workers.push(startWorker(extra)),
       log,
     });
+    // The table's faults are those of the passes and the steps after them; the intraday step
+    // counts its own.
     const injected = Object.fromEntries(FAULT_KINDS.map((k) => [k, count(k)])) as Record<ChaosFault, number>;
+    const intraday = await intradayPhase({
+      w,
+      sim,
+      client,
+      taskQueue,
+      seed: opts.seed,
+      pulls: opts.intradayPulls ?? 6,
+      openDay: isoDay(today),
+      startMs: frozen.getTime(),
+      setClock: (ms) => {
+        clock = ms;
+      },
+      strike: (kind, rand, victimPid) => strike(kind, rand, () => false, victimPid),
+      simFaults: (kind) => {
+        if (kind === '5xx') sim!.restartFaultBursts();
+        const spec = kind ? INTRADAY_SIM_WINDOWS[kind] : undefined;
+        sim!.setFaults(spec ? `${POISON},${spec}` : POISON);
+      },
+      simCount,
+      retryDb,
+      log,
+    });
     const { log: _log, ...rest } = opts;
     const differences =
       Object.values(comparison.differences).reduce((n, d) => n + d.length, 0) +
       deletedByFaults.length +
       lateId.length +
       heldSeen.deletedInSource.length +
-      heldSeen.problems.length;
+      heldSeen.problems.length +
+      intraday.differences.length;
     return {
       seed: opts.seed,
       options: rest,
@@ -412,6 +466,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       workerDeaths: deaths,
       lateId,
       heldSeen,
+      intraday,
       daysFailed,
       failures: [...failures],
       cleanPassFailedDays,
@@ -477,12 +532,28 @@ export function formatReport(r: ChaosReport): string {
   lines.push(
     `${pad('held, seen again', 18)} ${pad(`${h.rounds} rounds`, 14)} ${h.deletedInSource.length + h.problems.length}`,
   );
+  const d = r.intraday;
+  lines.push(`${pad('intraday pulls', 18)} ${pad(String(d.rowsCompared), 14)} ${d.differences.length}`);
   lines.push('');
   lines.push(
     `held, then seen again: ${h.rounds} rounds (${Object.entries(h.byReload)
       .map(([k, n]) => `${k} ${n}`)
       .join(', ')}), ${h.held} ids held, ${h.deletedByApply} deleted by deletes apply, ` +
       `${h.deletedInSource.length} of them rows the service holds`,
+  );
+  const hhmm = (iso: string) => iso.slice(11, 16);
+  lines.push(
+    `intraday: open day ${d.openDay}, ${d.pulledAt.length - 1} pulls (${d.pulledAt
+      .slice(0, -1)
+      .map(hhmm)
+      .join(', ')} UTC, simulated) + the closed-day pull (${d.pulledAt.at(-1)?.slice(0, 16)}); ` +
+      `rows of the day at each: ${d.rowsPerPull.join(', ')}; ${d.keptAfterUpstreamDelete} kept live after ` +
+      `an upstream delete until the closed-day pull; faults: ${
+        Object.entries(d.injected)
+          .map(([k, n]) => `${k} ${n}`)
+          .join(', ') || 'none'
+      } (${d.struckMidPull} of the harness's while the day loaded, ${d.holderKills} kill(s) of the worker holding ` +
+      `the load); ${d.again.length} run(s) again at the same time`,
   );
   lines.push('');
   lines.push(`worker deaths: ${r.workerDeaths.injected} injected, ${r.workerDeaths.other} other`);
@@ -496,6 +567,7 @@ export function formatReport(r: ChaosReport): string {
     ...r.lateId,
     ...r.heldSeen.deletedInSource,
     ...r.heldSeen.problems,
+    ...r.intraday.differences,
     ...Object.values(r.comparison.differences).flat(),
   ].slice(0, 20);
   if (samples.length > 0) lines.push('', 'first differences:', ...samples.map((s) => `  ${s}`));

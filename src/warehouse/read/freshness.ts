@@ -8,7 +8,10 @@ import type { Executor } from '../types.ts';
  * - export: its age runs from the end (midnight UTC) of the watermark's day, the newest day known
  *   complete with every day before it. `failing` while a day after the watermark is `failed` (its
  *   load ran out of retries: the watermark cannot move until it loads); `late` when the age passes
- *   the SLA, or no day is complete yet; `on_time` otherwise.
+ *   the SLA, or no day is complete yet; `on_time` otherwise. A partial day (the open day, pulled
+ *   intraday) is not complete: neither the state nor the age counts it. What intraday pulls give
+ *   is beside them, as `open_day`: the newest day pulled intraday and not complete since, when its
+ *   last pull finished and how long ago (null when there is none).
  * - enrichment: its age is the oldest pending thread's (since it was queued), 0 with none
  *   pending. `failing` while a thread's enrichment is `failed` (out of retries; a replay or the
  *   next load of the thread re-queues it); `late` when the age passes the SLA.
@@ -25,9 +28,23 @@ export interface SourceFreshness {
   age_seconds: number | null;
 }
 
+/** The open day as intraday pulls left it: its rows are the export as of `pulled_at`. */
+export interface OpenDayPull {
+  day: string;
+  /** When the day's last intraday pull finished (ISO). */
+  pulled_at: string;
+  /** Whole seconds since then. */
+  age_seconds: number;
+}
+
+export interface ExportFreshness extends SourceFreshness {
+  /** The open day's last intraday pull; null with no day pulled intraday and not complete since. */
+  open_day: OpenDayPull | null;
+}
+
 export interface Freshness {
   sla_seconds: number;
-  export: SourceFreshness;
+  export: ExportFreshness;
   enrichment: SourceFreshness;
 }
 
@@ -59,8 +76,35 @@ export async function readFreshness(
   const enrichAge = Math.max(0, Math.floor(Number(row?.enrich_age ?? 0)));
   return {
     sla_seconds: slaSeconds,
-    export: { state: judge(row?.export_failing ?? false, exportAge, slaSeconds), age_seconds: exportAge },
+    export: {
+      state: judge(row?.export_failing ?? false, exportAge, slaSeconds),
+      age_seconds: exportAge,
+      open_day: await readOpenDayPull(db, now),
+    },
     enrichment: { state: judge(row?.enrich_failing ?? false, enrichAge, slaSeconds), age_seconds: enrichAge },
+  };
+}
+
+/**
+ * The newest day pulled intraday and not complete since (`sync_days.pulled_at`: a day stays
+ * the open day while its next pull runs, and after a pull that failed, with the time of the last
+ * one that finished), or null. The metrics' open-day gauge reads it too.
+ */
+export async function readOpenDayPull(db: Executor, now = new Date()): Promise<OpenDayPull | null> {
+  const r = await db
+    .selectFrom('sync_days')
+    .select(['day', 'pulled_at'])
+    .where('pulled_at', 'is not', null)
+    .where('status', '<>', 'complete')
+    .orderBy('day', 'desc')
+    .limit(1)
+    .executeTakeFirst();
+  if (!r?.pulled_at) return null;
+  const pulledAt = new Date(r.pulled_at);
+  return {
+    day: r.day,
+    pulled_at: pulledAt.toISOString(),
+    age_seconds: Math.max(0, Math.floor((now.getTime() - pulledAt.getTime()) / 1000)),
   };
 }
 
@@ -87,7 +131,8 @@ export interface RowQueryable {
 export async function healthViewFreshness(q: RowQueryable): Promise<Freshness> {
   const { rows } = await q.query(
     `select freshness_sla_seconds::int as sla, export_age_seconds::float8 as export_age, export_freshness,
-            enrichment_age_seconds::float8 as enrichment_age, enrichment_freshness
+            enrichment_age_seconds::float8 as enrichment_age, enrichment_freshness,
+            open_day::text as open_day, open_day_pulled_at, open_day_age_seconds::float8 as open_day_age
        from sync_health`,
   );
   const h = rows[0] as
@@ -97,20 +142,41 @@ export async function healthViewFreshness(q: RowQueryable): Promise<Freshness> {
         export_freshness: FreshnessState;
         enrichment_age: number;
         enrichment_freshness: FreshnessState;
+        open_day: string | null;
+        open_day_pulled_at: Date | string | null;
+        open_day_age: number | null;
       }
     | undefined;
   if (!h) throw new Error('the sync_health view returned no row');
   return {
     sla_seconds: h.sla,
-    export: { state: h.export_freshness, age_seconds: h.export_age },
+    export: {
+      state: h.export_freshness,
+      age_seconds: h.export_age,
+      open_day:
+        h.open_day === null || h.open_day_pulled_at === null
+          ? null
+          : {
+              day: h.open_day,
+              pulled_at: new Date(h.open_day_pulled_at).toISOString(),
+              age_seconds: Number(h.open_day_age),
+            },
+    },
     enrichment: { state: h.enrichment_freshness, age_seconds: h.enrichment_age },
   };
 }
 
-/** One line: `export on_time (age 5h 2m), enrichment late (age 27h 0m); SLA 26h`. */
+/**
+ * One line: `export on_time (age 5h 2m), enrichment late (age 27h 0m); SLA 26h`, and with an
+ * intraday pull `; open day 2026-11-26 pulled intraday 0h 12m ago`.
+ */
 export function describeFreshness(f: Freshness): string {
-  const age = (s: number | null) =>
-    s === null ? 'no complete day yet' : `age ${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m`;
+  const hm = (s: number) => `${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m`;
+  const age = (s: number | null) => (s === null ? 'no complete day yet' : `age ${hm(s)}`);
   const one = (name: string, x: SourceFreshness) => `${name} ${x.state} (${age(x.age_seconds)})`;
-  return `${one('export', f.export)}, ${one('enrichment', f.enrichment)}; SLA ${Math.round(f.sla_seconds / 360) / 10}h`;
+  const open = f.export.open_day;
+  return (
+    `${one('export', f.export)}, ${one('enrichment', f.enrichment)}; SLA ${Math.round(f.sla_seconds / 360) / 10}h` +
+    (open ? `; open day ${open.day} pulled intraday ${hm(open.age_seconds)} ago` : '')
+  );
 }
