@@ -82,7 +82,10 @@ async function main(): Promise<number> {
   console.log(text.output);
   mkdirSync(OUT, { recursive: true });
   const saved = path.join(OUT, `intraday-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
-  writeFileSync(saved, `${JSON.stringify({ seed, day: DAY, runs: runs.map(strip), checks: text.checks }, null, 2)}\n`);
+  writeFileSync(
+    saved,
+    `${JSON.stringify({ seed, day: DAY, runs: runs.map(strip), checks: text.checks }, null, 2)}\n`,
+  );
   console.log(`\nresults saved to ${path.relative(process.cwd(), saved)}`);
   return 0;
 }

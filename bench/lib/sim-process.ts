@@ -12,7 +12,8 @@ import { type SimulatorOptions, startSimulator } from '../../src/simulator/index
  * runs on a stopped clock starting there, moved by `{ type: 'clock', at }` messages, so a bench
  * can walk a day through in minutes) and `threadIds: false` (leave the thread ids out of 'ready':
  * at a million records a day they are millions). `{ type: 'export-shape', day }` answers how the
- * day's export differs from the one seen at the previous such message (exportShape below).
+ * day's export differs from the one seen at the previous such message (exportShape below;
+ * `fresh: true` forgets the previous one: a new scenario's first look).
  */
 type ProcessOptions = Omit<SimulatorOptions, 'now'> & { clock?: number; threadIds?: boolean };
 const { clock, threadIds = true, ...options } = JSON.parse(process.argv[2] ?? '{}') as ProcessOptions;
@@ -39,6 +40,7 @@ process.on('message', async (m: unknown) => {
     now = Number(m.at);
     process.send!({ type: 'clock', at: now });
   } else if (isMessage(m) && m.type === 'export-shape') {
+    if (m.fresh === true) previous = null;
     process.send!({ type: 'export-shape', ...exportShape(String(m.day)) });
   }
 });

@@ -99,7 +99,7 @@ export async function runScenario(
   };
   for (const [i, at] of input.ticks.entries()) {
     const p = await pullAt(at, true);
-    p.shape = await sim.exportShape(day);
+    p.shape = await sim.exportShape(day, i === 0);
     if (i % 8 === 7 || i === input.ticks.length - 1)
       input.log(
         `  ${name}: ${new Date(at).toISOString().slice(11, 16)} ${p.counts.rowsRead} rows read, ${p.newRows} new, ${p.wallMs.toFixed(0)} ms`,
@@ -219,7 +219,11 @@ async function countDeleted(w: Warehouse, day: string): Promise<number> {
  * split them into lines and chain each line's sha1, as a stream reopened after a cut is checked
  * (src/ingest/resume.ts). No parse, no record hash, no warehouse.
  */
-async function readOnly(client: ServiceClient, config: Config, day: string): Promise<ExtraMeasures['readOnly']> {
+async function readOnly(
+  client: ServiceClient,
+  config: Config,
+  day: string,
+): Promise<ExtraMeasures['readOnly']> {
   const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   const body = await client.exportMessages({ startDate: day, endDate: day });

@@ -55,7 +55,8 @@ export async function openBenchServer(databaseUrl: string | undefined): Promise<
   const ourPids = async (appName: string): Promise<Set<number>> => {
     if (postmaster !== null) {
       const out = new Set<number>();
-      for (const [pid, p] of postgresProcesses()) if (pid === postmaster || p.ppid === postmaster) out.add(pid);
+      for (const [pid, p] of postgresProcesses())
+        if (pid === postmaster || p.ppid === postmaster) out.add(pid);
       out.delete(monitorPid);
       return out;
     }
@@ -92,7 +93,9 @@ export async function openBenchServer(databaseUrl: string | undefined): Promise<
       };
     },
     walLsn: async () =>
-      Number((await monitor.query<{ b: string }>("select pg_current_wal_lsn() - '0/0'::pg_lsn as b")).rows[0]!.b),
+      Number(
+        (await monitor.query<{ b: string }>("select pg_current_wal_lsn() - '0/0'::pg_lsn as b")).rows[0]!.b,
+      ),
     tableWrites: async (schema, appName) => {
       // A backend sends its table counts to the statistics at most once a second, and all of them
       // when it exits: wait for the bench's connections to be gone before reading.

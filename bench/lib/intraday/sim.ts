@@ -9,7 +9,8 @@ export interface ClockedSimulator {
   /** The CRS_* variables a client needs. */
   env: Record<string, string>;
   setClock(at: number): Promise<void>;
-  exportShape(day: string): Promise<ExportShape>;
+  /** `fresh`: compare with nothing (a scenario's first pull), not with the last look. */
+  exportShape(day: string, fresh: boolean): Promise<ExportShape>;
   close(): Promise<void>;
 }
 
@@ -45,9 +46,9 @@ export async function startClockedSimulator(opts: {
       child.send({ type: 'clock', at });
       await answer;
     },
-    exportShape: async (day) => {
+    exportShape: async (day, fresh) => {
       const answer = next(child, 'export-shape');
-      child.send({ type: 'export-shape', day });
+      child.send({ type: 'export-shape', day, fresh });
       return (await answer) as unknown as ExportShape;
     },
     close: async () => {
