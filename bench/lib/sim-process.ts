@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { type SimulatorOptions, startSimulator } from '../../src/simulator/index.ts';
+import { parseDay } from '../../src/simulator/plan.ts';
 
 /**
  * Runs the simulator in a process of its own (started by bench/enrich.ts and bench/intraday.ts
@@ -58,9 +59,19 @@ function isMessage(m: unknown): m is { type: string; [k: string]: unknown } {
  * the lines whose Message Time is earlier than a line before them (the export not in time order).
  */
 function exportShape(day: string) {
-  const lines = sim.truth.exportDayLines(day);
-  const hashes = lines.map((l) => createHash('sha1').update(l).digest('base64'));
-  const bytes = lines.map((l) => Buffer.byteLength(l) + 1);
+  // Line by line from the data set's generator: a million-line day as one array of strings would
+  // not fit in this process's heap.
+  const hashes: string[] = [];
+  const bytes: number[] = [];
+  let outOfTimeOrder = 0;
+  let latest = Number.NEGATIVE_INFINITY;
+  for (const l of sim.dataset.exportLines(parseDay(day)!)) {
+    hashes.push(createHash('sha1').update(l).digest('base64'));
+    bytes.push(Buffer.byteLength(l) + 1);
+    const t = Date.parse(/"Message Time":"([^"]+)"/.exec(l)?.[1] ?? '');
+    if (t < latest) outOfTimeOrder++;
+    else latest = t;
+  }
   const prev = previous?.day === day ? previous : { day, hashes: [], bytes: [] };
   let prefixLines = 0;
   let prefixBytes = 0;
@@ -78,16 +89,9 @@ function exportShape(day: string) {
   for (let i = 0; i < lastSeen; i++) if (!before.has(hashes[i]!)) insertedMid++;
   let goneOrChanged = 0;
   for (const h of prev.hashes) if (!now.has(h)) goneOrChanged++;
-  let outOfTimeOrder = 0;
-  let latest = Number.NEGATIVE_INFINITY;
-  for (const l of lines) {
-    const t = Date.parse(/"Message Time":"([^"]+)"/.exec(l)?.[1] ?? '');
-    if (t < latest) outOfTimeOrder++;
-    else latest = t;
-  }
   previous = { day, hashes, bytes };
   return {
-    lines: lines.length,
+    lines: hashes.length,
     bytes: bytes.reduce((a, b) => a + b, 0),
     previousLines: prev.hashes.length,
     previousBytes: prev.bytes.reduce((a, b) => a + b, 0),
