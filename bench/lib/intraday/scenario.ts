@@ -108,14 +108,6 @@ export async function runScenario(
   const deletedAfterPartials = await countDeleted(w, day);
   const closed = await pullAt(input.closedAt, false);
   input.log(`  ${name}: closed-day pull ${closed.counts.rowsRead} rows, ${closed.wallMs.toFixed(0)} ms`);
-  let extras: ExtraMeasures | null = null;
-  if (input.extras) {
-    const unchanged = await measuredPull(
-      { w, client, config, server, day, at: input.closedAt, partial: false },
-      [],
-    );
-    extras = { unchanged, readOnly: await readOnly(client, config, day) };
-  }
   await w.close();
   const after = await server.tableWrites(schema, APP_NAME);
   const writes = {
@@ -123,6 +115,17 @@ export async function runScenario(
     updated: after.updated - before.updated,
     deleted: after.deleted - before.deleted,
   };
+  // After the table counts were read: the extra pulls are not the scenario's.
+  let extras: ExtraMeasures | null = null;
+  if (input.extras) {
+    const x = open();
+    const unchanged = await measuredPull(
+      { w: x, client, config, server, day, at: input.closedAt, partial: false },
+      [],
+    );
+    extras = { unchanged, readOnly: await readOnly(client, config, day) };
+    await x.close();
+  }
   if (!input.keep) {
     const d = open();
     await dropSchema(d);
