@@ -154,6 +154,15 @@ function runTables(run: IntradayRun, list: Check[]): string[] {
     ),
   );
   out.push('', ...growingFile(run, t));
+  list.push(...targetChecks(run, t));
+  return out;
+}
+
+/** The issue's targets against this run's scenarios. */
+function targetChecks(run: IntradayRun, t: { s: ScenarioResult; t: Totals }[]): Check[] {
+  const list: Check[] = [];
+  const daily = t[0]!.t;
+  const cpu = (x: Totals) => x.nodeCpuS + x.serverCpuS;
   for (const { s, t: x } of t.slice(1)) {
     const interval = run.intervals.find((i) => s.name === `every ${i.label}`);
     const p95 = percentile(s.delaysMs, 95);
@@ -187,7 +196,7 @@ function runTables(run: IntradayRun, list: Check[]): string[] {
       ok: x.deletedByPartial === 0,
     });
   }
-  return out;
+  return list;
 }
 
 function writes(s: ScenarioResult): number {
