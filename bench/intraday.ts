@@ -154,7 +154,10 @@ async function measureRows(rows: number, server: Awaited<ReturnType<typeof openB
 
 /** The saved JSON without the per-message delays (percentiles are in the output). */
 function strip(r: IntradayRun) {
-  return { ...r, scenarios: r.scenarios.map(({ delaysMs, ...s }) => ({ ...s, messages: delaysMs.length })) };
+  return {
+    ...r,
+    scenarios: r.scenarios.map(({ delaysMs, firstSeen, ...s }) => ({ ...s, messages: delaysMs.length })),
+  };
 }
 
 process.exitCode = await main();

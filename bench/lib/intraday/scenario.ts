@@ -44,6 +44,11 @@ export interface ScenarioResult {
   pulls: Pull[];
   /** Per message: first visible (tick + the pull's wall time) minus its Message Time, ms, sorted. */
   delaysMs: Float64Array;
+  /**
+   * The same per message, in two parts: the pull's tick minus the Message Time, and which pull
+   * (an index into `pulls`): the extrapolation scales the pulls' wall times, not the clock.
+   */
+  firstSeen: { sinceTickMs: Float64Array; pull: Uint32Array };
   /** Rows of the day soft-deleted in the warehouse after the last partial pull (must be 0). */
   deletedAfterPartials: number;
   writes: TableWrites;
@@ -90,12 +95,17 @@ export async function runScenario(
   const config = parseConfig({ CRS_SCHEMA: schema, ...sim.env });
   const client = createServiceClient({ ...config.api, concurrency: config.enrichConcurrency }, quiet);
   const pulls: Pull[] = [];
-  const delays: number[] = [];
+  const sinceTick: number[] = [];
+  const pullOf: number[] = [];
   const pullAt = async (at: number, partial: boolean) => {
     await sim.setClock(at);
-    const p = await measuredPull({ w, client, config, server, day, at, partial }, delays);
-    pulls.push(p);
-    return p;
+    const { pull, messageTimes } = await measuredPull({ w, client, config, server, day, at, partial });
+    for (const t of messageTimes) {
+      sinceTick.push(at - t);
+      pullOf.push(pulls.length);
+    }
+    pulls.push(pull);
+    return pull;
   };
   for (const [i, at] of input.ticks.entries()) {
     const p = await pullAt(at, true);
@@ -119,10 +129,15 @@ export async function runScenario(
   let extras: ExtraMeasures | null = null;
   if (input.extras) {
     const x = open();
-    const unchanged = await measuredPull(
-      { w: x, client, config, server, day, at: input.closedAt, partial: false },
-      [],
-    );
+    const { pull: unchanged } = await measuredPull({
+      w: x,
+      client,
+      config,
+      server,
+      day,
+      at: input.closedAt,
+      partial: false,
+    });
     extras = { unchanged, readOnly: await readOnly(client, config, day) };
     await x.close();
   }
@@ -135,7 +150,8 @@ export async function runScenario(
     result: {
       name,
       pulls,
-      delaysMs: Float64Array.from(delays).sort(),
+      delaysMs: Float64Array.from(sinceTick, (d, i) => d + pulls[pullOf[i]!]!.wallMs).sort(),
+      firstSeen: { sinceTickMs: Float64Array.from(sinceTick), pull: Uint32Array.from(pullOf) },
       deletedAfterPartials,
       writes,
     },
@@ -157,7 +173,7 @@ interface PullDeps {
  * One pull, measured. The run's ledger row is written outside the measured span (the workflow's
  * beginRun and endRun activities); the span is the loader's call alone.
  */
-async function measuredPull(d: PullDeps, delays: number[]): Promise<Pull> {
+async function measuredPull(d: PullDeps): Promise<{ pull: Pull; messageTimes: number[] }> {
   const { w, server, day, at, partial } = d;
   const loadId = randomUUID();
   await startRun(w.db, {
@@ -189,23 +205,24 @@ async function measuredPull(d: PullDeps, delays: number[]): Promise<Pull> {
   const counts = pickCounts(summary);
   await closeRun(w.db, loadId, 'succeeded', counts);
   // The rows this pull inserted (_first_loaded_at is set once, on insert): visible from the
-  // pull's end at the latest, so the delay is counted to the tick plus the pull's wall time.
+  // pull's end at the latest, so their delay counts to the tick plus the pull's wall time.
   const fresh = await w.pool.query<{ t: string }>(
     `select (extract(epoch from message_time) * 1000)::float8 as t from analytics_messages
      where message_date = $1 and _first_loaded_at >= $2`,
     [day, since.rows[0]!.t],
   );
-  const visibleAt = at + wallMs;
-  for (const r of fresh.rows) delays.push(visibleAt - Number(r.t));
   return {
-    at,
-    partial,
-    wallMs,
-    nodeCpuS: (cpu.user + cpu.system) / 1e6,
-    serverCpuS,
-    walBytes,
-    counts,
-    newRows: fresh.rows.length,
+    messageTimes: fresh.rows.map((r) => Number(r.t)),
+    pull: {
+      at,
+      partial,
+      wallMs,
+      nodeCpuS: (cpu.user + cpu.system) / 1e6,
+      serverCpuS,
+      walBytes,
+      counts,
+      newRows: fresh.rows.length,
+    },
   };
 }
 
