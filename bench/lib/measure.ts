@@ -25,7 +25,7 @@ export interface RunResult {
 }
 
 const GNU_TIME = '/usr/bin/time';
-const TICK = 100; // USER_HZ, 100 on every Linux this runs on
+export const TICK = 100; // USER_HZ, 100 on every Linux this runs on
 
 function machineBusyTicks(): number {
   const line = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!;
@@ -37,6 +37,13 @@ function machineBusyTicks(): number {
 /** utime+stime of every live `postgres` process, by pid; null when none is visible. */
 function postgresTicks(): Map<number, number> | null {
   const out = new Map<number, number>();
+  for (const [pid, p] of postgresProcesses()) out.set(pid, p.ticks);
+  return out.size > 0 ? out : null;
+}
+
+/** Every live `postgres` process: its parent's pid and its utime+stime (in ticks of 1/100 s). */
+export function postgresProcesses(): Map<number, { ppid: number; ticks: number }> {
+  const out = new Map<number, { ppid: number; ticks: number }>();
   for (const pid of readdirSync('/proc')) {
     if (!/^\d+$/.test(pid)) continue;
     let stat: string;
@@ -49,9 +56,9 @@ function postgresTicks(): Map<number, number> | null {
     if (stat.slice(stat.indexOf('(') + 1, close) !== 'postgres') continue;
     const f = stat.slice(close + 2).split(' ');
     // fields after comm: state(0) ppid(1) ... utime(11) stime(12)
-    out.set(Number(pid), Number(f[11]) + Number(f[12]));
+    out.set(Number(pid), { ppid: Number(f[1]), ticks: Number(f[11]) + Number(f[12]) });
   }
-  return out.size > 0 ? out : null;
+  return out;
 }
 
 /**

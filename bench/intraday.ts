@@ -1,0 +1,163 @@
+/**
+ * bench:intraday: what intraday pulls of the open day cost against the daily pull, and the data's
+ * delay they give (issue 23).
+ *
+ *   npm run bench:intraday -- [--rows 100000[,1000000]] [--intervals 15m,1h] [--seed 23]
+ *                             [--tenant-rows 10000000] [--database-url URL] [--keep]
+ *
+ * Per rows-per-day value, one simulated UTC day in scenarios, each in a fresh schema: the daily
+ * pull alone (one complete pull at 00:30 the next day) and, per interval, the open day pulled at
+ * every tick of the day as partial, then the same complete pull at 00:30. See bench/README.md.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { parseDuration } from '../src/config.ts';
+import { type IntradayRun, report } from './lib/intraday/report.ts';
+import { type ExtraMeasures, runScenario, type ScenarioResult } from './lib/intraday/scenario.ts';
+import { openBenchServer } from './lib/intraday/server.ts';
+import { startClockedSimulator } from './lib/intraday/sim.ts';
+
+const OUT = path.resolve(import.meta.dirname, 'out');
+const DAY = '2026-11-25';
+const DAY_MS = 86_400_000;
+const DAY_START = Date.parse(`${DAY}T00:00:00Z`);
+// The daily schedule's time, and the intraday schedule's closed-day pull (workflows/sync-intraday.ts).
+const CLOSED_PULL = DAY_START + DAY_MS + 30 * 60_000;
+
+const { values: flags } = parseArgs({
+  options: {
+    rows: { type: 'string', default: '100000' },
+    intervals: { type: 'string', default: '15m,1h' },
+    seed: { type: 'string', default: '23' },
+    'tenant-rows': { type: 'string', default: '10000000' },
+    'database-url': { type: 'string' },
+    keep: { type: 'boolean', default: false },
+    help: { type: 'boolean', short: 'h', default: false },
+  },
+});
+if (flags.help) {
+  console.log(
+    'npm run bench:intraday -- [--rows N[,N...] (100000; e.g. 100000,1000000)] [--intervals 15m,1h]\n' +
+      '                          [--seed S (23)] [--tenant-rows N (10000000: the extrapolation)]\n' +
+      '                          [--database-url URL (default: a PostgreSQL cluster of its own)] [--keep]\n' +
+      'One simulated UTC day per scenario: the daily pull alone, and the open day pulled every interval\n' +
+      'as partial, then the closed day complete. 100k rows/day: a few minutes; 1M: about ten times that.',
+  );
+  process.exit(0);
+}
+const rowsList = flags.rows.split(',').map(Number);
+const intervals = flags.intervals.split(',').map((s) => ({ label: s.trim(), ms: parseDuration(s.trim()) }));
+const seed = Number(flags.seed);
+const tenantRows = Number(flags['tenant-rows']);
+if (rowsList.some((n) => !Number.isInteger(n) || n < 100) || !Number.isInteger(seed) || !(tenantRows > 0)) {
+  console.error('--rows takes integers of at least 100 (comma-separated), --seed an integer');
+  process.exit(2);
+}
+for (const i of intervals) {
+  if (!i.ms || i.ms < 60_000 || DAY_MS % i.ms !== 0) {
+    console.error(`--intervals: ${i.label} is not a duration from 1m that divides a day (15m, 1h, ...)`);
+    process.exit(2);
+  }
+}
+const log = (s: string) => console.error(`[${new Date().toISOString().slice(11, 19)}] ${s}`);
+const load = () => os.loadavg()[0]!.toFixed(2);
+
+async function main(): Promise<number> {
+  const server = await openBenchServer(flags['database-url']);
+  const runs: IntradayRun[] = [];
+  try {
+    log(`server: ${server.describe}; ${os.cpus().length} cores, node ${process.version}; seed ${seed}`);
+    for (const rows of rowsList) runs.push(await measureRows(rows, server));
+  } finally {
+    await server.close();
+  }
+  const text = report(runs, {
+    seed,
+    tenantRows,
+    server: server.describe,
+    command: `npm run bench:intraday -- ${process.argv.slice(2).join(' ')}`.trim(),
+  });
+  console.log(text.output);
+  mkdirSync(OUT, { recursive: true });
+  const saved = path.join(OUT, `intraday-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
+  writeFileSync(
+    saved,
+    `${JSON.stringify({ seed, day: DAY, runs: runs.map(strip), checks: text.checks }, null, 2)}\n`,
+  );
+  console.log(`\nresults saved to ${path.relative(process.cwd(), saved)}`);
+  return 0;
+}
+
+async function measureRows(rows: number, server: Awaited<ReturnType<typeof openBenchServer>>) {
+  const sim = await startClockedSimulator({ seed, days: 4, recordsPerDay: rows, clock: DAY_START });
+  const loadBefore = load();
+  const scenarios: ScenarioResult[] = [];
+  let extras: ExtraMeasures | null = null;
+  try {
+    // A first scenario runs on cold code (V8 compiles the loader as it goes) and a cold server:
+    // a daily pull of its own, not reported, warms both so the baseline is not the one that pays.
+    log(`${rows.toLocaleString('en-US')} rows/day: warm-up (a daily pull, not reported)`);
+    await runScenario({
+      name: `warmup_${rows}`,
+      day: DAY,
+      ticks: [],
+      closedAt: CLOSED_PULL,
+      server,
+      sim,
+      keep: false,
+      log,
+    });
+    log(`${rows.toLocaleString('en-US')} rows/day: daily pull (load average ${load()})`);
+    const daily = await runScenario({
+      name: `daily_${rows}`,
+      day: DAY,
+      ticks: [],
+      closedAt: CLOSED_PULL,
+      server,
+      sim,
+      keep: flags.keep,
+      extras: true,
+      log,
+    });
+    scenarios.push(daily.result);
+    extras = daily.extras;
+    for (const i of intervals) {
+      log(`${rows.toLocaleString('en-US')} rows/day: every ${i.label} (load average ${load()})`);
+      const ticks: number[] = [];
+      for (let t = DAY_START; t < DAY_START + DAY_MS; t += i.ms!) ticks.push(t);
+      const r = await runScenario({
+        name: `every_${i.label}_${rows}`,
+        day: DAY,
+        ticks,
+        closedAt: CLOSED_PULL,
+        server,
+        sim,
+        keep: flags.keep,
+        log,
+      });
+      scenarios.push({ ...r.result, name: `every ${i.label}` });
+    }
+  } finally {
+    await sim.close();
+  }
+  scenarios[0]!.name = 'daily pull only';
+  return {
+    rows,
+    intervals: intervals.map((i) => ({ label: i.label, ms: i.ms! })),
+    scenarios,
+    extras: extras!,
+    load: { before: loadBefore, after: load() },
+  } satisfies IntradayRun;
+}
+
+/** The saved JSON without the per-message delays (percentiles are in the output). */
+function strip(r: IntradayRun) {
+  return {
+    ...r,
+    scenarios: r.scenarios.map(({ delaysMs, firstSeen, ...s }) => ({ ...s, messages: delaysMs.length })),
+  };
+}
+
+process.exitCode = await main();
