@@ -1,0 +1,185 @@
+/**
+ * The dashboard while an intraday pull loads: every page (HTML and /api/ JSON) over a kept
+ * bench:bi warehouse, asked for the default range and for the whole data, first with no load
+ * running, then over and over while an intraday pull of the open day (a 100k-row day by default,
+ * pulled late in the day, so nearly all of it) loads into the same warehouse. The pull marks its
+ * day as it writes, so the readers take their mixed form (rollups for the current days, raw rows
+ * for the marked one). Prints, per request, the quiet time and the slowest and median times
+ * during the load, with the load average; the target (issue 23): every page answers within 1 s.
+ *
+ *   node bench/dashboard-during-load.ts [--schema S (bench_bi)] [--rows-per-day N (100000)]
+ *                                       [--at HH:MM (23:30)] [--seed N (23)]
+ *
+ * Needs a warehouse `npm run bench:bi -- --keep` left (schema S). The pull's rows, threads and
+ * ledger rows are deleted afterwards and the rollups refreshed, so S is as it was. Not part of
+ * the tests. DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test).
+ */
+import { randomUUID } from 'node:crypto';
+import { loadavg } from 'node:os';
+import { parseArgs } from 'node:util';
+import { createServiceClient } from '../src/api/index.ts';
+import { utcDay } from '../src/common/civil-date.ts';
+import { parseConfig } from '../src/config.ts';
+import { startDashboard } from '../src/dashboard/server.ts';
+import { loadExportDay } from '../src/ingest/export-day.ts';
+import { createLogger } from '../src/log.ts';
+import { openWarehouse } from '../src/warehouse/db.ts';
+import { refreshRollups } from '../src/warehouse/rollups/refresh.ts';
+import { fmtMs, table } from './lib/bi/timing.ts';
+import { describeUrl } from './lib/db.ts';
+import { startClockedSimulator } from './lib/intraday/sim.ts';
+
+const { values: flags } = parseArgs({
+  options: {
+    schema: { type: 'string', default: 'bench_bi' },
+    'rows-per-day': { type: 'string', default: '100000' },
+    at: { type: 'string', default: '23:30' },
+    seed: { type: 'string', default: '23' },
+    help: { type: 'boolean', short: 'h', default: false },
+  },
+});
+if (flags.help) {
+  console.log(
+    'node bench/dashboard-during-load.ts [--schema S (bench_bi)] [--rows-per-day N (100000)]\n' +
+      '                                    [--at HH:MM (23:30): the simulated time of the pull] [--seed N (23)]',
+  );
+  process.exit(0);
+}
+
+const TARGET_MS = 1_000;
+const url = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const log = createLogger({ level: 'silent', pretty: false });
+const progress = (s: string) => process.stderr.write(`  ${s}\n`);
+const load = () =>
+  loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' ');
+
+interface Timing {
+  status: number;
+  ms: number;
+  failed: number;
+}
+
+async function ask(base: string, target: string): Promise<Timing> {
+  const t0 = performance.now();
+  const res = await fetch(`${base}${target}`);
+  const body = await res.text();
+  const ms = performance.now() - t0;
+  const failed = target.startsWith('/api/')
+    ? Object.values(
+        (JSON.parse(body) as { sections?: Record<string, { ok: boolean }> }).sections ?? {},
+      ).filter((s) => !s.ok).length
+    : (body.match(/data-error="/g) ?? []).length;
+  return { status: res.status, ms, failed };
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length === 0 ? Number.NaN : (s[Math.floor((s.length - 1) / 2)] ?? Number.NaN);
+};
+
+async function main(): Promise<void> {
+  const day = utcDay(new Date());
+  const clock = Date.parse(`${day}T${flags.at}:00Z`);
+  console.log(`# Dashboard during an intraday pull (${describeUrl(url)}, schema ${flags.schema})\n`);
+  console.log(
+    `open day ${day} pulled at ${flags.at} UTC, ${flags['rows-per-day']} rows/day; 2 cores, load average at start ${load()}`,
+  );
+  const w = openWarehouse({ url, schema: flags.schema, max: 5 });
+  const loader = openWarehouse({ url, schema: flags.schema, max: 8 });
+  const sim = await startClockedSimulator({
+    seed: Number(flags.seed),
+    days: 2,
+    recordsPerDay: Number(flags['rows-per-day']),
+    clock,
+  });
+  const dash = await startDashboard({ pool: w.pool, port: 0 });
+  const loadId = `bench-dashboard-during-load-${randomUUID()}`;
+  try {
+    const ext = await w.pool.query<{ first: string | null }>(
+      'select min(message_date)::text as first from rollup_daily where messages > 0',
+    );
+    const first = ext.rows[0]?.first;
+    if (!first) throw new Error(`schema ${flags.schema} has no data: run npm run bench:bi -- --keep first`);
+    const targets = ['usage', 'users', 'threads', 'citations', 'health'].flatMap((p) =>
+      ['', `?from=${first}&to=${day}`].flatMap((q) => [`/api/${p}${q}`, `/${p}${q}`]),
+    );
+    const quiet = new Map<string, Timing>();
+    for (const t of targets) quiet.set(t, await ask(dash.url, t));
+    progress(`quiet round done (${targets.length} requests); the pull starts`);
+
+    const config = parseConfig({ CRS_SCHEMA: flags.schema, ...sim.env });
+    const client = createServiceClient({ ...config.api, concurrency: config.enrichConcurrency }, log);
+    let loading = true;
+    const t0 = performance.now();
+    const pull = loadExportDay(
+      { warehouse: loader, client, config, log },
+      { day, loadId, partial: true },
+    ).finally(() => {
+      loading = false;
+    });
+    const during = new Map<string, Timing[]>(targets.map((t) => [t, []]));
+    let loadAvgDuring = '';
+    while (loading) {
+      for (const t of targets) {
+        if (!loading) break;
+        during.get(t)!.push(await ask(dash.url, t));
+      }
+      loadAvgDuring = load();
+    }
+    const counts = await pull;
+    const pullMs = performance.now() - t0;
+    console.log(
+      `pull: ${counts.rowsRead} rows read, ${counts.inserted} inserted, ${fmtMs(pullMs)}; load average at its end ${loadAvgDuring}\n`,
+    );
+    const rows = targets.map((t) => {
+      const xs = during.get(t)!;
+      const worst = xs.reduce<Timing | null>((a, x) => (a === null || x.ms > a.ms ? x : a), null);
+      return { t, quiet: quiet.get(t)!, n: xs.length, p50: median(xs.map((x) => x.ms)), worst };
+    });
+    console.log(
+      table(
+        ['request', 'quiet ms', 'during: requests', 'median ms', 'slowest ms', 'status', 'failed sections'],
+        rows.map((r) => [
+          r.t,
+          r.quiet.ms.toFixed(0),
+          String(r.n),
+          Number.isNaN(r.p50) ? '-' : r.p50.toFixed(0),
+          r.worst ? r.worst.ms.toFixed(0) : '-',
+          r.worst ? String(r.worst.status) : '-',
+          r.worst ? String(r.worst.failed) : '-',
+        ]),
+      ),
+    );
+    const all = rows.flatMap((r) => during.get(r.t)!.map((x) => ({ t: r.t, ...x })));
+    const slowest = [...all].sort((a, b) => b.ms - a.ms)[0];
+    const missed = all.filter((x) => x.ms > TARGET_MS || x.status !== 200 || x.failed > 0);
+    console.log(
+      `\nSlowest during the pull: ${slowest ? `${slowest.t} ${slowest.ms.toFixed(0)} ms` : 'none (the pull ended first)'}`,
+    );
+    console.log(
+      all.length === 0
+        ? '\nNo request ran during the pull: use more rows per day.'
+        : missed.length === 0
+          ? `\nTarget met: all ${all.length} requests during the pull answered whole within ${TARGET_MS} ms.`
+          : `\nTarget missed by ${missed.length} of ${all.length} requests: ${[...new Set(missed.map((x) => x.t))].join(', ')}`,
+    );
+    if (all.length === 0 || missed.length > 0) process.exitCode = 1;
+  } finally {
+    await dash.close();
+    await sim.close();
+    progress('removing the pull from the warehouse (its rows, threads, ledger) and refreshing the rollups');
+    await loader.pool.query('delete from analytics_messages where _load_id = $1', [loadId]);
+    await loader.pool.query('delete from threads where _load_id = $1', [loadId]);
+    await loader.pool.query('delete from rejected_records where _load_id = $1', [loadId]);
+    await loader.pool.query('delete from sync_days where day = $1', [day]);
+    for (const t of ['load_checkpoints', 'load_day_counts', 'load_day_deletes'])
+      await loader.pool.query(`delete from ${t} where load_key = $1`, [`${loadId}:${day}`]);
+    await refreshRollups(loader.pool);
+    await loader.close();
+    await w.close();
+  }
+}
+
+await main();
