@@ -233,10 +233,17 @@ describe('mixed reads against the raw tables (seeded)', () => {
     ).rows as Array<{ id: string }>;
     const current = (
       await sql(
-        `select day::text as d, citation_type as t from rollup_citation_type_daily
+        `select day::text as d, citation_type as t, citations as n from rollup_citation_type_daily
           where day not in (select day from rollup_dirty_days) order by 1, 2 limit 1`,
       )
-    ).rows[0] as { d: string; t: string } | undefined;
+    ).rows[0] as { d: string; t: string; n: number } | undefined;
+    // The raw figure of that day and type: the rollups' (made wrong below) plus what the marked
+    // threads moved since the refresh.
+    const raw = current
+      ? ((await citationTypesDaily(tw.w.pool, { from: current.d, to: current.d }, 'raw')).find(
+          (x) => x.citationType === current.t,
+        )?.citations ?? 0)
+      : 0;
     if (u) await sql('update rollup_users set messages = 100000 where user_id = $1', [u.id]);
     if (current) {
       await sql(`update rollup_citation_type_daily set citations = 777 where day = $1 and citation_type = $2`, [
@@ -245,10 +252,14 @@ describe('mixed reads against the raw tables (seeded)', () => {
       ]);
     }
     try {
-      if (u) expect((await topUsers(tw.w.pool, all, 'mixed'))[0]).toMatchObject({ userId: u.id, messages: 100000 });
+      if (u) {
+        expect((await topUsers(tw.w.pool, all, 'mixed'))[0]).toMatchObject({ userId: u.id, messages: 100000 });
+        const view = await sql('select messages from user_activity where user_id = $1', [u.id]);
+        expect(view.rows).toEqual([{ messages: 100000 }]);
+      }
       if (current) {
         const daily = await citationTypesDaily(tw.w.pool, { from: current.d, to: current.d }, 'mixed');
-        expect(daily.find((x) => x.citationType === current.t)?.citations).toBe(777);
+        expect(daily.find((x) => x.citationType === current.t)?.citations).toBe(777 + raw - current.n);
       }
       expect(u ?? current, `seed ${SEED}: something to make wrong`).toBeTruthy();
     } finally {
