@@ -51,7 +51,8 @@ export async function threadBreakdown(q: Queryable, r: DayRange, source: Source)
         ? // The rollups' cells (the first form of the range's start, as the rollup form reads
           // them), with the touched threads (marked.ts) as the rollups count them taken out (their
           // row that counts in the range) and as they are now put in: in the range when they have
-          // a current day or a marked day's raw row there, with the status and depth of now.
+          // a current day or a marked day's raw row there, with the status and depth of now (probes
+          // by key: joined, PostgreSQL hashed the whole threads table).
           `with ${STALE_CTE},
            m as materialized (${markedRows('distinct thread_id', true)}),
            ${TOUCHED_THREADS_CTE},
@@ -60,13 +61,14 @@ export async function threadBreakdown(q: Queryable, r: DayRange, source: Source)
                     where d.message_date between $1::date and $2::date
                       and (d.prev_date is null or d.prev_date < $1::date)
                     group by 1, 2),
-           now as (select coalesce(t.enrich_status, '(not queued)') as status, ${DEPTH('h.n')} as k, count(*) as threads
-                     from a left join threads t on t.thread_id = a.thread_id
-                     cross join lateral (select count(*) as n from thread_messages x where x.thread_id = a.thread_id) h
-                    where a.thread_id in (select thread_id from m)
+           now as (select coalesce(t.status, '(not queued)') as status, ${DEPTH('t.n')} as k, count(*) as threads
+                     from (select (select x.enrich_status from threads x where x.thread_id = a.thread_id) as status,
+                                  (select count(*) from thread_messages x where x.thread_id = a.thread_id) as n
+                             from a
+                            where a.thread_id in (select thread_id from m)
                        or exists (select 1 from rollup_thread_daily d
                                    where d.thread_id = a.thread_id and d.message_date between $1::date and $2::date
-                                     and d.message_date <> all(${STALE_DAYS}))
+                                     and d.message_date <> all(${STALE_DAYS}))) t
                     group by 1, 2)
            select status, k, sum(threads)::bigint as threads
              from ((${rollup}) union all select * from was union all select * from now) c (status, k, threads)
