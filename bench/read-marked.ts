@@ -137,12 +137,17 @@ try {
   const views: Array<[string, string, string]> = [
     ['view daily_usage', 'daily_usage', ''],
     ['view user_activity top 10', 'user_activity', 'order by messages desc, user_id limit 10'],
-    ['view user_activity one user', 'user_activity', 'where user_id = (select min(user_id) from rollup_users)'],
+    // One user and one thread of the marked day: touched, so read from the marked day's rows.
+    [
+      'view user_activity one user',
+      'user_activity',
+      'where user_id = (select user_id from rollup_user_daily where message_date in (select day from rollup_dirty_days) order by messages desc, user_id limit 1)',
+    ],
     ['view thread_summary top 10', 'thread_summary', 'order by messages desc, thread_id limit 10'],
     [
       'view thread_summary one thread',
       'thread_summary',
-      'where thread_id = (select min(thread_id) from rollup_threads)',
+      'where thread_id = (select thread_id from rollup_thread_daily where message_date in (select day from rollup_dirty_days) order by messages desc, thread_id limit 1)',
     ],
     ['view citation_sources top 10', 'citation_sources', 'order by citations desc, citation_type, name limit 10'],
   ];
