@@ -18,6 +18,9 @@ import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import { up as viewsFollowMarks } from '../migrations/2026-11-25T08-00-00_daily_usage_follows_marks.ts';
 import { up as entityViewsFollowMarks } from '../migrations/2026-11-25T11-00-00_entity_views_follow_marks.ts';
+// For its type parsers: bigint counts as numbers, days as text, as every reader gets them (without
+// them threadBreakdown's sums in TypeScript joined strings, and its forms compared different).
+import '../src/warehouse/db.ts';
 import { dataSpan, MIXED_DASHBOARD_QUERIES, RAW_DASHBOARD_QUERIES } from '../src/warehouse/read/index.ts';
 import { fmtMs, median, table, timeRuns } from './lib/bi/timing.ts';
 
@@ -149,7 +152,11 @@ try {
       'thread_summary',
       'where thread_id = (select thread_id from rollup_thread_daily where message_date in (select day from rollup_dirty_days) order by messages desc, thread_id limit 1)',
     ],
-    ['view citation_sources top 10', 'citation_sources', 'order by citations desc, citation_type, name limit 10'],
+    [
+      'view citation_sources top 10',
+      'citation_sources',
+      'order by citations desc, citation_type, name limit 10',
+    ],
   ];
   for (const [name, v, rest] of views) {
     if (only && !only.includes(name)) continue;
@@ -158,7 +165,11 @@ try {
       continue;
     }
     const rowsOf = (text: string) => async () => (await client.query(text)).rows;
-    await compare(name, rowsOf(`select * from rollup_raw_${v}() ${rest}`), rowsOf(`select * from ${v} ${rest}`));
+    await compare(
+      name,
+      rowsOf(`select * from rollup_raw_${v}() ${rest}`),
+      rowsOf(`select * from ${v} ${rest}`),
+    );
   }
   console.log(table(['query', 'before', 'after', 'rows'], out));
   // Each page's queries one after the other, as the server runs them (src/dashboard/pages.ts),

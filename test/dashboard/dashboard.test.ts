@@ -195,16 +195,20 @@ describe('the dashboard over a warehouse loaded from the simulator', () => {
         expect(await open(page, `/${name}?${qs(all)}`)).toBe(200);
         expect(await errorPanels(page)).toEqual([]);
         expect(await page.$eval('.partial-note', (e) => e.getAttribute('data-partial-days'))).toBe(last);
-        expect(await page.$eval('.partial-note', (e) => e.textContent)).toContain(`${last}: today so far (partial)`);
+        expect(await page.$eval('.partial-note', (e) => e.textContent)).toContain(
+          `${last}: today so far (partial)`,
+        );
         expect(
-          await page.$$eval('.chart[data-drawn][data-partial]', (c) => c.map((e) => e.getAttribute('data-partial'))),
+          await page.$$eval('.chart[data-drawn][data-partial]', (c) =>
+            c.map((e) => e.getAttribute('data-partial')),
+          ),
         ).toEqual(Array(charts).fill(last));
         if (name === 'usage') await shot('usage-partial');
       }
       // A range that ends before it: nothing partial in it, nothing marked.
-      expect(await open(page, `/usage?${qs({ from: all.from, to: lw.days[lw.days.length - 2] as string })}`)).toBe(
-        200,
-      );
+      expect(
+        await open(page, `/usage?${qs({ from: all.from, to: lw.days[lw.days.length - 2] as string })}`),
+      ).toBe(200);
       expect(await page.$$('.partial-note')).toHaveLength(0);
     } finally {
       await q(`update sync_days set status = $2 where day = $1`, [last, before?.status]);

@@ -246,14 +246,17 @@ describe('mixed reads against the raw tables (seeded)', () => {
       : 0;
     if (u) await sql('update rollup_users set messages = 100000 where user_id = $1', [u.id]);
     if (current) {
-      await sql(`update rollup_citation_type_daily set citations = 777 where day = $1 and citation_type = $2`, [
-        current.d,
-        current.t,
-      ]);
+      await sql(
+        `update rollup_citation_type_daily set citations = 777 where day = $1 and citation_type = $2`,
+        [current.d, current.t],
+      );
     }
     try {
       if (u) {
-        expect((await topUsers(tw.w.pool, all, 'mixed'))[0]).toMatchObject({ userId: u.id, messages: 100000 });
+        expect((await topUsers(tw.w.pool, all, 'mixed'))[0]).toMatchObject({
+          userId: u.id,
+          messages: 100000,
+        });
         const view = await sql('select messages from user_activity where user_id = $1', [u.id]);
         expect(view.rows).toEqual([{ messages: 100000 }]);
       }

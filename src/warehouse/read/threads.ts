@@ -40,7 +40,7 @@ export async function threadBreakdown(q: Queryable, r: DayRange, source: Source)
     ? `select status, depth as k, sum(threads)::bigint as threads from rollup_thread_firsts
             where message_date <= $2::date and $1::date <= $2::date
             group by 1, 2`
-        : `select coalesce(status, '(not queued)') as status, depth as k, count(*) as threads
+    : `select coalesce(status, '(not queued)') as status, depth as k, count(*) as threads
              from rollup_thread_daily
             where message_date between $1::date and $2::date and (prev_date is null or prev_date < $1::date)
             group by 1, 2`;
