@@ -59,7 +59,7 @@ const db = new Kysely<unknown>({
 try {
   await client.query('begin');
   // As the dashboard's snapshot (src/warehouse/read/snapshot.ts): no JIT.
-  await client.query(`set local statement_timeout = '120s'; set local jit = off`);
+  await client.query(`set local statement_timeout = '600s'; set local jit = off`);
   // The view migrations this schema has not run, applied inside the transaction.
   const ran = new Set(
     (await client.query<{ name: string }>('select name from kysely_migration')).rows.map((r) => r.name),

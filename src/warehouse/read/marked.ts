@@ -19,6 +19,10 @@ import { STALE_DAYS_SQL } from '../rollups/status.ts';
 /** `stale`: the marked days (all of them; a query narrows them to its range where it may). */
 export const STALE_CTE = `stale as (select distinct day from (${STALE_DAYS_SQL}) s)`;
 
+/** `stale`: the marked days of the range $1..$2 only. */
+export const STALE_IN_RANGE_CTE = `stale as (select distinct day from (${STALE_DAYS_SQL}) s
+  where day between $1::date and $2::date)`;
+
 /**
  * The marked days as an array, for `= any(…)` / `<> all(…)`: evaluated once, and an index scan
  * by day takes the values (`in (select …)` made PostgreSQL hash the whole table instead).
