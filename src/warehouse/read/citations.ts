@@ -47,10 +47,18 @@ const MOVED = `${STALE_CTE},
       from citations c where c.thread_id = any(array(select thread_id from a))),
   moved_in as (select * from moved where day between $1::date and $2::date)`;
 
-/** Citations per source in the range with some threads marked: the rollups' with `moved_in`. */
-const MIXED_PER_SOURCE = `per_source as (
+/**
+ * Citations per source in the range with some threads marked: the rollups' with `moved_in`. When
+ * the range holds every citation day of the rollups (`every`: coversEveryCitation), their all-time
+ * per-source rows are the range's, as in the rollup form.
+ */
+const mixedPerSource = (every: boolean) => `per_source as (
     select citation_type, name, sum(n)::bigint as citations from (
-      select citation_type, name, citations as n from rollup_citation_daily where day between $1::date and $2::date
+      ${
+        every
+          ? 'select citation_type, name, citations as n from rollup_citation_sources where $1::date <= $2::date'
+          : 'select citation_type, name, citations as n from rollup_citation_daily where day between $1::date and $2::date'
+      }
       union all
       select citation_type, name, n from moved_in) x
      group by 1, 2 having sum(n) <> 0)`;
@@ -138,7 +146,7 @@ export async function citationTypeTotals(
   if (source === 'mixed') {
     return rowsOf<CitationTypeTotal>(
       q,
-      `with ${MOVED}, ${MIXED_PER_SOURCE}
+      `with ${MOVED}, ${mixedPerSource(await coversEveryCitation(q, r))}
        select citation_type as "citationType", sum(citations)::bigint as citations, count(*) as sources
          from per_source group by 1 order by 2 desc, 1`,
       [r.from, r.to],
@@ -168,7 +176,7 @@ export async function topCitationSources(
   source: Source,
   limit = TOP_N,
 ): Promise<CitationSource[]> {
-  const every = source === 'rollup' && (await coversEveryCitation(q, r));
+  const every = source !== 'raw' && (await coversEveryCitation(q, r));
   const text =
     source === 'rollup'
       ? `with s as (${
@@ -185,7 +193,7 @@ export async function topCitationSources(
       : source === 'mixed'
         ? // The sources' threads of all time: the rollups' count with the marked threads' rows
           // (per thread and source, which depend on the citations alone) taken out and put in.
-          `with ${MOVED}, ${MIXED_PER_SOURCE},
+          `with ${MOVED}, ${mixedPerSource(every)},
            s as (select * from per_source order by 3 desc, 1, 2 limit $3),
            was as (select citation_type, name, count(*) as n from rollup_citation_threads
                     where thread_id = any(array(select thread_id from rollup_dirty_threads))

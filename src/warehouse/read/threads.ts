@@ -57,15 +57,16 @@ export async function threadBreakdown(q: Queryable, r: DayRange, source: Source)
            m as materialized (${markedRows('distinct thread_id', true)}),
            ${TOUCHED_THREADS_CTE},
            was as (select coalesce(d.status, '(not queued)') as status, d.depth as k, -count(*) as threads
-                     from a join rollup_thread_daily d on d.thread_id = a.thread_id
-                    where d.message_date between $1::date and $2::date
+                     from rollup_thread_daily d
+                    where d.thread_id = any(array(select thread_id from a))
+                      and d.message_date between $1::date and $2::date
                       and (d.prev_date is null or d.prev_date < $1::date)
                     group by 1, 2),
            now as (select coalesce(t.status, '(not queued)') as status, ${DEPTH('t.n')} as k, count(*) as threads
                      from (select (select x.enrich_status from threads x where x.thread_id = a.thread_id) as status,
                                   (select count(*) from thread_messages x where x.thread_id = a.thread_id) as n
-                             from a
-                            where a.thread_id in (select thread_id from m)
+                             from a left join m on m.thread_id = a.thread_id
+                            where m.thread_id is not null
                        or exists (select 1 from rollup_thread_daily d
                                    where d.thread_id = a.thread_id and d.message_date between $1::date and $2::date
                                      and d.message_date <> all(${STALE_DAYS}))) t
@@ -202,8 +203,8 @@ async function topThreadsMixed(q: Queryable, r: DayRange, limit: number): Promis
          : rankedByDays('d.thread_id not in (select thread_id from a)')
      },
      now as (select thread_id, sum(n)::bigint as messages from (
-               select d.thread_id, d.messages as n from a join rollup_thread_daily d on d.thread_id = a.thread_id
-                where ${current}
+               select d.thread_id, d.messages as n from rollup_thread_daily d
+                where d.thread_id = any(array(select thread_id from a)) and ${current}
                union all
                select thread_id, count(*) from m group by thread_id) x
              group by thread_id),
