@@ -44,6 +44,8 @@ export interface ChartSpec {
   days: string[];
   series: { label: string; values: (number | null)[] }[];
   bars?: boolean;
+  /** Days of the chart that are partial (the open day so far): drawn hatched and labelled. */
+  partial?: string[];
 }
 
 type SectionQuery = (q: Q.Queryable, r: DayRange, source: Q.Source) => Promise<unknown>;
@@ -92,6 +94,21 @@ function byDay<T extends { day: string }>(
   return daysOf(d).map((day) => (m.has(day) ? (m.get(day) ?? null) : gap));
 }
 
+/**
+ * The range's partial days (the open UTC day, pulled intraday: its figures grow until it closes),
+ * from the page's `partial` section: the charts hatch them and a note under them says so, so that
+ * today's point is not read as a day that fell.
+ */
+function partialDays(d: PageData): string[] {
+  const s = d.sections.partial;
+  return s?.ok ? (s.data as string[]) : [];
+}
+
+function partialNote(days: string[]): string {
+  if (days.length === 0) return '';
+  return `<p class="help partial-note" data-partial-days="${esc(days.join(' '))}">${days.map(esc).join(', ')}: today so far (partial). The open UTC day is pulled during the day; its figures grow until it closes.</p>`;
+}
+
 /** The section's rows, or an error panel in the HTML (and undefined). */
 function get<T>(d: PageData, key: string, out: string[]): T | undefined {
   const s = d.sections[key];
@@ -123,7 +140,7 @@ const usage: PageDef = {
   about:
     'Messages, active users and threads, cancelled tasks and response length per UTC day (live export rows).',
   ranged: true,
-  sections: { totals: Q.usageTotals, daily: Q.usageDaily },
+  sections: { totals: Q.usageTotals, daily: Q.usageDaily, partial: Q.partialDaysIn },
   render(d) {
     const out: string[] = [];
     const charts: Record<string, ChartSpec> = {};
@@ -145,8 +162,10 @@ const usage: PageDef = {
     }
     if (daily && totals?.messages) {
       const days = daysOf(d);
+      const partial = partialDays(d);
       charts.messages = {
         days,
+        partial,
         series: [
           { label: 'messages', values: byDay(d, daily, (x) => x.messages, 0) },
           { label: 'cancelled', values: byDay(d, daily, (x) => x.cancelled, 0) },
@@ -154,6 +173,7 @@ const usage: PageDef = {
       };
       charts.active = {
         days,
+        partial,
         series: [
           { label: 'active users', values: byDay(d, daily, (x) => x.activeUsers, 0) },
           { label: 'active threads', values: byDay(d, daily, (x) => x.activeThreads, 0) },
@@ -161,6 +181,7 @@ const usage: PageDef = {
       };
       charts.length = {
         days,
+        partial,
         series: [
           { label: 'mean response chars', values: byDay(d, daily, (x) => x.avgResponseChars, null) },
           {
@@ -170,7 +191,7 @@ const usage: PageDef = {
         ],
       };
       out.push(
-        `<div class="charts">${chartBox('messages', 'Messages and cancelled per day')}${chartBox('active', 'Active users and threads per day')}${chartBox('length', 'Response length (characters, answered messages)')}</div>`,
+        `<div class="charts">${chartBox('messages', 'Messages and cancelled per day')}${chartBox('active', 'Active users and threads per day')}${chartBox('length', 'Response length (characters, answered messages)')}</div>${partialNote(partial)}`,
       );
     }
     if (daily) {
@@ -211,6 +232,7 @@ const users: PageDef = {
     daily: Q.usageDaily,
     newUsers: Q.newUsersDaily,
     top: Q.topUsers,
+    partial: Q.partialDaysIn,
   },
   render(d) {
     const out: string[] = [];
@@ -234,12 +256,15 @@ const users: PageDef = {
     if (daily && fresh && totals?.messages) {
       charts.users = {
         days: daysOf(d),
+        partial: partialDays(d),
         series: [
           { label: 'active users', values: byDay(d, daily, (x) => x.activeUsers, 0) },
           { label: 'new users', values: byDay(d, fresh, (x) => x.newUsers, 0) },
         ],
       };
-      out.push(`<div class="charts">${chartBox('users', 'Active and new users per day')}</div>`);
+      out.push(
+        `<div class="charts">${chartBox('users', 'Active and new users per day')}</div>${partialNote(partialDays(d))}`,
+      );
     }
     if (top) {
       const cols: Column<Q.TopUser>[] = [
@@ -378,6 +403,7 @@ const citations: PageDef = {
     types: Q.citationTypeTotals,
     daily: Q.citationTypesDaily,
     top: Q.topCitationSources,
+    partial: Q.partialDaysIn,
   },
   render(d) {
     const out: string[] = [];
@@ -415,6 +441,7 @@ const citations: PageDef = {
       const names = [...new Set(daily.map((x) => x.citationType))].sort();
       charts.types = {
         days: daysOf(d),
+        partial: partialDays(d),
         series: names.map((n) => ({
           label: n,
           values: byDay(
@@ -425,7 +452,9 @@ const citations: PageDef = {
           ),
         })),
       };
-      out.push(`<div class="charts">${chartBox('types', 'Citations per day by type')}</div>`);
+      out.push(
+        `<div class="charts">${chartBox('types', 'Citations per day by type')}</div>${partialNote(partialDays(d))}`,
+      );
     }
     if (top) {
       out.push(

@@ -179,6 +179,42 @@ describe('the dashboard over a warehouse loaded from the simulator', () => {
     expect(await page.$eval('[data-source]', (e) => e.getAttribute('data-source'))).toBe('rollup');
   });
 
+  it('when the last day is the open day pulled intraday (partial), then the charts hatch it and a note under them says it is today so far', async () => {
+    const last = all.to;
+    const [before] = await q<{ status: string }>('select status from sync_days where day = $1', [last]);
+    expect(before?.status).toBe('complete');
+    expect(await open(page, `/usage?${qs(all)}`)).toBe(200);
+    expect(await page.$$('.partial-note')).toHaveLength(0);
+    expect(await page.$$eval('.chart[data-partial]', (c) => c.length)).toBe(0);
+    await q(`update sync_days set status = 'partial' where day = $1`, [last]);
+    try {
+      for (const [name, charts] of [
+        ['usage', 3],
+        ['users', 1],
+      ] as const) {
+        expect(await open(page, `/${name}?${qs(all)}`)).toBe(200);
+        expect(await errorPanels(page)).toEqual([]);
+        expect(await page.$eval('.partial-note', (e) => e.getAttribute('data-partial-days'))).toBe(last);
+        expect(await page.$eval('.partial-note', (e) => e.textContent)).toContain(
+          `${last}: today so far (partial)`,
+        );
+        expect(
+          await page.$$eval('.chart[data-drawn][data-partial]', (c) =>
+            c.map((e) => e.getAttribute('data-partial')),
+          ),
+        ).toEqual(Array(charts).fill(last));
+        if (name === 'usage') await shot('usage-partial');
+      }
+      // A range that ends before it: nothing partial in it, nothing marked.
+      expect(
+        await open(page, `/usage?${qs({ from: all.from, to: lw.days[lw.days.length - 2] as string })}`),
+      ).toBe(200);
+      expect(await page.$$('.partial-note')).toHaveLength(0);
+    } finally {
+      await q(`update sync_days set status = $2 where day = $1`, [last, before?.status]);
+    }
+  });
+
   it('when a narrower range is applied with the form, then the address carries it and every figure is that range’s SQL', async () => {
     await open(page, `/usage?${qs(all)}`);
     const narrow = { from: lw.days[2] as string, to: lw.days[4] as string };

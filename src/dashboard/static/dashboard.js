@@ -54,6 +54,48 @@
         })),
       ],
     };
+    // A partial day (the open day so far, pages.ts partialDays): hatched and labelled, so that its
+    // lower figures are not read as a day that fell.
+    const partial = (spec.partial || []).map((d) => Date.parse(`${d}T00:00:00Z`) / 1000);
+    if (partial.length) {
+      opts.hooks = {
+        draw: [
+          (u) => {
+            const ctx = u.ctx;
+            const { top, height, left, width } = u.bbox;
+            ctx.save();
+            ctx.beginPath();
+            ctx.rect(left, top, width, height);
+            ctx.clip();
+            for (const t of partial) {
+              const x0 = u.valToPos(t - 43200, 'x', true);
+              const x1 = u.valToPos(t + 43200, 'x', true);
+              ctx.save();
+              ctx.beginPath();
+              ctx.rect(x0, top, x1 - x0, height);
+              ctx.clip();
+              ctx.fillStyle = 'rgba(100, 116, 139, 0.12)';
+              ctx.fillRect(x0, top, x1 - x0, height);
+              ctx.strokeStyle = 'rgba(100, 116, 139, 0.5)';
+              ctx.lineWidth = 1;
+              for (let x = x0 - height; x < x1; x += 8) {
+                ctx.beginPath();
+                ctx.moveTo(x, top + height);
+                ctx.lineTo(x + height, top);
+                ctx.stroke();
+              }
+              ctx.restore();
+              ctx.fillStyle = '#475569';
+              ctx.font = `${12 * devicePixelRatio}px sans-serif`;
+              ctx.textAlign = 'right';
+              ctx.fillText('today so far', Math.min(x1, left + width) - 4, top + 14 * devicePixelRatio);
+            }
+            ctx.restore();
+          },
+        ],
+      };
+      box.dataset.partial = spec.partial.join(' ');
+    }
     const plot = new uPlot(opts, [xs, ...spec.series.map((s) => s.values)], box);
     box.dataset.drawn = 'true';
     new ResizeObserver(() => plot.setSize({ width: Math.max(280, box.clientWidth), height: 220 })).observe(

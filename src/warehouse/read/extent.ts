@@ -29,7 +29,8 @@ export async function dataExtent(q: Queryable, source: Source): Promise<DataExte
  * The first and last day any ranged figure can fall on: the export days of `extent` and the days
  * of citations, which count on their history entry's day (that may lie outside the export days).
  * From the rollups, the citation days' own ends (two index reads); from the raw tables, the ends
- * of the history entries' days, a superset of the citation days. What the server cuts a range to
+ * of the history entries' days, a superset of the citation days (a full read of the history:
+ * no index by time); mixed, the rollups' ends and the marked threads' entries. What the server cuts a range to
  * before any per-day query (range.ts `clampToData`).
  */
 export async function dataSpan(q: Queryable, extent: DataExtent, source: Source): Promise<DataExtent> {
@@ -37,7 +38,18 @@ export async function dataSpan(q: Queryable, extent: DataExtent, source: Source)
     q,
     source === 'rollup'
       ? `select min(day)::text as "firstDay", max(day)::text as "lastDay" from rollup_citation_type_daily`
-      : `select (min(created_at) at time zone 'UTC')::date::text as "firstDay",
+      : source === 'mixed'
+        ? // The rollups' ends and the history entries' days of the marked threads (the only ones
+          // whose citations or entries can have moved; a citation dated by its thread's first
+          // export row falls within the extent): a superset of the citation days, as the raw form's.
+          `select min(day)::text as "firstDay", max(day)::text as "lastDay" from (
+             select min(day) as day from rollup_citation_type_daily
+             union all select max(day) from rollup_citation_type_daily
+             union all select (min(created_at) at time zone 'UTC')::date from thread_messages
+                        where thread_id in (select thread_id from rollup_dirty_threads)
+             union all select (max(created_at) at time zone 'UTC')::date from thread_messages
+                        where thread_id in (select thread_id from rollup_dirty_threads)) x`
+        : `select (min(created_at) at time zone 'UTC')::date::text as "firstDay",
                 (max(created_at) at time zone 'UTC')::date::text as "lastDay"
            from thread_messages`,
   );

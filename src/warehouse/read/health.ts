@@ -73,6 +73,20 @@ export async function ledgerDays(q: Queryable, r: DayRange): Promise<LedgerDay[]
   );
 }
 
+/**
+ * The days of the range the ledger holds as `partial`: the open UTC day, pulled intraday, whose
+ * figures grow until it closes. The charts over days mark them (src/dashboard/pages.ts).
+ */
+export async function partialDaysIn(q: Queryable, r: DayRange): Promise<string[]> {
+  const rows = await rowsOf<{ day: string }>(
+    q,
+    `select day::text as day from sync_days
+      where status = 'partial' and day between $1::date and $2::date order by day`,
+    [r.from, r.to],
+  );
+  return rows.map((x) => x.day);
+}
+
 export interface FailedDay {
   day: string;
   attempts: number;

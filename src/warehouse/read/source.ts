@@ -4,10 +4,10 @@ import { type Queryable, rowsOf } from './queryable.ts';
 /**
  * Where a figure shown to people is read: `rollup` the per-day aggregate tables (rollup_*, kept
  * exact by src/warehouse/rollups/), `raw` the loaded tables themselves, `mixed` the rollups for
- * the days that are current and the raw rows of the marked days only (a load or an enrichment
- * batch committed, its refresh not yet run). All three give the same rows
- * (test/dashboard/dashboard.test.ts, test/warehouse/read-source.test.ts). A query without a mixed
- * form reads the raw tables when given `mixed`: every `source === 'rollup'` test falls through.
+ * what is current and the raw rows of the marked days and threads only (a load or an enrichment
+ * batch committed, its refresh not yet run; marked.ts). All three give the same rows
+ * (test/dashboard/dashboard.test.ts, test/warehouse/read-source.test.ts,
+ * test/warehouse/read-marked-fuzz.test.ts).
  */
 export type Source = 'rollup' | 'mixed' | 'raw';
 
@@ -19,8 +19,8 @@ export type Source = 'rollup' | 'mixed' | 'raw';
  * the raw tables while a rebuild is pending. No page, view or command ever shows stale figures.
  * Asked once per snapshot (a dashboard request, a command) and passed to each query of it. The
  * BI views make the same choice in SQL (migrations/2026-11-25T08-00-00_daily_usage_follows_marks.ts
- * for `daily_usage`; the others read raw while anything is marked, as in
- * migrations/2026-11-24T03-00-00_rollups.ts).
+ * for `daily_usage`, migrations/2026-11-25T12-00-00_entity_views_follow_marks.ts for the three
+ * per-entity views).
  */
 export async function readSource(q: Queryable): Promise<Source> {
   const [r] = await rowsOf<{ current: boolean; rebuild: boolean }>(

@@ -4,6 +4,7 @@
  */
 import { STALE_DAYS_SQL } from '../rollups/status.ts';
 import { startsWithData } from './extent.ts';
+import { markedRows, STALE_DAYS, STALE_IN_RANGE_CTE } from './marked.ts';
 import { type DayRange, type Queryable, rowsOf } from './queryable.ts';
 import type { Source } from './source.ts';
 
@@ -24,16 +25,21 @@ const ROLLUP_DAILY = `select message_date::text as day, messages, active_users a
    where message_date between $1::date and $2::date and messages > 0`;
 
 // The view's own query (a message is cancelled when its response is blank or its history entry
-// is the "User cancelled" one; lengths are over the others), for the days `where` keeps.
-const rawDaily = (where: string) => `select a.message_date::text as day, count(*) as messages,
+// is the "User cancelled" one; lengths are over the others), for the days `where` keeps. For some
+// days (`probe`) each row's history entry is read by key: joined, PostgreSQL hashed the whole
+// history for one marked day once the range spanned the table (8 s at 10M rows over a year).
+const rawDaily = (where: string, probe = false) => `select a.message_date::text as day, count(*) as messages,
          count(distinct a.user_id) as "activeUsers", count(distinct a.thread_id) as "activeThreads",
          (count(*) - count(x.answered)) as cancelled,
          round(avg(x.answered), 1)::double precision as "avgResponseChars",
          (percentile_cont(0.5) within group (order by x.answered))::double precision as "medianResponseChars"
     from analytics_messages a
-    left join thread_messages h on h.message_id = a.message_id
-    cross join lateral (select case when a.response_chars = 0 or coalesce(h.is_cancelled, false) then null
-                                    else a.response_chars end as answered) x
+    ${probe ? '' : 'left join thread_messages h on h.message_id = a.message_id'}
+    cross join lateral (select case when a.response_chars = 0 or ${
+      probe
+        ? 'coalesce((select h.is_cancelled from thread_messages h where h.message_id = a.message_id), false)'
+        : 'coalesce(h.is_cancelled, false)'
+    } then null else a.response_chars end as answered) x
    where a._deleted_at is null and a.message_date between $1::date and $2::date ${where}
    group by a.message_date`;
 
@@ -45,7 +51,7 @@ export async function usageDaily(q: Queryable, r: DayRange, source: Source): Pro
       : source === 'mixed'
         ? `select * from (${ROLLUP_DAILY} and message_date not in (${STALE_DAYS_SQL})
              union all
-             ${rawDaily(`and a.message_date = any(array(${STALE_DAYS_SQL}))`)}) d
+             ${rawDaily(`and a.message_date = any(array(${STALE_DAYS_SQL}))`, true)}) d
            order by day`
         : `${rawDaily('')} order by a.message_date`;
   return rowsOf<UsageDay>(q, text, [r.from, r.to]);
@@ -59,29 +65,33 @@ export interface UsageTotals {
   days: number;
 }
 
+/** The totals from the rollups alone; `first`: the range starts with the data (extent.ts `startsWithData`). */
+const rollupTotals = (first: boolean) => `select (select coalesce(sum(messages), 0)::bigint from rollup_daily
+          where message_date between $1::date and $2::date) as messages,
+        ${
+          first
+            ? `(select count(*) from rollup_user_daily where prev_date is null and message_date <= $2::date) as users,
+               (select coalesce(sum(threads), 0)::bigint from rollup_thread_firsts
+                 where message_date <= $2::date and $1::date <= $2::date) as threads,`
+            : `(select count(*) from rollup_user_daily where message_date between $1::date and $2::date
+                  and (prev_date is null or prev_date < $1::date)) as users,
+               (select count(*) from rollup_thread_daily where message_date between $1::date and $2::date
+                  and (prev_date is null or prev_date < $1::date)) as threads,`
+        }
+        (select count(*) from rollup_daily
+          where message_date between $1::date and $2::date and messages > 0) as days`;
+
 export async function usageTotals(q: Queryable, r: DayRange, source: Source): Promise<UsageTotals> {
   // Distinct users and threads from the range rollups: each counts on its first active day in
   // the range, the one whose previous active day is before it (src/warehouse/rollups/days.ts);
   // a range that starts with the data counts first days ever.
-  const first = source === 'rollup' && (await startsWithData(q, r));
-  if (source === 'mixed') return usageTotalsMixed(q, r);
+  const first = source !== 'raw' && (await startsWithData(q, r));
   const text =
     source === 'rollup'
-      ? `select (select coalesce(sum(messages), 0)::bigint from rollup_daily
-                  where message_date between $1::date and $2::date) as messages,
-                ${
-                  first
-                    ? `(select count(*) from rollup_user_daily where prev_date is null and message_date <= $2::date) as users,
-                       (select coalesce(sum(threads), 0)::bigint from rollup_thread_firsts
-                         where message_date <= $2::date and $1::date <= $2::date) as threads,`
-                    : `(select count(*) from rollup_user_daily where message_date between $1::date and $2::date
-                          and (prev_date is null or prev_date < $1::date)) as users,
-                       (select count(*) from rollup_thread_daily where message_date between $1::date and $2::date
-                          and (prev_date is null or prev_date < $1::date)) as threads,`
-                }
-                (select count(*) from rollup_daily
-                  where message_date between $1::date and $2::date and messages > 0) as days`
-      : `select count(*) as messages, count(distinct user_id) as users, count(distinct thread_id) as threads,
+      ? rollupTotals(first)
+      : source === 'mixed'
+        ? mixedTotals(first)
+        : `select count(*) as messages, count(distinct user_id) as users, count(distinct thread_id) as threads,
                 count(distinct message_date) as days
            from analytics_messages
           where _deleted_at is null and message_date between $1::date and $2::date`;
@@ -90,39 +100,31 @@ export async function usageTotals(q: Queryable, r: DayRange, source: Source): Pr
 }
 
 /**
- * The totals with some days marked: the rollups' per-day rows of the current days and the raw rows
- * of the marked days in the range. A user (thread) counts once: on the current days, on its first
- * current day in the range (its previous active day before the range, or a marked day with no
- * current day of the range between: the rollups' previous days are those of the last refresh, a
- * marked day's own row included); on the marked days, only when it has no current day in the range.
+ * The totals with some days marked: the rollups' totals (`base`, as the rollup form reads them),
+ * with the marked days of the range as the rollups hold them taken out and their raw rows put in.
+ * A distinct user (thread) is taken out when the rollups have it in the range and put in when it
+ * is there now (a current day's row, or a raw row of a marked day), for the users (threads) with
+ * rows on a marked day of the range only (marked.ts): two probes by key each, whatever the range
+ * (counting them by their previous days read every row of the range: 4 s at 10M rows over a year).
  */
-async function usageTotalsMixed(q: Queryable, r: DayRange): Promise<UsageTotals> {
-  const distinct = (table: string, key: string) => `
-    (select count(*) from ${table} d
-      where d.message_date between $1::date and $2::date and d.message_date not in (select day from stale)
-        and (d.prev_date is null or d.prev_date < $1::date
-             or (d.prev_date in (select day from stale)
-                 and not exists (select 1 from ${table} x
-                                  where x.${key} = d.${key} and x.message_date >= $1::date
-                                    and x.message_date < d.message_date
-                                    and x.message_date not in (select day from stale)))))
-    + (select count(distinct m.${key}) from m
-        where not exists (select 1 from ${table} x
-                           where x.${key} = m.${key} and x.message_date between $1::date and $2::date
-                             and x.message_date not in (select day from stale)))`;
-  const [t] = await rowsOf<UsageTotals>(
-    q,
-    `with stale as (select distinct day from (${STALE_DAYS_SQL}) s where day between $1::date and $2::date),
-     m as materialized (select user_id, thread_id, message_date from analytics_messages
-                         where _deleted_at is null and message_date = any(array(select day from stale))),
-     cur as (select messages from rollup_daily
-              where message_date between $1::date and $2::date and messages > 0
-                and message_date not in (select day from stale))
-     select ((select coalesce(sum(messages), 0) from cur) + (select count(*) from m))::bigint as messages,
-            ${distinct('rollup_user_daily', 'user_id')} as users,
-            ${distinct('rollup_thread_daily', 'thread_id')} as threads,
-            (select count(*) from cur) + (select count(distinct message_date) from m) as days`,
-    [r.from, r.to],
-  );
-  return t ?? { messages: 0, users: 0, threads: 0, days: 0 };
-}
+const mixedTotals = (first: boolean) => {
+  const moved = (table: string, key: string) => `(
+    select coalesce(sum((exists (select 1 from ${table} x where x.${key} = k.${key}
+                                  and x.message_date between $1::date and $2::date
+                                  and x.message_date <> all(${STALE_DAYS}))
+                         or n.${key} is not null)::int
+                        - (exists (select 1 from ${table} x where x.${key} = k.${key}
+                                    and x.message_date between $1::date and $2::date))::int), 0)
+      from (select ${key} from ${table} where message_date = any(${STALE_DAYS}) union select ${key} from m) k
+      left join (select distinct ${key} from m) n on n.${key} = k.${key})`;
+  return `with ${STALE_IN_RANGE_CTE},
+     m as materialized (${markedRows('user_id, thread_id, message_date', false)}),
+     base as (${rollupTotals(first)}),
+     was as (select coalesce(sum(messages), 0) as messages, count(*) filter (where messages > 0) as days
+               from rollup_daily where message_date = any(${STALE_DAYS}))
+     select (base.messages - was.messages + (select count(*) from m))::bigint as messages,
+            (base.users + ${moved('rollup_user_daily', 'user_id')})::bigint as users,
+            (base.threads + ${moved('rollup_thread_daily', 'thread_id')})::bigint as threads,
+            (base.days - was.days + (select count(distinct message_date) from m))::bigint as days
+       from base, was`;
+};
