@@ -8,9 +8,15 @@
  * during the load, with the load average; the target (issue 23): every page answers within 1 s.
  *
  *   node bench/dashboard-during-load.ts [--schema S (bench_bi)] [--rows-per-day N (100000)]
- *                                       [--at HH:MM (23:30)] [--seed N (23)]
+ *                                       [--at HH:MM (23:30)] [--first-at HH:MM|none (22:30)] [--seed N (23)]
  *
- * Needs a warehouse `npm run bench:bi -- --keep` left (schema S). The pull's rows, threads and
+ * By default the day was pulled an hour before (--first-at, not timed), so the timed pull is an
+ * hourly schedule's: the last hour's rows new, the rest read again unchanged (not written, not
+ * marked). `--first-at none` times the day's first pull instead: every row new and marked, the
+ * worst case (the intraday schedule turned on late in a day).
+ *
+ * Needs a warehouse `npm run bench:bi -- --keep` left (schema S), which it migrates to the latest
+ * schema first (as `crs-sync migrate` would). The pull's rows, threads and
  * ledger rows are deleted afterwards and the rollups refreshed, so S is as it was. Not part of
  * the tests. DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test).
  */
@@ -24,6 +30,7 @@ import { startDashboard } from '../src/dashboard/server.ts';
 import { loadExportDay } from '../src/ingest/export-day.ts';
 import { createLogger } from '../src/log.ts';
 import { openWarehouse } from '../src/warehouse/db.ts';
+import { migrateToLatest } from '../src/warehouse/migrator.ts';
 import { refreshRollups } from '../src/warehouse/rollups/refresh.ts';
 import { fmtMs, table } from './lib/bi/timing.ts';
 import { describeUrl } from './lib/db.ts';
@@ -34,6 +41,7 @@ const { values: flags } = parseArgs({
     schema: { type: 'string', default: 'bench_bi' },
     'rows-per-day': { type: 'string', default: '100000' },
     at: { type: 'string', default: '23:30' },
+    'first-at': { type: 'string', default: '22:30' },
     seed: { type: 'string', default: '23' },
     help: { type: 'boolean', short: 'h', default: false },
   },
@@ -41,7 +49,9 @@ const { values: flags } = parseArgs({
 if (flags.help) {
   console.log(
     'node bench/dashboard-during-load.ts [--schema S (bench_bi)] [--rows-per-day N (100000)]\n' +
-      '                                    [--at HH:MM (23:30): the simulated time of the pull] [--seed N (23)]',
+      '                                    [--at HH:MM (23:30): the simulated time of the timed pull]\n' +
+      '                                    [--first-at HH:MM|none (22:30): an earlier pull of the day, not timed;\n' +
+      "                                     none: the timed pull is the day's first, every row new]  [--seed N (23)]",
   );
   process.exit(0);
 }
@@ -84,10 +94,13 @@ async function main(): Promise<void> {
   const clock = Date.parse(`${day}T${flags.at}:00Z`);
   console.log(`# Dashboard during an intraday pull (${describeUrl(url)}, schema ${flags.schema})\n`);
   console.log(
-    `open day ${day} pulled at ${flags.at} UTC, ${flags['rows-per-day']} rows/day; 2 cores, load average at start ${load()}`,
+    `open day ${day} pulled at ${flags.at} UTC (${flags['first-at'] === 'none' ? 'its first pull' : `pulled before at ${flags['first-at']}`}), ` +
+      `${flags['rows-per-day']} rows/day; 2 cores, load average at start ${load()}`,
   );
   const w = openWarehouse({ url, schema: flags.schema, max: 5 });
   const loader = openWarehouse({ url, schema: flags.schema, max: 8 });
+  // The pull writes with this code's loader, as a worker would after `crs-sync migrate`.
+  await migrateToLatest(loader);
   const sim = await startClockedSimulator({
     seed: Number(flags.seed),
     days: 2,
@@ -96,7 +109,26 @@ async function main(): Promise<void> {
   });
   const dash = await startDashboard({ pool: w.pool, port: 0 });
   const loadId = `bench-dashboard-during-load-${randomUUID()}`;
+  // Its own load id (a load key names a load's checkpoints: the same one would resume).
+  const firstId = `${loadId}-first`;
+  const config = parseConfig({ CRS_SCHEMA: flags.schema, ...sim.env });
+  const client = createServiceClient({ ...config.api, concurrency: config.enrichConcurrency }, log);
   try {
+    if (flags['first-at'] !== 'none') {
+      await sim.setClock(Date.parse(`${day}T${flags['first-at']}:00Z`));
+      const first = await loadExportDay(
+        { warehouse: loader, client, config, log },
+        { day, loadId: firstId, partial: true },
+      );
+      const held = await loader.pool.query<{ n: string }>(
+        'select count(*) as n from analytics_messages where message_date = $1 and _deleted_at is null',
+        [day],
+      );
+      progress(
+        `the earlier pull at ${flags['first-at']}: ${first.rowsRead} rows read, ${first.inserted} inserted; the day holds ${held.rows[0]?.n} (not timed)`,
+      );
+      await sim.setClock(clock);
+    }
     const ext = await w.pool.query<{ first: string | null }>(
       'select min(message_date)::text as first from rollup_daily where messages > 0',
     );
@@ -109,8 +141,6 @@ async function main(): Promise<void> {
     for (const t of targets) quiet.set(t, await ask(dash.url, t));
     progress(`quiet round done (${targets.length} requests); the pull starts`);
 
-    const config = parseConfig({ CRS_SCHEMA: flags.schema, ...sim.env });
-    const client = createServiceClient({ ...config.api, concurrency: config.enrichConcurrency }, log);
     let loading = true;
     const t0 = performance.now();
     const pull = loadExportDay(
@@ -131,19 +161,43 @@ async function main(): Promise<void> {
     const counts = await pull;
     const pullMs = performance.now() - t0;
     console.log(
-      `pull: ${counts.rowsRead} rows read, ${counts.inserted} inserted, ${fmtMs(pullMs)}; load average at its end ${loadAvgDuring}\n`,
+      `pull: ${counts.rowsRead} rows read, ${counts.inserted} inserted, ${counts.updated} updated, ` +
+        `${counts.unchanged} unchanged, ${fmtMs(pullMs)}; load average at its end ${loadAvgDuring}\n`,
     );
+    // The same requests with the open day marked again (as during the pull) but nothing loading:
+    // what the mixed forms cost by themselves, without sharing the 2 cores with the pull.
+    await loader.pool.query('insert into rollup_dirty_days (day) values ($1)', [day]);
+    const marked = new Map<string, Timing>();
+    for (const t of targets) marked.set(t, await ask(dash.url, t));
+    await refreshRollups(loader.pool);
     const rows = targets.map((t) => {
       const xs = during.get(t)!;
       const worst = xs.reduce<Timing | null>((a, x) => (a === null || x.ms > a.ms ? x : a), null);
-      return { t, quiet: quiet.get(t)!, n: xs.length, p50: median(xs.map((x) => x.ms)), worst };
+      return {
+        t,
+        quiet: quiet.get(t)!,
+        marked: marked.get(t)!,
+        n: xs.length,
+        p50: median(xs.map((x) => x.ms)),
+        worst,
+      };
     });
     console.log(
       table(
-        ['request', 'quiet ms', 'during: requests', 'median ms', 'slowest ms', 'status', 'failed sections'],
+        [
+          'request',
+          'quiet ms',
+          'day marked, no load: ms',
+          'during: requests',
+          'median ms',
+          'slowest ms',
+          'status',
+          'failed sections',
+        ],
         rows.map((r) => [
           r.t,
           r.quiet.ms.toFixed(0),
+          r.marked.ms.toFixed(0),
           String(r.n),
           Number.isNaN(r.p50) ? '-' : r.p50.toFixed(0),
           r.worst ? r.worst.ms.toFixed(0) : '-',
@@ -154,6 +208,11 @@ async function main(): Promise<void> {
     );
     const all = rows.flatMap((r) => during.get(r.t)!.map((x) => ({ t: r.t, ...x })));
     const slowest = [...all].sort((a, b) => b.ms - a.ms)[0];
+    const slowestMarked = [...marked.entries()].sort((a, b) => b[1].ms - a[1].ms)[0];
+    if (slowestMarked)
+      console.log(
+        `\nSlowest with the day marked and no load: ${slowestMarked[0]} ${slowestMarked[1].ms.toFixed(0)} ms`,
+      );
     const missed = all.filter((x) => x.ms > TARGET_MS || x.status !== 200 || x.failed > 0);
     console.log(
       `\nSlowest during the pull: ${slowest ? `${slowest.t} ${slowest.ms.toFixed(0)} ms` : 'none (the pull ended first)'}`,
@@ -170,12 +229,13 @@ async function main(): Promise<void> {
     await dash.close();
     await sim.close();
     progress('removing the pull from the warehouse (its rows, threads, ledger) and refreshing the rollups');
-    await loader.pool.query('delete from analytics_messages where _load_id = $1', [loadId]);
-    await loader.pool.query('delete from threads where _load_id = $1', [loadId]);
-    await loader.pool.query('delete from rejected_records where _load_id = $1', [loadId]);
+    const ids = [firstId, loadId];
+    await loader.pool.query('delete from analytics_messages where _load_id = any($1)', [ids]);
+    await loader.pool.query('delete from threads where _load_id = any($1)', [ids]);
+    await loader.pool.query('delete from rejected_records where _load_id = any($1)', [ids]);
     await loader.pool.query('delete from sync_days where day = $1', [day]);
     for (const t of ['load_checkpoints', 'load_day_counts', 'load_day_deletes'])
-      await loader.pool.query(`delete from ${t} where load_key = $1`, [`${loadId}:${day}`]);
+      await loader.pool.query(`delete from ${t} where load_key = any($1)`, [ids.map((id) => `${id}:${day}`)]);
     await refreshRollups(loader.pool);
     await loader.close();
     await w.close();
