@@ -1,6 +1,6 @@
 /** Threads with a live message in a range: by enrichment status and depth, and the busiest ones. */
 import { coversAll, startsWithData } from './extent.ts';
-import { DEPTH, markedRows, STALE_CTE, STALE_DAYS, TOUCHED_THREADS_CTE } from './marked.ts';
+import { DEPTH, markedRows, notIn, STALE_CTE, STALE_DAYS, TOUCHED_THREADS_CTE } from './marked.ts';
 import { type DayRange, type Queryable, rowsOf, TOP_N } from './queryable.ts';
 import type { Source } from './source.ts';
 
@@ -198,9 +198,9 @@ async function topThreadsMixed(q: Queryable, r: DayRange, limit: number): Promis
      ${
        all
          ? `top as (select thread_id, messages from rollup_threads
-                     where messages > 0 and thread_id not in (select thread_id from a)
+                     where messages > 0 and ${notIn('thread_id', 'thread_id', 'a')}
                      order by messages desc, thread_id limit $3)`
-         : rankedByDays('d.thread_id not in (select thread_id from a)')
+         : rankedByDays(notIn('d.thread_id', 'thread_id', 'a'))
      },
      now as (select thread_id, sum(n)::bigint as messages from (
                select d.thread_id, d.messages as n from rollup_thread_daily d
