@@ -37,6 +37,17 @@ export const markedRows = (columns: string, range: boolean) =>
     }`;
 
 /**
+ * `column not in (the keys of cte)`, for a filter evaluated once per row of a large scan: always a
+ * hashed lookup. PostgreSQL hashes a `not in (select …)` only when it estimates the subquery's rows
+ * fit work_mem, else it reads the whole subquery again for every row. The touched keys' estimate is
+ * a guess (rollup_dirty_threads is a queue: its pages, not its rows, and "ten" marked days), half a
+ * million with one 96k-row day marked, so the top threads ran 37k rows × 37k touched threads (90 s).
+ * An `unnest` of the keys as an array is estimated at ten rows: hashed, once, at its real size.
+ */
+export const notIn = (column: string, key: string, cte: string) =>
+  `${column} not in (select unnest(array(select ${key} from ${cte})))`;
+
+/**
  * `a`: the touched threads (needs `stale` and `m`, the marked days' live rows with a `thread_id`):
  * marked, or with rollup rows on a marked day (what the last refresh saw), or with rows there now.
  */

@@ -1,6 +1,6 @@
 /** Threads with a live message in a range: by enrichment status and depth, and the busiest ones. */
 import { coversAll, startsWithData } from './extent.ts';
-import { DEPTH, markedRows, STALE_CTE, STALE_DAYS, TOUCHED_THREADS_CTE } from './marked.ts';
+import { DEPTH, markedRows, notIn, STALE_CTE, STALE_DAYS, TOUCHED_THREADS_CTE } from './marked.ts';
 import { type DayRange, type Queryable, rowsOf, TOP_N } from './queryable.ts';
 import type { Source } from './source.ts';
 
@@ -52,7 +52,8 @@ export async function threadBreakdown(q: Queryable, r: DayRange, source: Source)
           // them), with the touched threads (marked.ts) as the rollups count them taken out (their
           // row that counts in the range) and as they are now put in: in the range when they have
           // a current day or a marked day's raw row there, with the status and depth of now (probes
-          // by key: joined, PostgreSQL hashed the whole threads table).
+          // by key: joined, PostgreSQL hashed the whole threads table; `offset 0` keeps `t` whole,
+          // else each of DEPTH's five mentions of `n` became a count of its own).
           `with ${STALE_CTE},
            m as materialized (${markedRows('distinct thread_id', true)}),
            ${TOUCHED_THREADS_CTE},
@@ -69,7 +70,8 @@ export async function threadBreakdown(q: Queryable, r: DayRange, source: Source)
                             where m.thread_id is not null
                        or exists (select 1 from rollup_thread_daily d
                                    where d.thread_id = a.thread_id and d.message_date between $1::date and $2::date
-                                     and d.message_date <> all(${STALE_DAYS}))) t
+                                     and d.message_date <> all(${STALE_DAYS}))
+                           offset 0) t
                     group by 1, 2)
            select status, k, sum(threads)::bigint as threads
              from ((${rollup}) union all select * from was union all select * from now) c (status, k, threads)
@@ -198,9 +200,9 @@ async function topThreadsMixed(q: Queryable, r: DayRange, limit: number): Promis
      ${
        all
          ? `top as (select thread_id, messages from rollup_threads
-                     where messages > 0 and thread_id not in (select thread_id from a)
+                     where messages > 0 and ${notIn('thread_id', 'thread_id', 'a')}
                      order by messages desc, thread_id limit $3)`
-         : rankedByDays('d.thread_id not in (select thread_id from a)')
+         : rankedByDays(notIn('d.thread_id', 'thread_id', 'a'))
      },
      now as (select thread_id, sum(n)::bigint as messages from (
                select d.thread_id, d.messages as n from rollup_thread_daily d

@@ -1,6 +1,6 @@
 /** Users: the most active of a range, and the new ones (first live message ever) per day. */
 import { coversAll } from './extent.ts';
-import { markedRows, STALE_CTE, STALE_DAYS } from './marked.ts';
+import { markedRows, notIn, STALE_CTE, STALE_DAYS } from './marked.ts';
 import { type DayRange, type Queryable, rowsOf, TOP_N } from './queryable.ts';
 import type { Source } from './source.ts';
 
@@ -89,7 +89,7 @@ async function topUsersMixed(q: Queryable, r: DayRange, limit: number): Promise<
          a as materialized (select user_id from ou union select user_id from mu),
          ranked as (
            (select user_id, messages from rollup_users
-             where messages > 0 and user_id not in (select user_id from a)
+             where messages > 0 and ${notIn('user_id', 'user_id', 'a')}
              order by messages desc, user_id limit $3)
            union all
            select a.user_id, (coalesce(u.messages, 0) - coalesce(ou.n, 0) + coalesce(mu.n, 0))::bigint
