@@ -32,7 +32,8 @@ import { createLogger } from '../src/log.ts';
 import { openWarehouse } from '../src/warehouse/db.ts';
 import { migrateToLatest } from '../src/warehouse/migrator.ts';
 import { refreshRollups } from '../src/warehouse/rollups/refresh.ts';
-import { fmtMs, table } from './lib/bi/timing.ts';
+import { fmtMs, median, table } from './lib/bi/timing.ts';
+import { type DashboardTiming, timeDashboardRequest } from './lib/dashboard-request.ts';
 import { describeUrl } from './lib/db.ts';
 import { startClockedSimulator } from './lib/intraday/sim.ts';
 
@@ -65,29 +66,7 @@ const load = () =>
     .map((x) => x.toFixed(2))
     .join(' ');
 
-interface Timing {
-  status: number;
-  ms: number;
-  failed: number;
-}
-
-async function ask(base: string, target: string): Promise<Timing> {
-  const t0 = performance.now();
-  const res = await fetch(`${base}${target}`);
-  const body = await res.text();
-  const ms = performance.now() - t0;
-  const failed = target.startsWith('/api/')
-    ? Object.values(
-        (JSON.parse(body) as { sections?: Record<string, { ok: boolean }> }).sections ?? {},
-      ).filter((s) => !s.ok).length
-    : (body.match(/data-error="/g) ?? []).length;
-  return { status: res.status, ms, failed };
-}
-
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length === 0 ? Number.NaN : (s[Math.floor((s.length - 1) / 2)] ?? Number.NaN);
-};
+const medianOrNaN = (xs: number[]) => (xs.length === 0 ? Number.NaN : median(xs));
 
 async function main(): Promise<void> {
   const day = utcDay(new Date());
@@ -137,8 +116,8 @@ async function main(): Promise<void> {
     const targets = ['usage', 'users', 'threads', 'citations', 'health'].flatMap((p) =>
       ['', `?from=${first}&to=${day}`].flatMap((q) => [`/api/${p}${q}`, `/${p}${q}`]),
     );
-    const quiet = new Map<string, Timing>();
-    for (const t of targets) quiet.set(t, await ask(dash.url, t));
+    const quiet = new Map<string, DashboardTiming>();
+    for (const t of targets) quiet.set(t, await timeDashboardRequest(dash.url, t));
     progress(`quiet round done (${targets.length} requests); the pull starts`);
 
     let loading = true;
@@ -149,12 +128,12 @@ async function main(): Promise<void> {
     ).finally(() => {
       loading = false;
     });
-    const during = new Map<string, Timing[]>(targets.map((t) => [t, []]));
+    const during = new Map<string, DashboardTiming[]>(targets.map((t) => [t, []]));
     let loadAvgDuring = '';
     while (loading) {
       for (const t of targets) {
         if (!loading) break;
-        during.get(t)!.push(await ask(dash.url, t));
+        during.get(t)!.push(await timeDashboardRequest(dash.url, t));
       }
       loadAvgDuring = load();
     }
@@ -167,18 +146,18 @@ async function main(): Promise<void> {
     // The same requests with the open day marked again (as during the pull) but nothing loading:
     // what the mixed forms cost by themselves, without sharing the 2 cores with the pull.
     await loader.pool.query('insert into rollup_dirty_days (day) values ($1)', [day]);
-    const marked = new Map<string, Timing>();
-    for (const t of targets) marked.set(t, await ask(dash.url, t));
+    const marked = new Map<string, DashboardTiming>();
+    for (const t of targets) marked.set(t, await timeDashboardRequest(dash.url, t));
     await refreshRollups(loader.pool);
     const rows = targets.map((t) => {
       const xs = during.get(t)!;
-      const worst = xs.reduce<Timing | null>((a, x) => (a === null || x.ms > a.ms ? x : a), null);
+      const worst = xs.reduce<DashboardTiming | null>((a, x) => (a === null || x.ms > a.ms ? x : a), null);
       return {
         t,
         quiet: quiet.get(t)!,
         marked: marked.get(t)!,
         n: xs.length,
-        p50: median(xs.map((x) => x.ms)),
+        p50: medianOrNaN(xs.map((x) => x.ms)),
         worst,
       };
     });

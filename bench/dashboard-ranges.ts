@@ -21,6 +21,7 @@ import { migrateToLatest } from '../src/warehouse/migrator.ts';
 import { ROLLUP_TABLES, rebuildRollups } from '../src/warehouse/rollups/rebuild.ts';
 import { generateWarehouse } from './lib/bi/generate.ts';
 import { fmtMs, table } from './lib/bi/timing.ts';
+import { timeDashboardRequest } from './lib/dashboard-request.ts';
 import { describeUrl, dropSchemas } from './lib/db.ts';
 
 const { values: flags } = parseArgs({
@@ -122,16 +123,8 @@ async function main(): Promise<void> {
         const target = `${e}${q ? `?${q}` : ''}`;
         let worst: Row | undefined;
         for (let i = 0; i < Number(flags.runs); i++) {
-          const t0 = performance.now();
-          const res = await fetch(`${dash.url}${target}`);
-          const body = await res.text();
-          const ms = performance.now() - t0;
-          const failed = e.startsWith('/api/')
-            ? Object.values(
-                (JSON.parse(body) as { sections?: Record<string, { ok: boolean }> }).sections ?? {},
-              ).filter((s) => !s.ok).length
-            : (body.match(/data-error="/g) ?? []).length;
-          if (!worst || ms > worst.ms) worst = { target, status: res.status, ms, failed };
+          const { status, ms, failed } = await timeDashboardRequest(dash.url, target);
+          if (!worst || ms > worst.ms) worst = { target, status, ms, failed };
         }
         if (worst) rows.push(worst);
       }
