@@ -114,8 +114,10 @@ export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<Fina
   await drainThreadQueue(pool, f.loadId);
   const t2 = performance.now();
   // The rollups of the days and threads this load (or a load that died before here) changed:
-  // triggers marked them with the data, so a retried finalize finds them still marked.
-  await refreshRollups(pool);
+  // triggers marked them with the data, so a retried finalize finds them still marked. An intraday
+  // pull's writes of its day waited instead (merge.ts): released here, in the refresh's
+  // transaction, with those of an earlier pull of the same days that died before its finalize.
+  await refreshRollups(pool, undefined, { release: [...complete, ...(f.openDay ? [f.openDay] : [])] });
   const t3 = performance.now();
   // The queued threads' aggregates: from the rollups just refreshed when they are current (one
   // row per thread), else from the raw rows (a warehouse waiting for its rollup rebuild, or a

@@ -3,6 +3,7 @@ import { from as copyFrom } from 'pg-copy-streams';
 import { itemAt } from '../common/checked.ts';
 import type { LoadCounts } from '../common/counts.ts';
 import { driftKey } from '../common/schema-drift.ts';
+import { marksWaitSql } from '../warehouse/rollups/mark.ts';
 import { addBatchDrift, type DriftCount } from '../warehouse/schema-drift.ts';
 import { type ByteSink, COPY_HEADER, COPY_TRAILER, TUPLE_COLUMNS } from './copy-binary.ts';
 import {
@@ -70,6 +71,12 @@ export interface BatchTarget {
   queuedThreads?: ReadonlySet<string>;
   /** Called with the id and UTC date of every fast-path record of the batch. */
   onSeen?: ((id: string, day: string) => void) | undefined;
+  /**
+   * The open day of an intraday pull: the batch's writes of that day wait for the pull's finalize
+   * instead of marking the day for the rollups (src/warehouse/rollups/mark.ts `marksWaitSql`), so
+   * readers go on reading the day as the last pull left it, from its rollups, while this one loads.
+   */
+  marksWaitDay?: string | null;
 }
 
 /** A batch's counts (a part of the load's, see src/common/counts.ts) and what the loader steers by. */
@@ -192,7 +199,7 @@ export async function mergeBatch(
   };
   // Lines quarantined here are added to a copy: a retried batch starts from the same list.
   const quarantined = rejects.slice();
-  await client.query('begin');
+  await client.query(t.marksWaitDay ? `begin; ${marksWaitSql(t.marksWaitDay)}` : 'begin');
   try {
     const state = new Map<string, KeyState>();
     const stored = new Set<string>();

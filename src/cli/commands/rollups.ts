@@ -53,6 +53,9 @@ function registerRollupStatus(rollups: Command): void {
           `rollups: ${current ? 'current' : 'not current (the dashboard, the views and the commands read the raw tables until the next refresh)'}\n` +
             (out.rebuildNeeded ? 'a rebuild is pending: run `crs-sync rollups rebuild`\n' : '') +
             `marked: ${out.markedDays} day(s), ${out.markedThreads} thread(s)\n` +
+            (out.waitingDays.length > 0
+              ? `waiting for a running intraday pull's finalize: ${out.waitingDays.join(', ')} (read as its last pull left it)\n`
+              : '') +
             `last refresh: ${out.refreshedAt ?? 'never'}; last rebuild: ${out.rebuiltAt ?? 'never'}\n` +
             Object.entries(rows)
               .map(([t, n]) => `  ${t.padEnd(28)} ${n}`)
@@ -69,7 +72,7 @@ function registerRefresh(rollups: Command): void {
   rollups
     .command('refresh')
     .summary(
-      'recompute what loads and enrichment marked but did not refresh (normally nothing); a pending rebuild runs',
+      'recompute what loads and enrichment marked but did not refresh (normally nothing), and what a running intraday pull has loaded so far; a pending rebuild runs',
     )
     .action(async () => {
       const ctx = loadContext();
@@ -78,6 +81,7 @@ function registerRefresh(rollups: Command): void {
         const t0 = performance.now();
         const r = await refreshRollups(wh.warehouse.pool, (step) => process.stderr.write(`  ${step}\n`), {
           rebuild: true,
+          release: 'all',
         });
         process.stdout.write(
           r.rebuilt

@@ -21,6 +21,9 @@ const STATE_QUERIES: Record<string, Query> = {
   recentRuns: (q) => recentRuns(q),
 };
 
+/** The names of the state queries: what a load changes in the ledger, not what the rollups hold. */
+export const STATE_QUERY_NAMES: readonly string[] = Object.freeze(Object.keys(STATE_QUERIES));
+
 function ranged(source: Source): Record<string, Query> {
   return {
     dataExtent: (q) => dataExtent(q, source),

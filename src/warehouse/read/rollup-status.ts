@@ -9,6 +9,11 @@ export interface RollupStatus {
   rebuildNeeded: boolean;
   markedDays: number;
   markedThreads: number;
+  /**
+   * Days a running intraday pull has written to, read meanwhile as the last pull left them: their
+   * marks wait for the pull's finalize (src/warehouse/rollups/mark.ts `marksWaitSql`).
+   */
+  waitingDays: string[];
   refreshedAt: string | null;
   rebuiltAt: string | null;
   /** Rows of each rollup table. */
@@ -27,6 +32,10 @@ export async function rollupStatus(q: Queryable): Promise<RollupStatus> {
     `select (select count(distinct day) from rollup_dirty_days)::int as days,
             (select count(distinct thread_id) from rollup_dirty_threads)::int as threads`,
   );
+  const [waiting] = await rowsOf<{ days: string[] }>(
+    q,
+    'select coalesce(array_agg(distinct day::text order by day::text), array[]::text[]) as days from rollup_waiting_days',
+  );
   const rows: Record<string, number> = {};
   for (const t of ROLLUP_TABLES) {
     const [r] = await rowsOf<{ n: number }>(q, `select count(*)::bigint as n from ${t}`);
@@ -37,6 +46,7 @@ export async function rollupStatus(q: Queryable): Promise<RollupStatus> {
     rebuildNeeded: s?.rebuild_needed ?? true,
     markedDays: marks?.days ?? 0,
     markedThreads: marks?.threads ?? 0,
+    waitingDays: waiting?.days ?? [],
     refreshedAt: s?.refreshed_at ?? null,
     rebuiltAt: s?.rebuilt_at ?? null,
     rows,

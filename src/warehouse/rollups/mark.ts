@@ -19,4 +19,33 @@ export async function markRange(c: Client, range: { from: string; to: string }):
        union select thread_id from rollup_citation_thread_days where day between $1 and $2`,
     [range.from, range.to],
   );
+  // What waits in the range is recomputed now: waiting marks there would only make a refresh redo it.
+  await c.query('delete from rollup_waiting_days where day between $1 and $2', [range.from, range.to]);
 }
+
+/**
+ * The transaction setting that makes the export-row trigger note a write of `day` as waiting
+ * (`rollup_waiting_days`) instead of marking it (migration 2026-11-27T13-00-00): set by each batch
+ * of an intraday pull, whose finalize releases the day (`releaseWaitingSql`) in its refresh. Readers
+ * meanwhile read the day as its last refresh left it. `day` is checked, as it becomes SQL text.
+ */
+export function marksWaitSql(day: string): string {
+  if (!/^\d{4}-\d{2}-\d{2}$/.test(day)) throw new Error(`not a UTC day: ${JSON.stringify(day)}`);
+  return `set local crs_sync.marks_wait_day = '${day}'`;
+}
+
+/**
+ * Which waiting marks a refresh releases: the days of a pull that finished (its finalize), or
+ * every waiting day (`crs-sync rollups refresh`, a rebuild).
+ */
+export type Release = readonly string[] | 'all';
+
+/** Turns the waiting marks of `$1` (an array of days; null: all) into marks, in the refresh's transaction. */
+export const RELEASE_WAITING_SQL = `with w as (delete from rollup_waiting_days where $1::date[] is null or day = any($1::date[])
+  returning day) insert into rollup_dirty_days select distinct day from w`;
+
+/** Whether any waiting mark of `$1` (as RELEASE_WAITING_SQL) is there to release. */
+export const WAITING_SQL =
+  'exists (select 1 from rollup_waiting_days where $1::date[] is null or day = any($1::date[]))';
+
+export const releaseParam = (r: Release): string[] | null => (r === 'all' ? null : [...r]);

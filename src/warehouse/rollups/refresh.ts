@@ -1,7 +1,8 @@
 import type pg from 'pg';
+import { RELEASE_WAITING_SQL, type Release, releaseParam, WAITING_SQL } from './mark.ts';
 import { rebuildAll, vacuumRollups } from './rebuild.ts';
 import { refreshMarked } from './refresh-marked.ts';
-import { rollupsCurrent } from './status.ts';
+import { ROLLUPS_CURRENT_SQL } from './status.ts';
 import { inTransaction, type Progress, type RollupRefresh } from './transaction.ts';
 
 /**
@@ -27,20 +28,31 @@ import { inTransaction, type Progress, type RollupRefresh } from './transaction.
  * set: the rebuild reads every raw row (about 10 minutes at 10M rows), which must not happen
  * inside a load's finalize or an enrichment batch; the views read the raw tables meanwhile, and
  * `crs-sync rollups rebuild` (or `refresh`) does it.
+ *
+ * `release`: the days whose waiting marks (an intraday pull's writes, mark.ts `marksWaitSql`)
+ * become marks first, in the same transaction, so readers never see those days marked: the pull's
+ * finalize releases its day, `crs-sync rollups refresh` every day.
  */
 export async function refreshRollups(
   pool: pg.Pool,
   onStep?: Progress,
-  opts: { rebuild?: boolean } = {},
+  opts: { rebuild?: boolean; release?: Release } = {},
 ): Promise<RollupRefresh> {
-  // One read when nothing is marked (an unchanged re-load): no transaction, lock or temporary
-  // table. A mark committed after this read belongs to a write whose own refresh follows it.
-  if (await rollupsCurrent(pool)) return { rebuilt: false, days: 0, threads: 0, users: 0 };
+  const release = releaseParam(opts.release ?? []);
+  // One read when nothing is marked or waiting to be released (an unchanged re-load): no
+  // transaction, lock or temporary table. A mark committed after this read belongs to a write
+  // whose own refresh follows it.
+  const now = await pool.query<{ current: boolean }>(
+    `select ${ROLLUPS_CURRENT_SQL} and not ${WAITING_SQL} as current`,
+    [release],
+  );
+  if (now.rows[0]?.current === true) return { rebuilt: false, days: 0, threads: 0, users: 0 };
   const out = await inTransaction(pool, async (c) => {
     const state = await c.query<{ rebuild_needed: boolean }>('select rebuild_needed from rollup_state');
     if (state.rows[0]?.rebuild_needed !== false) {
       return opts.rebuild ? rebuildAll(c, onStep) : { rebuilt: false, days: 0, threads: 0, users: 0 };
     }
+    await c.query(RELEASE_WAITING_SQL, [release]);
     return refreshMarked(c, onStep);
   });
   if (out.rebuilt) await vacuumRollups(pool, onStep);
