@@ -2,10 +2,13 @@
  * The dashboard while an intraday pull loads: every page (HTML and /api/ JSON) over a kept
  * bench:bi warehouse, asked for the default range and for the whole data, first with no load
  * running, then over and over while an intraday pull of the open day (a 100k-row day by default,
- * pulled late in the day, so nearly all of it) loads into the same warehouse. The pull marks its
- * day as it writes, so the readers take their mixed form (rollups for the current days, raw rows
- * for the marked one). Prints, per request, the quiet time and the slowest and median times
- * during the load, with the load average; the target (issue 23): every page answers within 1 s.
+ * pulled late in the day, so nearly all of it) loads into the same warehouse. The pull's writes of
+ * its day wait for its finalize (decision 0015), so readers read the day from its rollups as the
+ * earlier pull left it; it prints how many days were marked and waiting, and threads marked, while
+ * it ran. Then the same requests with the day marked and nothing loading: the mixed forms' own cost
+ * (rollups for the current days, raw rows for the marked one). Prints, per request, the quiet time
+ * and the slowest and median times during the load, with the load average; the target (issue 23):
+ * every page answers within 1 s.
  *
  *   node bench/dashboard-during-load.ts [--schema S (bench_bi)] [--rows-per-day N (100000)]
  *                                       [--at HH:MM (23:30)] [--first-at HH:MM|none (22:30)] [--seed N (23)]
@@ -129,6 +132,26 @@ async function main(): Promise<void> {
       loading = false;
     });
     const during = new Map<string, DashboardTiming[]>(targets.map((t) => [t, []]));
+    // What the readers faced while the pull ran: the most days marked, days waiting (the pull's own
+    // writes, decision 0015) and threads marked at any one look, every 100 ms.
+    const faced = { marked: 0, waiting: 0, threads: 0 };
+    const look = async () => {
+      while (loading) {
+        const r = await w.pool.query<{ marked: number; waiting: number; threads: number }>(
+          `select (select count(distinct day) from rollup_dirty_days)::int as marked,
+                  (select count(distinct day) from rollup_waiting_days)::int as waiting,
+                  (select count(distinct thread_id) from rollup_dirty_threads)::int as threads`,
+        );
+        const x = r.rows[0];
+        if (x) {
+          faced.marked = Math.max(faced.marked, x.marked);
+          faced.waiting = Math.max(faced.waiting, x.waiting);
+          faced.threads = Math.max(faced.threads, x.threads);
+        }
+        await new Promise((ok) => setTimeout(ok, 100));
+      }
+    };
+    const looking = look();
     let loadAvgDuring = '';
     while (loading) {
       for (const t of targets) {
@@ -139,12 +162,16 @@ async function main(): Promise<void> {
     }
     const counts = await pull;
     const pullMs = performance.now() - t0;
+    await looking;
     console.log(
       `pull: ${counts.rowsRead} rows read, ${counts.inserted} inserted, ${counts.updated} updated, ` +
-        `${counts.unchanged} unchanged, ${fmtMs(pullMs)}; load average at its end ${loadAvgDuring}\n`,
+        `${counts.unchanged} unchanged, ${fmtMs(pullMs)}; load average at its end ${loadAvgDuring}\n` +
+        `during it, at most: ${faced.marked} day(s) marked, ${faced.waiting} waiting for its finalize, ` +
+        `${faced.threads} thread(s) marked\n`,
     );
-    // The same requests with the open day marked again (as during the pull) but nothing loading:
-    // what the mixed forms cost by themselves, without sharing the 2 cores with the pull.
+    // The same requests with the open day marked but nothing loading: what the mixed forms cost by
+    // themselves (as readers pay while a closed-day pull, or enrichment cancelling one of the
+    // day's messages, marks it; an intraday pull's own writes wait instead, decision 0015).
     await loader.pool.query('insert into rollup_dirty_days (day) values ($1)', [day]);
     const marked = new Map<string, DashboardTiming>();
     for (const t of targets) marked.set(t, await timeDashboardRequest(dash.url, t));

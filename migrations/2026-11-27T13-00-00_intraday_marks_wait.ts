@@ -1,22 +1,23 @@
 import { type Kysely, sql } from 'kysely';
 
 /**
- * An intraday pull's marks wait for its finalize (docs/decisions/0015-intraday-marks-wait.md).
+ * A day pull's marks wait for its finalize (docs/decisions/0015-intraday-marks-wait.md).
  *
- * A pull of the open day writes its new rows in many committed batches over seconds to minutes;
- * each write's trigger marked the day, and while a day is marked every reader reads that day's raw
- * rows (a 100k-row day: 1-2 s a dashboard page over a 10M-row warehouse). Now a batch of an
- * intraday pull names its day in the transaction setting `crs_sync.marks_wait_day`, and the
- * export-row trigger notes a write of that day in `rollup_waiting_days` instead of
- * `rollup_dirty_days`. Readers do not look there: they read the day from its rollups, as the last
- * refresh of it left them (the last finished pull). The pull's finalize turns its day's waiting
- * marks into marks and refreshes them in one transaction (src/warehouse/rollups/refresh.ts), so
- * readers go from the last pull's figures to the new ones at once and never read the day raw.
+ * A pull of one export day (intraday, daily, backfill) writes its rows in many committed batches
+ * over seconds to minutes; each write's trigger marked the day, and while a day is marked every
+ * reader reads that day's raw rows (a 100k-row day: 1-2 s a dashboard page over a 10M-row
+ * warehouse). Now each batch of such a pull, and its delete step, names its day in the
+ * transaction setting `crs_sync.marks_wait_day`, and the export-row trigger notes a write of that
+ * day in `rollup_waiting_days` instead of `rollup_dirty_days`. Readers do not look there: they
+ * read the day from its rollups, as the last refresh of it left them (the last finished pull).
+ * The pull's finalize turns its day's waiting marks into marks and refreshes them in one
+ * transaction, so readers go from the last pull's figures to the new ones at once and never read
+ * the day raw because a pull is running.
  *
  * - Rows of any other day a waiting write touches (a record whose date moved) are marked as before.
- * - Writes without the setting (every other load, enrichment, `deletes apply`) mark as before: a
- *   history entry that cancels one of the open day's messages marks the day, which readers then
- *   read raw until that refresh.
+ * - Writes without the setting (a file import, enrichment, `deletes apply`) mark as before: a
+ *   history entry that cancels one of the day's messages marks the day, which readers then read
+ *   raw until that refresh.
  * - No key, as the other marks: two partitions of one pull must not wait for each other's commit.
  *
  * Frozen in time: never import application code here.

@@ -4,6 +4,7 @@ import type { LoadCounts } from '../common/counts.ts';
 import { CrsError } from '../errors.ts';
 import { addDayDeletes, recordDayExport, recordDayLoaded, recountDayDeletes } from '../warehouse/days.ts';
 import type { Warehouse } from '../warehouse/db.ts';
+import { marksWaitSql } from '../warehouse/rollups/mark.ts';
 import { refreshRollups } from '../warehouse/rollups/refresh.ts';
 import { threadTotalsFromRollups } from '../warehouse/rollups/status.ts';
 import { drainThreadQueue, refreshQueuedThreads } from '../warehouse/threads.ts';
@@ -114,10 +115,11 @@ export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<Fina
   await drainThreadQueue(pool, f.loadId);
   const t2 = performance.now();
   // The rollups of the days and threads this load (or a load that died before here) changed:
-  // triggers marked them with the data, so a retried finalize finds them still marked. An intraday
-  // pull's writes of its day waited instead (merge.ts): released here, in the refresh's
-  // transaction, with those of an earlier pull of the same days that died before its finalize.
-  await refreshRollups(pool, undefined, { release: [...complete, ...(f.openDay ? [f.openDay] : [])] });
+  // triggers marked them with the data, so a retried finalize finds them still marked. A day
+  // pull's writes of its own day waited instead (merge.ts, finalizeDay): released here, in the
+  // refresh's transaction, with those of an earlier pull of the same days that died before this.
+  const release = new Set([...complete, f.ledgerDay, f.openDay].filter((d): d is string => Boolean(d)));
+  await refreshRollups(pool, undefined, { release: [...release] });
   const t3 = performance.now();
   // The queued threads' aggregates: from the rollups just refreshed when they are current (one
   // row per thread), else from the raw rows (a warehouse waiting for its rollup rebuild, or a
@@ -259,11 +261,12 @@ async function finalizeDay(
   f: FinalizeInput,
   g: { guardPct: number; load: LoadHold },
 ): Promise<number> {
+  const own = f.ledgerDay === summary.day;
   try {
-    await c.query('begin');
+    // The pull's own day: its deletes wait for the refresh with its batches' writes (merge.ts).
+    await c.query(own ? `begin; ${marksWaitSql(summary.day)}` : 'begin');
     const held = await deleteStep(c, summary, f, g);
     summary.deleted = await addDayDeletes(c, f.loadKey, summary.day, summary.deleted);
-    const own = f.ledgerDay === summary.day;
     await recordDayLoaded(c, summary, {
       loadId: f.loadId,
       complete: true,

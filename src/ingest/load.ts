@@ -198,7 +198,7 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
       ledgerDay,
       contract,
       onSeen: seen ? (id) => seen.add(id) : undefined,
-      marksWaitDay: req.openDay ?? null,
+      marksWaitDay: ledgerDay,
     },
     batchSize: req.batchSize,
     gate,

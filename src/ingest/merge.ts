@@ -72,9 +72,10 @@ export interface BatchTarget {
   /** Called with the id and UTC date of every fast-path record of the batch. */
   onSeen?: ((id: string, day: string) => void) | undefined;
   /**
-   * The open day of an intraday pull: the batch's writes of that day wait for the pull's finalize
-   * instead of marking the day for the rollups (src/warehouse/rollups/mark.ts `marksWaitSql`), so
-   * readers go on reading the day as the last pull left it, from its rollups, while this one loads.
+   * The day of a pull of one export day (daily, backfill, intraday): the batch's writes of that
+   * day wait for the pull's finalize instead of marking the day for the rollups
+   * (src/warehouse/rollups/mark.ts `marksWaitSql`), so readers go on reading the day from its
+   * rollups, as the last pull of it left them, while this one loads. A file import marks as it writes.
    */
   marksWaitDay?: string | null;
 }

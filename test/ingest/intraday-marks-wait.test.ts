@@ -68,6 +68,49 @@ describe('an intraday pull leaves its day readable as the last pull left it (sim
       ).rows[0]?.n,
     );
 
+  const LOCK = `select pg_advisory_lock(hashtext('crs-sync:rollups:' || current_schema()))`;
+  const UNLOCK = `select pg_advisory_unlock(hashtext('crs-sync:rollups:' || current_schema()))`;
+  /** The session waiting for the rollups' lock: a load's refresh, once it got there. */
+  const refreshWaiting = async (): Promise<number> => {
+    for (let i = 0; i < 1200; i++) {
+      const r = await tw.w.pool.query<{ pid: number }>(
+        `select pid from pg_locks where locktype = 'advisory' and not granted and database =
+           (select oid from pg_database where datname = current_database()) limit 1`,
+      );
+      if (r.rows[0]) return r.rows[0].pid;
+      await new Promise((ok) => setTimeout(ok, 50));
+    }
+    throw new Error('the load never reached its refresh');
+  };
+  /**
+   * Runs `load` with its finalize's refresh held: the rollups' lock (transaction.ts) is taken here
+   * first, so every batch (and delete step) has committed and the refresh has not begun. Calls
+   * `whileHeld` there, then kills the refresh's session (`kill`: its transaction rolls back, as
+   * when the worker dies) or lets it go on; returns what the load returned or threw.
+   */
+  const heldAtRefresh = async (
+    load: () => Promise<unknown>,
+    whileHeld: () => Promise<void>,
+    o: { kill: boolean },
+  ): Promise<unknown> => {
+    const holder = await tw.w.pool.connect();
+    let outcome: Promise<unknown> | undefined;
+    try {
+      await holder.query(LOCK);
+      outcome = load().then(
+        (x) => x,
+        (err: unknown) => err,
+      );
+      const pid = await refreshWaiting();
+      await whileHeld();
+      if (o.kill) await tw.w.pool.query('select pg_terminate_backend($1)', [pid]);
+    } finally {
+      await holder.query(UNLOCK);
+      holder.release();
+    }
+    return outcome;
+  };
+
   beforeAll(async () => {
     clock = Date.parse('2026-11-25T09:00:00Z');
     sim = await startSimulator({ port: 0, now: () => new Date(clock), seed: 5, days: 2, recordsPerDay: 800 });
@@ -89,37 +132,10 @@ describe('an intraday pull leaves its day readable as the last pull left it (sim
     const before = await answers(DASHBOARD_QUERIES);
     const rowsBefore = await liveRows();
 
-    // The afternoon's pull, held at its finalize's refresh: the rollups' lock (transaction.ts) is
-    // taken here first, so every batch has committed and the refresh has not begun.
+    // The afternoon's pull, held at its finalize's refresh, then killed there (a worker dying).
     clock = Date.parse('2026-11-25T18:00:00Z');
-    const holder = await tw.w.pool.connect();
-    let afternoon: Promise<unknown> | undefined;
-    try {
-      await holder.query(`select pg_advisory_lock(hashtext('crs-sync:rollups:' || current_schema()))`);
-      afternoon = pull().then(
-        () => 'finished',
-        (err: unknown) => err,
-      );
-      const waiter = async (): Promise<number> => {
-        for (let i = 0; i < 600; i++) {
-          const r = await tw.w.pool.query<{ pid: number }>(
-            `select pid from pg_locks where locktype = 'advisory' and not granted and database =
-               (select oid from pg_database where datname = current_database()) limit 1`,
-          );
-          if (r.rows[0]) return r.rows[0].pid;
-          await new Promise((ok) => setTimeout(ok, 50));
-        }
-        throw new Error('the pull never reached its refresh');
-      };
-      const pid = await waiter();
-      await checkWhileWaiting();
-      // The worker dies there: its refresh's session ends, its transaction rolls back.
-      await tw.w.pool.query('select pg_terminate_backend($1)', [pid]);
-    } finally {
-      await holder.query(`select pg_advisory_unlock(hashtext('crs-sync:rollups:' || current_schema()))`);
-      holder.release();
-    }
-    expect(await afternoon, 'the pull died in its refresh').toBeInstanceOf(Error);
+    const afternoon = await heldAtRefresh(pull, checkWhileWaiting, { kill: true });
+    expect(afternoon, 'the pull died in its refresh').toBeInstanceOf(Error);
     await checkWhileWaiting();
 
     async function checkWhileWaiting(): Promise<void> {
@@ -198,6 +214,37 @@ describe('an intraday pull leaves its day readable as the last pull left it (sim
     // `crs-sync rollups refresh` releases every waiting day.
     await refreshRollups(tw.w.pool, undefined, { release: 'all' });
     expect(await marks()).toEqual({ dirty: [], waiting: [] });
+    expect(await answers(DASHBOARD_QUERIES)).toEqual(await answers(RAW_DASHBOARD_QUERIES));
+  });
+
+  it('when the closed-day pull of the day loads and deletes, then its writes and deletes wait too, and readers see the last intraday pull until its refresh', async () => {
+    await pull();
+    const before = await answers(DASHBOARD_QUERIES);
+    // After midnight: the day closed, pulled as a complete day (it may delete what the service
+    // deleted since; a row of the day it no longer serves is made to go, so the step deletes).
+    clock = Date.parse('2026-11-26T01:00:00Z');
+    await tw.w.pool.query(
+      `insert into analytics_messages (message_id, thread_id, user_id, message_time, message_date, input, response,
+                                       extra, record_hash, _source_line, _load_id, response_chars)
+       select gen_random_uuid(), thread_id, user_id, message_time, message_date, input, response, extra,
+              md5('gone'), 1, 'test', response_chars
+         from analytics_messages where message_date = $1 and _deleted_at is null order by message_id limit 1`,
+      [day],
+    );
+    await refreshRollups(tw.w.pool);
+    const withGone = await answers(DASHBOARD_QUERIES);
+    expect(withGone).not.toEqual(before);
+    const closed = (await heldAtRefresh(
+      () => loadExportDay(deps(), { day, loadId: `closed-${++loads}` }),
+      async () => {
+        expect(await marks()).toEqual({ dirty: [], waiting: [day] });
+        expect(await answers(MIXED_DASHBOARD_QUERIES)).toEqual(withGone);
+      },
+      { kill: false },
+    )) as { deleted: number };
+    expect(closed.deleted).toBeGreaterThan(0);
+    expect(await marks()).toEqual({ dirty: [], waiting: [] });
+    expect(await readSource(tw.w.pool)).toBe('rollup');
     expect(await answers(DASHBOARD_QUERIES)).toEqual(await answers(RAW_DASHBOARD_QUERIES));
   });
 });

@@ -1,6 +1,15 @@
 import { sql } from 'kysely';
 import type { Simulator } from '../../../src/simulator/index.ts';
 import type { Warehouse } from '../../../src/warehouse/db.ts';
+import {
+  DASHBOARD_QUERIES,
+  dataExtent,
+  MIXED_DASHBOARD_QUERIES,
+  RAW_DASHBOARD_QUERIES,
+  readSource,
+  STATE_QUERY_NAMES,
+} from '../../../src/warehouse/read/index.ts';
+import { beginReadSnapshot, endReadSnapshot } from '../../../src/warehouse/read/snapshot.ts';
 
 /**
  * The warehouse against the simulator's ground truth, row by row: every table the connector
@@ -299,6 +308,10 @@ export async function compareWithTruth(w: Warehouse, sim: Simulator, days: strin
     }
   }
   compared.rejected_records = expectedRejects;
+
+  // ---- what readers show: the rollups (or the mixed forms) against the raw tables ----
+  diff('rollups').push(...(await readersAgainstRaw(w, 'after the clean pass')));
+  compared.rollups = Object.keys(RAW_DASHBOARD_QUERIES).length - STATE_QUERY_NAMES.length;
   return { compared, differences };
 }
 
@@ -313,4 +326,42 @@ function citationRow(c: object): Row {
     is_snippet: o.is_snippet,
     extra: Object.keys(extra).length > 0 ? extra : null,
   };
+}
+
+/**
+ * What readers show against the raw tables, once the loads are done: every dashboard query over
+ * every day with data, as readSource picks its form (the rollups, or the mixed forms while marks
+ * remain), must give the raw tables' answer, in one snapshot; and no day may still wait for a
+ * pull's finalize (decision 0015: a pull that died is released by the next pull of its day).
+ */
+export async function readersAgainstRaw(w: Warehouse, label: string): Promise<string[]> {
+  const out: string[] = [];
+  const c = await w.pool.connect();
+  try {
+    await beginReadSnapshot(c, 0);
+    const waiting = await c.query<{ day: string }>(
+      'select distinct day::text as day from rollup_waiting_days',
+    );
+    for (const r of waiting.rows) out.push(`${label} rollups: ${r.day} still waits for a pull's finalize`);
+    const source = await readSource(c);
+    const readers =
+      source === 'rollup'
+        ? DASHBOARD_QUERIES
+        : source === 'mixed'
+          ? MIXED_DASHBOARD_QUERIES
+          : RAW_DASHBOARD_QUERIES;
+    const extent = await dataExtent(c, 'raw');
+    if (extent.firstDay === null || extent.lastDay === null) return out;
+    const range = { from: extent.firstDay, to: extent.lastDay };
+    for (const [name, query] of Object.entries(readers)) {
+      if (STATE_QUERY_NAMES.includes(name)) continue;
+      const shown = JSON.stringify(await query(c, range));
+      const raw = JSON.stringify(await RAW_DASHBOARD_QUERIES[name]?.(c, range));
+      if (shown !== raw) out.push(`${label} rollups: ${name} (${source}) differs from the raw tables`);
+    }
+    await endReadSnapshot(c);
+  } finally {
+    c.release();
+  }
+  return out;
 }

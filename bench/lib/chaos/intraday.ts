@@ -6,7 +6,7 @@ import { Rng } from '../../../src/simulator/prng.ts';
 import { getWatermark } from '../../../src/warehouse/days.ts';
 import type { Warehouse } from '../../../src/warehouse/db.ts';
 import { syncIntraday } from '../../../workflows/index.ts';
-import { diffRows, expectedMessages, type Row, warehouseMessages } from './compare.ts';
+import { diffRows, expectedMessages, type Row, readersAgainstRaw, warehouseMessages } from './compare.ts';
 
 /**
  * The chaos run's intraday step, last of the run: the open UTC day pulled several times as the
@@ -282,6 +282,7 @@ async function checkOpen(o: IntradayStep, seen: Map<string, Row>, now: string): 
   const watermark = await getWatermark(o.w.db);
   if (watermark !== null && watermark >= o.openDay)
     differences.push(`intraday ${now}: the watermark ${watermark} counts the partial day ${o.openDay}`);
+  differences.push(...(await readersAgainstRaw(o.w, `intraday ${now}`)));
   return { expected: expected.size, kept: kept.size, differences };
 }
 
@@ -308,6 +309,7 @@ async function checkClosed(o: IntradayStep): Promise<Checked> {
   const next = await dayStatus(o.w, shiftDay(o.openDay, 1));
   if (next !== 'partial')
     differences.push(`intraday closed: the next day ${shiftDay(o.openDay, 1)} is ${next}, expected partial`);
+  differences.push(...(await readersAgainstRaw(o.w, 'intraday closed')));
   return { expected: expected.size, kept: gone.size, differences };
 }
 

@@ -54,7 +54,7 @@ function registerRollupStatus(rollups: Command): void {
             (out.rebuildNeeded ? 'a rebuild is pending: run `crs-sync rollups rebuild`\n' : '') +
             `marked: ${out.markedDays} day(s), ${out.markedThreads} thread(s)\n` +
             (out.waitingDays.length > 0
-              ? `waiting for a running intraday pull's finalize: ${out.waitingDays.join(', ')} (read as its last pull left it)\n`
+              ? `waiting for a running pull's finalize: ${out.waitingDays.join(', ')} (read as its last pull left it)\n`
               : '') +
             `last refresh: ${out.refreshedAt ?? 'never'}; last rebuild: ${out.rebuiltAt ?? 'never'}\n` +
             Object.entries(rows)
@@ -72,7 +72,7 @@ function registerRefresh(rollups: Command): void {
   rollups
     .command('refresh')
     .summary(
-      'recompute what loads and enrichment marked but did not refresh (normally nothing), and what a running intraday pull has loaded so far; a pending rebuild runs',
+      'recompute what loads and enrichment marked but did not refresh (normally nothing), and what a running pull has loaded so far; a pending rebuild runs',
     )
     .action(async () => {
       const ctx = loadContext();

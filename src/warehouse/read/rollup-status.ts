@@ -10,7 +10,7 @@ export interface RollupStatus {
   markedDays: number;
   markedThreads: number;
   /**
-   * Days a running intraday pull has written to, read meanwhile as the last pull left them: their
+   * Days a running pull has written to, read meanwhile as the last pull of each left them: their
    * marks wait for the pull's finalize (src/warehouse/rollups/mark.ts `marksWaitSql`).
    */
   waitingDays: string[];

@@ -17,8 +17,9 @@ export type Source = 'rollup' | 'mixed' | 'raw';
  * current and the raw rows for what is marked (`mixed`: the days of `STALE_DAYS_SQL`, read by
  * each query in the same snapshot), so a reader's cost follows the marked days, not the table;
  * the raw tables while a rebuild is pending. No page, view or command ever shows stale figures,
- * with one exception by design: a day an intraday pull is loading is shown as its last finished
- * pull left it (its writes wait for the pull's finalize: rollups/mark.ts `marksWaitSql`).
+ * with one exception by design: a day a pull is loading (daily, backfill or intraday) is shown as
+ * its last finished pull left it (the pull's writes wait for its finalize: rollups/mark.ts
+ * `marksWaitSql`), then changes at once.
  * Asked once per snapshot (a dashboard request, a command) and passed to each query of it. The
  * BI views make the same choice in SQL (migrations/2026-11-25T08-00-00_daily_usage_follows_marks.ts
  * for `daily_usage`, migrations/2026-11-25T12-00-00_entity_views_follow_marks.ts for the three

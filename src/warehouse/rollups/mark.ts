@@ -26,8 +26,9 @@ export async function markRange(c: Client, range: { from: string; to: string }):
 /**
  * The transaction setting that makes the export-row trigger note a write of `day` as waiting
  * (`rollup_waiting_days`) instead of marking it (migration 2026-11-27T13-00-00): set by each batch
- * of an intraday pull, whose finalize releases the day (`releaseWaitingSql`) in its refresh. Readers
- * meanwhile read the day as its last refresh left it. `day` is checked, as it becomes SQL text.
+ * of a pull of one export day (daily, backfill, intraday) and by its delete step, whose finalize
+ * releases the day (`RELEASE_WAITING_SQL`) in its refresh. Readers meanwhile read the day as its
+ * last refresh left it. `day` is checked, as it becomes SQL text.
  */
 export function marksWaitSql(day: string): string {
   if (!/^\d{4}-\d{2}-\d{2}$/.test(day)) throw new Error(`not a UTC day: ${JSON.stringify(day)}`);

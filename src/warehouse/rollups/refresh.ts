@@ -29,7 +29,7 @@ import { inTransaction, type Progress, type RollupRefresh } from './transaction.
  * inside a load's finalize or an enrichment batch; the views read the raw tables meanwhile, and
  * `crs-sync rollups rebuild` (or `refresh`) does it.
  *
- * `release`: the days whose waiting marks (an intraday pull's writes, mark.ts `marksWaitSql`)
+ * `release`: the days whose waiting marks (a day pull's writes of its day, mark.ts `marksWaitSql`)
  * become marks first, in the same transaction, so readers never see those days marked: the pull's
  * finalize releases its day, `crs-sync rollups refresh` every day.
  */
