@@ -108,19 +108,21 @@ export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<Fina
     .map((d) => d.day);
   await recountDayDeletes(pool, touched);
 
-  // Threads queued by the batches become pending (the whole queue: also what a load that died
-  // before its finalize left there); the aggregates of the threads this load queued follow the
-  // rollups' refresh, which they are read from.
-  const t1 = performance.now();
-  await drainThreadQueue(pool, f.loadId);
-  const t2 = performance.now();
   // The rollups of the days and threads this load (or a load that died before here) changed:
   // triggers marked them with the data, so a retried finalize finds them still marked. A day
   // pull's writes of its own day waited instead (merge.ts, finalizeDay): released here, in the
   // refresh's transaction, with those of an earlier pull of the same days that died before this.
+  // First in that transaction, the threads queued by the batches become pending (the whole queue:
+  // also what a load that died before its finalize left there), so the thread marks that makes
+  // are refreshed before any reader sees them; the aggregates of the threads this load queued
+  // follow the refresh, which they are read from.
+  const t1 = performance.now();
   const release = new Set([...complete, f.ledgerDay, f.openDay].filter((d): d is string => Boolean(d)));
-  await refreshRollups(pool, undefined, { release: [...release] });
-  const t3 = performance.now();
+  await refreshRollups(pool, undefined, {
+    release: [...release],
+    first: (c) => drainThreadQueue(c, f.loadId),
+  });
+  const t2 = performance.now();
   // The queued threads' aggregates: from the rollups just refreshed when they are current (one
   // row per thread), else from the raw rows (a warehouse waiting for its rollup rebuild, or a
   // concurrent write marked since our refresh).
@@ -128,8 +130,8 @@ export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<Fina
     (await threadTotalsFromRollups(pool, f.loadId)) ?? (await refreshQueuedThreads(pool, f.loadId));
   f.onPhases?.({
     deletes: Math.round(t1 - t0),
-    threads: Math.round(t2 - t1 + performance.now() - t3),
-    rollups: Math.round(t3 - t2),
+    threads: Math.round(performance.now() - t2),
+    rollups: Math.round(t2 - t1),
   });
 
   return {

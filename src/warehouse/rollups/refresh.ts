@@ -3,7 +3,7 @@ import { RELEASE_WAITING_SQL, type Release, releaseParam, WAITING_SQL } from './
 import { rebuildAll, vacuumRollups } from './rebuild.ts';
 import { refreshMarked } from './refresh-marked.ts';
 import { ROLLUPS_CURRENT_SQL } from './status.ts';
-import { inTransaction, type Progress, type RollupRefresh } from './transaction.ts';
+import { type Client, inTransaction, type Progress, type RollupRefresh } from './transaction.ts';
 
 /**
  * Upkeep of the rollup tables (migrations/2026-11-24T03-00-00_rollups.ts; docs/data-dictionary.md,
@@ -32,11 +32,14 @@ import { inTransaction, type Progress, type RollupRefresh } from './transaction.
  * `release`: the days whose waiting marks (a day pull's writes of its day, mark.ts `marksWaitSql`)
  * become marks first, in the same transaction, so readers never see those days marked: the pull's
  * finalize releases its day, `crs-sync rollups refresh` every day.
+ *
+ * `first`: a write to make in the same transaction, under the lock, before the marks are taken
+ * (the finalize's thread queue), so the marks it leaves are refreshed before any reader sees them.
  */
 export async function refreshRollups(
   pool: pg.Pool,
   onStep?: Progress,
-  opts: { rebuild?: boolean; release?: Release } = {},
+  opts: { rebuild?: boolean; release?: Release; first?: (c: Client) => Promise<void> } = {},
 ): Promise<RollupRefresh> {
   const release = releaseParam(opts.release ?? []);
   // One read when nothing is marked or waiting to be released (an unchanged re-load): no
@@ -46,8 +49,9 @@ export async function refreshRollups(
     `select ${ROLLUPS_CURRENT_SQL} and not ${WAITING_SQL} as current`,
     [release],
   );
-  if (now.rows[0]?.current === true) return { rebuilt: false, days: 0, threads: 0, users: 0 };
+  if (now.rows[0]?.current === true && !opts.first) return { rebuilt: false, days: 0, threads: 0, users: 0 };
   const out = await inTransaction(pool, async (c) => {
+    await opts.first?.(c);
     const state = await c.query<{ rebuild_needed: boolean }>('select rebuild_needed from rollup_state');
     if (state.rows[0]?.rebuild_needed !== false) {
       return opts.rebuild ? rebuildAll(c, onStep) : { rebuilt: false, days: 0, threads: 0, users: 0 };
