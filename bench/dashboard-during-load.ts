@@ -125,13 +125,24 @@ async function main(): Promise<void> {
 
     let loading = true;
     const t0 = performance.now();
+    // When the pull's last line was committed (its last progress report, which the loader makes
+    // once every line is merged): its finalize (delete step, thread queue, rollup refresh) runs
+    // from there to its end.
+    let merged = Number.NaN;
     const pull = loadExportDay(
       { warehouse: loader, client, config, log },
-      { day, loadId, partial: true },
+      {
+        day,
+        loadId,
+        partial: true,
+        onProgress: () => {
+          merged = performance.now() - t0;
+        },
+      },
     ).finally(() => {
       loading = false;
     });
-    const during = new Map<string, DashboardTiming[]>(targets.map((t) => [t, []]));
+    const during = new Map<string, Array<DashboardTiming & { at: number }>>(targets.map((t) => [t, []]));
     // What the readers faced while the pull ran: the most days marked, days waiting (the pull's own
     // writes, decision 0015) and threads marked at any one look, every 100 ms.
     const faced = { marked: 0, waiting: 0, threads: 0 };
@@ -156,7 +167,8 @@ async function main(): Promise<void> {
     while (loading) {
       for (const t of targets) {
         if (!loading) break;
-        during.get(t)!.push(await timeDashboardRequest(dash.url, t));
+        const at = performance.now() - t0;
+        during.get(t)!.push({ ...(await timeDashboardRequest(dash.url, t)), at });
       }
       loadAvgDuring = load();
     }
@@ -220,6 +232,16 @@ async function main(): Promise<void> {
         `\nSlowest with the day marked and no load: ${slowestMarked[0]} ${slowestMarked[1].ms.toFixed(0)} ms`,
       );
     const missed = all.filter((x) => x.ms > TARGET_MS || x.status !== 200 || x.failed > 0);
+    // Where in the pull the slow ones started: reading and merging lines, or its finalize.
+    const phase = (at: number) => (Number.isNaN(merged) || at < merged ? 'merge' : 'finalize');
+    console.log(
+      `\nThe pull merged its last line at ${fmtMs(merged)} and ended at ${fmtMs(pullMs)}; requests over ${TARGET_MS} ms: ` +
+        (missed.length === 0
+          ? 'none'
+          : missed
+              .map((x) => `${x.t} ${x.ms.toFixed(0)} ms from ${fmtMs(x.at)} (${phase(x.at)})`)
+              .join('; ')),
+    );
     console.log(
       `\nSlowest during the pull: ${slowest ? `${slowest.t} ${slowest.ms.toFixed(0)} ms` : 'none (the pull ended first)'}`,
     );
