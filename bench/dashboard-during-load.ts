@@ -62,7 +62,8 @@ if (flags.help) {
 
 const TARGET_MS = 1_000;
 const url = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-const log = createLogger({ level: 'silent', pretty: false });
+// LOG_LEVEL=debug shows the loader's phases (the finalize's among them) on stderr.
+const log = createLogger({ level: process.env.LOG_LEVEL ?? 'silent', pretty: false });
 const progress = (s: string) => process.stderr.write(`  ${s}\n`);
 const load = () =>
   loadavg()

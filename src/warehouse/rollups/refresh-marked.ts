@@ -27,8 +27,18 @@ import type { Client, Progress, RollupRefresh } from './transaction.ts';
  * again from the per-thread rows.
  */
 
+/**
+ * How the touched threads reach the statements over the large tables (`threadKeys`): chosen by
+ * their number (`auto`), or one form forced, for a test that holds the two to the same rows.
+ */
+export type ThreadKeys = 'auto' | 'probe' | 'table';
+
 /** The refresh of the marked keys (see the top of the file for the order). */
-export async function refreshMarked(c: Client, onStep?: Progress): Promise<RollupRefresh> {
+export async function refreshMarked(
+  c: Client,
+  onStep?: Progress,
+  keys: ThreadKeys = 'auto',
+): Promise<RollupRefresh> {
   await c.query('create temp table rd_days (day date primary key) on commit drop');
   await c.query('create temp table rd_threads (thread_id uuid primary key) on commit drop');
   await c.query('create temp table rd_users (user_id uuid primary key) on commit drop');
@@ -83,7 +93,7 @@ export async function refreshMarked(c: Client, onStep?: Progress): Promise<Rollu
     for (const t of ['rd_daily', 'rd_td', 'rd_ud']) await c.query(`drop table ${t}`);
   }
 
-  const threadCount = await refreshThreads(c, onStep);
+  const threadCount = await refreshThreads(c, onStep, keys);
 
   await c.query('analyze rd_users');
   const u = await c.query<{ n: number }>('select count(*)::int as n from rd_users');
@@ -97,12 +107,33 @@ export async function refreshMarked(c: Client, onStep?: Progress): Promise<Rollu
   return { rebuilt: false, days: m.days, threads: threadCount, users: userCount };
 }
 
+/**
+ * How the touched threads are given to the statements that read their rows from the large
+ * tables (history, citations, artifacts and the per-thread rollups), `thread_id in (…)`: as the
+ * temporary table, or, while they are few against the warehouse's threads, as an array whose
+ * `unnest` PostgreSQL estimates at ten rows, so it probes each table's thread index per key.
+ * With the table, it estimated ~50 citations a key and hashed the keys against a scan of every
+ * row: 36,719 threads of a 96k-row day (an intraday pull's first), none of them with citations,
+ * took 3.3 s for the citations and ~3 s for each per-thread citation rollup over bench:bi's 10M
+ * rows; probed, 75 and 200 ms. Past a twentieth of the threads a scan is the cheaper plan, and the
+ * planner is left to find it.
+ */
+async function threadKeys(c: Client, threadCount: number, keys: ThreadKeys): Promise<string> {
+  const r = await c.query<{ n: number }>(
+    `select coalesce((select reltuples from pg_class where oid = 'rollup_threads'::regclass), 0)::float8 as n`,
+  );
+  const few = keys === 'auto' ? threadCount * 20 <= (r.rows[0]?.n ?? 0) : keys === 'probe';
+  return few
+    ? 'select unnest(array(select thread_id from rd_threads)) as thread_id'
+    : 'select thread_id from rd_threads';
+}
+
 /** The threads marked, or changed by the day step: their rollups and their citations'. */
-async function refreshThreads(c: Client, onStep?: Progress): Promise<number> {
-  const threads = 'select thread_id from rd_threads';
+async function refreshThreads(c: Client, onStep: Progress | undefined, keys: ThreadKeys): Promise<number> {
   await c.query('analyze rd_threads');
   const t = await c.query<{ n: number }>('select count(*)::int as n from rd_threads');
   const threadCount = t.rows[0]?.n ?? 0;
+  const threads = await threadKeys(c, threadCount, keys);
   if (threadCount > 0) {
     onStep?.(`${threadCount} thread(s)`);
     await replaceRows(c, {
@@ -120,6 +151,7 @@ async function refreshThreads(c: Client, onStep?: Progress): Promise<number> {
     // The touched threads' citations with their days, read once for both per-thread rollups.
     await c.query(`create temp table rd_cited on commit drop as ${citedSql(threads)}`);
     await replaceByDelta(c, {
+      threads,
       perThread: 'rollup_citation_threads',
       select: citationThreadsSql('rd_cited'),
       totals: 'rollup_citation_sources',
@@ -127,6 +159,7 @@ async function refreshThreads(c: Client, onStep?: Progress): Promise<number> {
       latest: true,
     });
     await replaceByDelta(c, {
+      threads,
       perThread: 'rollup_citation_thread_days',
       select: citationThreadDaysSql('rd_cited'),
       totals: 'rollup_citation_daily',

@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { RELEASE_WAITING_SQL, type Release, releaseParam, WAITING_SQL } from './mark.ts';
 import { rebuildAll, vacuumRollups } from './rebuild.ts';
-import { refreshMarked } from './refresh-marked.ts';
+import { refreshMarked, type ThreadKeys } from './refresh-marked.ts';
 import { ROLLUPS_CURRENT_SQL } from './status.ts';
 import { type Client, inTransaction, type Progress, type RollupRefresh } from './transaction.ts';
 
@@ -35,11 +35,18 @@ import { type Client, inTransaction, type Progress, type RollupRefresh } from '.
  *
  * `first`: a write to make in the same transaction, under the lock, before the marks are taken
  * (the finalize's thread queue), so the marks it leaves are refreshed before any reader sees them.
+ * `threadKeys`: how the touched threads reach the statements over the large tables (refresh-marked.ts;
+ * chosen by their number unless a test forces one form).
  */
 export async function refreshRollups(
   pool: pg.Pool,
   onStep?: Progress,
-  opts: { rebuild?: boolean; release?: Release; first?: (c: Client) => Promise<void> } = {},
+  opts: {
+    rebuild?: boolean;
+    release?: Release;
+    first?: (c: Client) => Promise<void>;
+    threadKeys?: ThreadKeys;
+  } = {},
 ): Promise<RollupRefresh> {
   const release = releaseParam(opts.release ?? []);
   // One read when nothing is marked or waiting to be released (an unchanged re-load): no
@@ -57,7 +64,7 @@ export async function refreshRollups(
       return opts.rebuild ? rebuildAll(c, onStep) : { rebuilt: false, days: 0, threads: 0, users: 0 };
     }
     await c.query(RELEASE_WAITING_SQL, [release]);
-    return refreshMarked(c, onStep);
+    return refreshMarked(c, onStep, opts.threadKeys);
   });
   if (out.rebuilt) await vacuumRollups(pool, onStep);
   return out;

@@ -33,11 +33,13 @@ export async function replaceRows(
 /**
  * Keeps a total table (per source, or per source and day) by difference: the per-thread rows of
  * the touched threads are replaced, and what they added up to before is taken out of the totals
- * and what they add up to now put in. `group` names the total's key columns.
+ * and what they add up to now put in. `group` names the total's key columns; `threads`, the
+ * touched threads as a subquery (rd_threads, or its keys as refresh-marked.ts `threadKeys` gives them).
  */
 export async function replaceByDelta(
   c: Client,
   o: {
+    threads: string;
     perThread: string;
     select: string;
     totals: string;
@@ -46,7 +48,7 @@ export async function replaceByDelta(
     touched?: string;
   },
 ): Promise<void> {
-  const where = 'thread_id in (select thread_id from rd_threads)';
+  const where = `thread_id in (${o.threads})`;
   const g = o.group.join(', ');
   const sums = `sum(citations) as c, count(*) as t, sum(messages) as m, sum(artifacts) as a${
     o.latest ? ', max(last_updated_at) as lu' : ''
