@@ -95,7 +95,13 @@ export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<Fina
 
   if (f.openDay && !complete.includes(f.openDay)) {
     const summary = days.get(f.openDay) ?? daySummary(f.openDay, { r: 0, i: 0, u: 0, n: 0, j: 0 });
-    summary.incompleteReason = OPEN_DAY_REASON;
+    // Why the export itself was not known whole (cut at a line boundary, an empty body) stays
+    // beside it: nothing of a partial day is deleted either way, but whoever reads the ledger
+    // should see that this pull read less than the service had.
+    const exportReason = f.incompleteReason ?? null;
+    summary.incompleteReason = exportReason
+      ? `${OPEN_DAY_REASON}; the export was not whole: ${exportReason}`
+      : OPEN_DAY_REASON;
     days.set(f.openDay, summary);
     await recordOpenDay(pool, summary, f);
   }
@@ -163,7 +169,7 @@ async function recordOpenDay(pool: pg.Pool, summary: DaySummary, f: FinalizeInpu
       linesCommitted: f.ledgerDay === summary.day ? summary.rowsRead : 0,
     });
     await recordDayExport(c, summary.day, {
-      incompleteReason: OPEN_DAY_REASON,
+      incompleteReason: summary.incompleteReason ?? OPEN_DAY_REASON,
       deletesHeld: 0,
       heldReason: null,
       forceReason: null,
