@@ -105,4 +105,21 @@ describe('export day load over HTTP', () => {
     );
     expect(after.rows).toEqual(before.rows);
   });
+
+  it('when a day is pulled as the open day (partial), then the ledger records no export checksum; when it is then pulled complete, then it records the sha256 of the download', async () => {
+    const days = sim.truth.days();
+    const other = days[days.length - 2]!;
+    const checksum = async () =>
+      (
+        await tw.w.pool.query<{ c: string | null }>(
+          'select export_checksum as c from sync_days where day = $1',
+          [other],
+        )
+      ).rows[0]?.c;
+    const partial = await loadExportDay(deps(), { day: other, loadId: 'open-1', partial: true });
+    expect(partial.inserted).toBe(truthDay(sim, other).length);
+    expect(await checksum()).toBeNull();
+    await loadExportDay(deps(), { day: other, loadId: 'closed-1' });
+    expect(await checksum()).toMatch(/^[0-9a-f]{64}$/);
+  });
 });

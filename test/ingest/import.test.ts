@@ -78,6 +78,26 @@ describe('import', () => {
     expect(row.rows).toEqual([{ response: 'the later version' }]);
   });
 
+  it('when a re-import holds a stored key twice in a batch, once with its stored bytes and once changed, then the lines apply one at a time and the later one wins', async () => {
+    const recs = makeRecords(3, { seed: 'twice' });
+    await importFile(tw.w, config, log, { file: file(toJsonl(recs)) });
+    const changed = recs.map((r) => ({ ...r, Response: 'changed' }));
+    // Stored bytes then changed; stored bytes twice; changed then the stored bytes again.
+    const lines = [recs[0], changed[0], recs[1], recs[1], changed[2], recs[2]];
+    const s = await importFile(tw.w, config, log, { file: file(toJsonl(lines)) });
+    expect(s).toMatchObject({ rowsRead: 6, inserted: 0, updated: 3, unchanged: 3 });
+    const rows = await tw.w.pool.query<{ id: string; response: string }>(
+      'select message_id::text as id, response from analytics_messages where message_id = any($1::uuid[])',
+      [recs.map((r) => r['Message ID'])],
+    );
+    const byId = new Map(rows.rows.map((r) => [r.id, r.response]));
+    expect(recs.map((r) => byId.get(String(r['Message ID'])))).toEqual([
+      'changed',
+      recs[1]!.Response,
+      recs[2]!.Response,
+    ]);
+  });
+
   it('when lines break the record contract, then they are quarantined with line number and code and the rest loads', async () => {
     const good = makeRecords(5, { seed: 'rej' });
     const badUuid = { ...makeRecords(1, { seed: 'rej2' })[0]!, 'Thread ID': 'not-a-uuid' };
