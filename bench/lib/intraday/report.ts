@@ -6,6 +6,8 @@ export interface IntradayRun {
   rows: number;
   intervals: { label: string; ms: number }[];
   scenarios: ScenarioResult[];
+  /** The CPU (Node + server) of each run of the daily pull alone; the baseline is the median's run. */
+  dailyCpuS: number[];
   extras: ExtraMeasures;
   load: { before: string; after: string };
 }
@@ -123,7 +125,9 @@ function runTables(run: IntradayRun, list: Check[]): string[] {
       ]),
     ),
     '',
-    'Against the daily pull (same run):',
+    `Against the daily pull (same run; its CPU over ${run.dailyCpuS.length} run(s): ${run.dailyCpuS
+      .map((x) => `${x.toFixed(1)} s`)
+      .join(', ')}, the median's run is the baseline):`,
     '',
     table(
       ['scenario', 'CPU (Node + server)', 'Node CPU', 'server CPU', 'bytes read', 'WAL', 'table writes'],

@@ -200,6 +200,8 @@ async function measuredPull(d: PullDeps): Promise<{ pull: Pull; messageTimes: nu
   }
   const wallMs = performance.now() - t0;
   const cpu = process.cpuUsage(cpu0);
+  // The meter's own samples ran in this process during the pull: not the loader's CPU.
+  const meterCpuS = meter.ownSeconds();
   const serverCpuS = await meter.seconds();
   const walBytes = (await server.walLsn()) - wal0;
   const counts = pickCounts(summary);
@@ -217,7 +219,7 @@ async function measuredPull(d: PullDeps): Promise<{ pull: Pull; messageTimes: nu
       at,
       partial,
       wallMs,
-      nodeCpuS: (cpu.user + cpu.system) / 1e6,
+      nodeCpuS: (cpu.user + cpu.system) / 1e6 - meterCpuS,
       serverCpuS,
       walBytes,
       counts,

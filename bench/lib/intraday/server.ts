@@ -34,6 +34,11 @@ export interface CpuMeter {
   sample(): Promise<void>;
   /** Seconds of CPU since the meter started. */
   seconds(): Promise<number>;
+  /**
+   * Seconds of this process's own CPU its samples took so far (reading /proc for every server
+   * process): the caller's process.cpuUsage() counts them, and they are not the loader's.
+   */
+  ownSeconds(): number;
 }
 
 export interface TableWrites {
@@ -75,9 +80,16 @@ export async function openBenchServer(databaseUrl: string | undefined): Promise<
     meter: (appName) => {
       const start = postgresProcesses();
       const last = new Map<number, number>();
+      let ownUs = 0;
       const sample = async () => {
+        // The /proc reads are synchronous (ourPids' too, on the bench's own cluster, up to its
+        // return): their CPU, measured around them, is this meter's alone.
+        const c0 = process.cpuUsage();
         const now = postgresProcesses();
-        for (const pid of await ourPids(appName)) {
+        const pids = ourPids(appName);
+        const c = process.cpuUsage(c0);
+        ownUs += c.user + c.system;
+        for (const pid of await pids) {
           const p = now.get(pid);
           if (p) last.set(pid, p.ticks);
         }
@@ -90,6 +102,7 @@ export async function openBenchServer(databaseUrl: string | undefined): Promise<
           for (const [pid, t] of last) ticks += t - (start.get(pid)?.ticks ?? 0);
           return ticks / TICK;
         },
+        ownSeconds: () => ownUs / 1e6,
       };
     },
     walLsn: async () =>
