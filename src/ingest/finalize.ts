@@ -95,13 +95,6 @@ export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<Fina
 
   if (f.openDay && !complete.includes(f.openDay)) {
     const summary = days.get(f.openDay) ?? daySummary(f.openDay, { r: 0, i: 0, u: 0, n: 0, j: 0 });
-    // Why the export itself was not known whole (cut at a line boundary, an empty body) stays
-    // beside it: nothing of a partial day is deleted either way, but whoever reads the ledger
-    // should see that this pull read less than the service had.
-    const exportReason = f.incompleteReason ?? null;
-    summary.incompleteReason = exportReason
-      ? `${OPEN_DAY_REASON}; the export was not whole: ${exportReason}`
-      : OPEN_DAY_REASON;
     days.set(f.openDay, summary);
     await recordOpenDay(pool, summary, f);
   }
@@ -114,14 +107,12 @@ export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<Fina
     .map((d) => d.day);
   await recountDayDeletes(pool, touched);
 
-  // The rollups of the days and threads this load (or a load that died before here) changed:
-  // triggers marked them with the data, so a retried finalize finds them still marked. A day
-  // pull's writes of its own day waited instead (merge.ts, finalizeDay): released here, in the
-  // refresh's transaction, with those of an earlier pull of the same days that died before this.
-  // First in that transaction, the threads queued by the batches become pending (the whole queue:
-  // also what a load that died before its finalize left there), so the thread marks that makes
-  // are refreshed before any reader sees them; the aggregates of the threads this load queued
-  // follow the refresh, which they are read from.
+  // The rollups of what this load (or one that died before here) changed: triggers marked it with
+  // the data, so a retried finalize finds it still marked; a day pull's writes of its own day
+  // waited instead (merge.ts, finalizeDay) and are released in the refresh's transaction. First
+  // in it, the queued threads (the whole queue: a dead load's too) become pending, so the thread
+  // marks that makes are refreshed before any reader sees them; the aggregates of the threads this
+  // load queued follow the refresh, which they are read from.
   const t1 = performance.now();
   const release = new Set([...complete, f.ledgerDay, f.openDay].filter((d): d is string => Boolean(d)));
   await refreshRollups(pool, undefined, {
@@ -156,8 +147,17 @@ export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<Fina
 export const OPEN_DAY_REASON =
   'the day is still open (intraday pull): nothing deleted until the closed-day pull';
 
-/** The ledger row of an intraday pull of the open day: partial, its export not known whole. */
+/**
+ * The ledger row of an intraday pull of the open day: partial, its export not known whole. Why the
+ * export itself was not whole (cut at a line boundary, an empty body) stays beside the reason:
+ * nothing of a partial day is deleted either way, but whoever reads the ledger should see that
+ * this pull read less than the service had.
+ */
 async function recordOpenDay(pool: pg.Pool, summary: DaySummary, f: FinalizeInput): Promise<void> {
+  const exportReason = f.incompleteReason ?? null;
+  summary.incompleteReason = exportReason
+    ? `${OPEN_DAY_REASON}; the export was not whole: ${exportReason}`
+    : OPEN_DAY_REASON;
   const c = await pool.connect();
   try {
     await c.query('begin');
