@@ -14,8 +14,10 @@ import type pg from 'pg';
  *
  * Runs inside the refresh of the marked keys (refresh-marked.ts), in its transaction, with its key sets:
  * `rd_days` (the marked days), `rd_threads` (marked threads), `rd_users` (users whose rows changed),
- * and `rd_td`: the marked days' thread rows as the raw rows give them now. Each row is written once
- * per refresh, with every column in place: a first load inserts and never updates.
+ * and `rd_td`: the marked days' thread rows as the raw rows give them now (a narrowed refresh: those
+ * of the threads its day pulls wrote, `rd_wt`, alone; every other row of those days is as the last
+ * refresh left it). Each row is written once per refresh, with every column in place: a first load
+ * inserts and never updates.
  */
 
 type Client = Pick<pg.PoolClient, 'query'>;
@@ -67,11 +69,25 @@ export async function rebuildDays(c: Client): Promise<void> {
  * ones); each is a single query, and the two ways a changed thread's rows are written (a first
  * load, or rows on other days too) are the branches of one choice.
  */
-export async function refreshThreadDays(c: Client, o: { days: boolean; otherDays: boolean }): Promise<void> {
-  // The threads whose rows on the marked days are not what the raw rows give now.
+export async function refreshThreadDays(
+  c: Client,
+  o: { days: boolean; otherDays: boolean; narrow: boolean },
+): Promise<void> {
+  // The threads whose rows on the marked days are not what the raw rows give now; narrowed, among
+  // the written threads (`rd_wt`): the others' rows are as the last refresh left them.
   await c.query('create temp table rd_changed (thread_id uuid primary key) on commit drop');
   if (o.days) {
-    const old = `select ${THREAD_COLS} from rollup_thread_daily where message_date in (${DAYS})`;
+    const old = `select ${THREAD_COLS} from rollup_thread_daily where message_date in (${DAYS})${
+      o.narrow ? ' and thread_id in (select thread_id from rd_wt)' : ''
+    }`;
+    if (o.narrow) {
+      // The users whose rows of the days the written threads' rows make, before and after:
+      // refreshUserDays recomputes theirs alone.
+      await c.query(
+        `create temp table rd_uscope on commit drop as
+         select user_id from rd_td union select user_id from (${old}) x`,
+      );
+    }
     const had = await c.query<{ any: boolean }>(`select exists (${old}) as any`);
     await c.query(
       `insert into rd_changed
@@ -103,10 +119,19 @@ export async function refreshThreadDays(c: Client, o: { days: boolean; otherDays
      ${firstsSql('(select r.* from rd_threads k join rollup_thread_daily r on r.thread_id = k.thread_id) f', '-')}`,
   );
 
+  // A thread row counts among its day's threads unless it is a second user's row of the day
+  // (`prev_date` that same day). Narrowed, the days' counts move by the changed threads' rows
+  // alone (`rd_tcount`: theirs out, then in): every other row of the days stays as it is.
+  const counted = 'count(*) filter (where prev_date is distinct from message_date)';
+  if (o.narrow) await c.query('create temp table rd_tcount (message_date date, n bigint) on commit drop');
   if (o.days) {
+    const del = `delete from rollup_thread_daily
+       where message_date in (${DAYS}) and thread_id in (select thread_id from rd_changed)`;
     await c.query(
-      `delete from rollup_thread_daily
-       where message_date in (${DAYS}) and thread_id in (select thread_id from rd_changed)`,
+      o.narrow
+        ? `with d as (${del} returning message_date, prev_date)
+           insert into rd_tcount select message_date, -${counted} from d group by message_date`
+        : del,
     );
   }
   const changed = (rows: string) =>
@@ -150,6 +175,12 @@ export async function refreshThreadDays(c: Client, o: { days: boolean; otherDays
        ${firstsSql('(select s.message_date, s.prev as prev_date, st.status, st.depth from seq s join rd_tstate st on st.thread_id = s.thread_id) f', '')}`,
     );
   }
+  if (o.narrow) {
+    await c.query(
+      `insert into rd_tcount select message_date, ${counted} from rollup_thread_daily
+       where message_date in (${DAYS}) and thread_id in (select thread_id from rd_changed) group by message_date`,
+    );
+  }
   // Marked threads whose rows did not change: their status or depth may have. Their keys as a
   // table of their own, so that the planner probes the thread rows by key.
   await c.query(
@@ -183,12 +214,15 @@ export async function refreshThreadDays(c: Client, o: { days: boolean; otherDays
  * of days, so only what a marked day can change is written: the user's row of that day, with the
  * previous active day found by a backward probe, and, where the user's presence on a marked day
  * changed, the previous day of the user's next active day after it. Users whose rows changed go
- * into `rd_users`. Leaves `rd_ud`, the marked days' user rows, for rollup_daily's counts.
+ * into `rd_users`. Leaves `rd_ud`, the user rows it wrote (refreshMarked drops it).
  */
-export async function refreshUserDays(c: Client, o: { otherDays: boolean }): Promise<void> {
+export async function refreshUserDays(c: Client, o: { otherDays: boolean; narrow: boolean }): Promise<void> {
+  // Narrowed, the rows of the users of the written threads alone (`rd_uscope`), from the thread
+  // rows as refreshThreadDays left them: a user's row of a day sums all of its threads that day.
+  const scope = o.narrow ? ' and user_id in (select user_id from rd_uscope)' : '';
   await c.query(
     `create temp table rr_old on commit drop as
-     with d as (delete from rollup_user_daily where message_date in (${DAYS})
+     with d as (delete from rollup_user_daily where message_date in (${DAYS})${scope}
                 returning user_id, message_date, messages, threads, first_at, last_at)
      select * from d`,
   );
@@ -204,7 +238,8 @@ export async function refreshUserDays(c: Client, o: { otherDays: boolean }): Pro
      } as before
      from (select user_id, message_date, sum(messages)::bigint as messages, count(*)::bigint as threads,
                   min(first_at) as first_at, max(last_at) as last_at
-           from rd_td group by user_id, message_date) n`,
+           from ${o.narrow ? `rollup_thread_daily where message_date in (${DAYS})${scope}` : 'rd_td'}
+           group by user_id, message_date) n`,
   );
   await c.query(
     `insert into rollup_user_daily (user_id, message_date, messages, threads, first_at, last_at, prev_date)
@@ -242,6 +277,15 @@ export async function refreshUserDays(c: Client, o: { otherDays: boolean }): Pro
        where n.next_date is not null and n.next_date not in (${DAYS})) k
      where u.user_id = k.user_id and u.message_date = k.next_date`,
     );
+  }
+  if (o.narrow) {
+    // The days' user counts move by the scope's rows alone: theirs out, then in.
+    await c.query(
+      `create temp table rd_ucount on commit drop as
+       select message_date, count(*) as n from rd_ud group by message_date
+       union all select message_date, -count(*) from rr_old group by message_date`,
+    );
+    await c.query('drop table rd_uscope');
   }
   await c.query('drop table rr_old');
 }

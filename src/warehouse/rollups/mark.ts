@@ -20,7 +20,11 @@ export async function markRange(c: Client, range: { from: string; to: string }):
     [range.from, range.to],
   );
   // What waits in the range is recomputed now: waiting marks there would only make a refresh redo it.
-  await c.query('delete from rollup_waiting_days where day between $1 and $2', [range.from, range.to]);
+  await c.query(
+    `with d as (delete from rollup_waiting_days where day between $1 and $2 returning day)
+     delete from rollup_waiting_threads where day between $1 and $2`,
+    [range.from, range.to],
+  );
 }
 
 /**
@@ -41,9 +45,17 @@ export function marksWaitSql(day: string): string {
  */
 export type Release = readonly string[] | 'all';
 
-/** Turns the waiting marks of `$1` (an array of days; null: all) into marks, in the refresh's transaction. */
-export const RELEASE_WAITING_SQL = `with w as (delete from rollup_waiting_days where $1::date[] is null or day = any($1::date[])
-  returning day) insert into rollup_dirty_days select distinct day from w`;
+/**
+ * Takes the waiting marks of `$1` (an array of days; null: all), in the refresh's transaction, into
+ * its temporary table `rd_waited`: a row per waiting day (no thread) and per thread a write of that
+ * day noted (migration 2026-11-27T16-00-00). One statement, so that both deletes share its
+ * snapshot: a write committing meanwhile leaves its day and its threads waiting together, for the
+ * next release, never its day without its threads.
+ */
+export const RELEASE_WAITING_SQL = `with d as (delete from rollup_waiting_days where $1::date[] is null or day = any($1::date[])
+    returning day),
+  t as (delete from rollup_waiting_threads where $1::date[] is null or day = any($1::date[]) returning day, thread_id)
+  insert into rd_waited select day, null::uuid from d union all select day, thread_id from t`;
 
 /** Whether any waiting mark of `$1` (as RELEASE_WAITING_SQL) is there to release. */
 export const WAITING_SQL =

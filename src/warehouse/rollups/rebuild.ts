@@ -58,6 +58,7 @@ export async function rebuildAll(c: Client, onStep?: Progress): Promise<RollupRe
   await c.query('delete from rollup_dirty_threads');
   // Every key is recomputed from the raw rows as they are: nothing waits any more.
   await c.query('delete from rollup_waiting_days');
+  await c.query('delete from rollup_waiting_threads');
   // Deleted, not truncated: TRUNCATE's lock would stop every reader of the rollups (the dashboard,
   // the views) for the whole rebuild, minutes at 10M rows. A delete leaves them reading the old
   // rows of their snapshot until this transaction commits the new ones; the space the old rows

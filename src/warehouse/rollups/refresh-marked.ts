@@ -1,4 +1,5 @@
 import { refreshThreadDays, refreshUserDays } from './days.ts';
+import { RELEASE_WAITING_SQL } from './mark.ts';
 import { replaceByDelta, replaceRows } from './replace.ts';
 import {
   citationThreadDaysSql,
@@ -28,21 +29,48 @@ import type { Client, Progress, RollupRefresh } from './transaction.ts';
  */
 
 /**
+ * Each marked day's distinct users and threads, for rollup_daily. Whole: its user rows, and its
+ * thread rows that are not a second user's row of the day (`prev` on those is the same day), as
+ * the refresh wrote them all; no distinct count. Narrowed: the day's counts as its last refresh
+ * left them (`rd_was`), moved by the rows this one replaced (days.ts `rd_tcount`, `rd_ucount`); counting
+ * the day's rows again in the tables took ~100 ms a pull at ~37k thread rows.
+ */
+const WHOLE_COUNTS = `
+  select u.message_date, u.n as users, t.n as threads
+  from (select message_date, count(*)::bigint as n from rd_ud group by message_date) u
+  join (select message_date, count(*) filter (where prev is distinct from message_date)::bigint as n
+        from rd_td group by message_date) t on t.message_date = u.message_date`;
+const NARROWED_COUNTS = `
+  select d.day as message_date,
+         coalesce(r.active_users, 0) + coalesce((select sum(n) from rd_ucount x where x.message_date = d.day), 0)
+           as users,
+         coalesce(r.active_threads, 0) + coalesce((select sum(n) from rd_tcount x where x.message_date = d.day), 0)
+           as threads
+  from rd_days d left join rd_was r on r.message_date = d.day`;
+
+/**
  * How the touched threads reach the statements over the large tables (`threadKeys`): chosen by
  * their number (`auto`), or one form forced, for a test that holds the two to the same rows.
  */
 export type ThreadKeys = 'auto' | 'probe' | 'table';
 
-/** The refresh of the marked keys (see the top of the file for the order). */
+/**
+ * The refresh of the marked keys (see the top of the file for the order). `release`: the days whose
+ * waiting marks are taken in first (mark.ts RELEASE_WAITING_SQL; null: every day; none: a range's
+ * refresh, or one of the marks alone).
+ */
 export async function refreshMarked(
   c: Client,
   onStep?: Progress,
   keys: ThreadKeys = 'auto',
+  release: string[] | null = [],
 ): Promise<RollupRefresh> {
   await c.query('create temp table rd_days (day date primary key) on commit drop');
   await c.query('create temp table rd_threads (thread_id uuid primary key) on commit drop');
   await c.query('create temp table rd_users (user_id uuid primary key) on commit drop');
   await c.query('create temp table rd_day_types (day date, citation_type text) on commit drop');
+  await c.query('create temp table rd_waited (day date, thread_id uuid) on commit drop');
+  if (release === null || release.length > 0) await c.query(RELEASE_WAITING_SQL, [release]);
   // Taken first, so that a write committing after this statement leaves its mark for the next
   // refresh; whatever committed before it is seen by the reads below.
   await c.query(
@@ -53,6 +81,7 @@ export async function refreshMarked(
     `with d as (delete from rollup_dirty_threads returning thread_id)
      insert into rd_threads select distinct thread_id from d`,
   );
+  const narrow = await narrowedDays(c);
   // Temporary tables have no statistics until analyzed: without them the planner guesses their
   // size and may scan a whole rollup or raw table instead of probing its index per key.
   await c.query('analyze rd_days');
@@ -63,8 +92,8 @@ export async function refreshMarked(
   if (m.days === 0 && m.threads === 0) return { rebuilt: false, days: 0, threads: 0, users: 0 };
 
   if (m.days > 0) {
-    onStep?.(`${m.days} day(s)`);
-    await readMarkedDays(c);
+    onStep?.(narrow ? `${m.days} day(s), their written threads` : `${m.days} day(s)`);
+    await readMarkedDays(c, narrow);
   }
   // Whether a day that is not marked has rows (rollup_daily has a row per day with rows, and this
   // refresh changes only the marked days'). Not on a first load: then no thread or user has rows
@@ -74,23 +103,25 @@ export async function refreshMarked(
   );
   const otherDays = other.rows[0]?.any === true;
   onStep?.('thread and user days');
-  await refreshThreadDays(c, { days: m.days > 0, otherDays });
+  await refreshThreadDays(c, { days: m.days > 0, otherDays, narrow });
   if (m.days > 0) {
-    await refreshUserDays(c, { otherDays });
-    // The day's distinct users are its user rows; its distinct threads the thread rows that are
-    // not a second user's row of the day (`prev` on those is the same day): no distinct count.
+    await refreshUserDays(c, { otherDays, narrow });
+    if (narrow) {
+      // Taken before replaceRows deletes the days' rows.
+      await c.query(
+        `create temp table rd_was on commit drop as
+         select message_date, active_users, active_threads from rollup_daily where message_date in (select day from rd_days)`,
+      );
+    }
     await replaceRows(c, {
       table: 'rollup_daily',
       where: 'message_date in (select day from rd_days)',
       select: `
-        select a.message_date, a.messages, u.n, t.n, a.cancelled, a.answered, a.chars, a.avg, a.median
-        from rd_daily a
-        join (select message_date, count(*)::bigint as n from rd_ud group by message_date) u
-          on u.message_date = a.message_date
-        join (select message_date, count(*) filter (where prev is distinct from message_date)::bigint as n
-              from rd_td group by message_date) t on t.message_date = a.message_date`,
+        select a.message_date, a.messages, n.users, n.threads, a.cancelled, a.answered, a.chars, a.avg, a.median
+        from rd_daily a join (${narrow ? NARROWED_COUNTS : WHOLE_COUNTS}) n on n.message_date = a.message_date`,
     });
-    for (const t of ['rd_daily', 'rd_td', 'rd_ud']) await c.query(`drop table ${t}`);
+    const temps = ['rd_daily', 'rd_td', 'rd_ud', ...(narrow ? ['rd_tcount', 'rd_ucount', 'rd_was'] : [])];
+    for (const t of temps) await c.query(`drop table ${t}`);
   }
 
   const threadCount = await refreshThreads(c, onStep, keys);
@@ -179,11 +210,40 @@ async function refreshThreads(c: Client, onStep: Progress | undefined, keys: Thr
 }
 
 /**
+ * Whether the marked days are refreshed for their written threads alone, and those threads
+ * (`rd_wt`). Adds the released days to `rd_days`. Only when every marked day was marked by the
+ * waiting marks of day pulls (whose thread marks name every thread they wrote of that day), none
+ * by another write (a file import, enrichment's history, a range to rebuild: the day is then
+ * refreshed whole), and when those threads are at most a quarter of the days' threads at their
+ * last refresh: a day's first pull, which writes all of them, compares nothing and reads its
+ * thread rows once from the raw rows it reads anyway.
+ */
+async function narrowedDays(c: Client): Promise<boolean> {
+  const direct = await c.query<{ any: boolean }>('select exists (select 1 from rd_days) as any');
+  await c.query('insert into rd_days select distinct day from rd_waited on conflict do nothing');
+  if (direct.rows[0]?.any !== false) return false;
+  await c.query(
+    `create temp table rd_wt on commit drop as
+     select distinct thread_id from rd_waited where thread_id is not null`,
+  );
+  await c.query('alter table rd_wt add primary key (thread_id)');
+  await c.query('analyze rd_wt');
+  const n = await c.query<{ written: number; threads: number }>(
+    `select (select count(*) from rd_wt)::int as written,
+            coalesce((select sum(active_threads) from rollup_daily where message_date in (select day from rd_days)), 0)::float8
+              as threads`,
+  );
+  const r = n.rows[0] ?? { written: 0, threads: 0 };
+  return r.threads > 0 && r.written * 4 <= r.threads;
+}
+
+/**
  * The marked days as the raw rows give them now: `rd_daily` (each day's figures) and `rd_td`
  * (each day's thread rows, with the thread's previous row among them), read from the raw rows
- * once.
+ * once. `narrow`: the thread rows of the written threads (`rd_wt`) alone; the figures, a median
+ * among them, still take every row of the day.
  */
-async function readMarkedDays(c: Client): Promise<void> {
+async function readMarkedDays(c: Client, narrow: boolean): Promise<void> {
   // The marked days' raw rows are read once, narrowed to what the per-day rollups take, by a
   // CREATE TABLE AS: it may scan with parallel workers where an INSERT ... SELECT runs in one
   // process (the finalize leaves the loader's core idle). The days go in as a literal, since
@@ -211,7 +271,8 @@ async function readMarkedDays(c: Client): Promise<void> {
      select thread_id, message_date, user_id, count(*)::bigint as messages, min(message_time) as first_at,
             max(message_time) as last_at,
             lag(message_date) over (partition by thread_id order by message_date, user_id) as prev
-     from rd_rows group by thread_id, message_date, user_id`,
+     from rd_rows ${narrow ? 'where thread_id in (select thread_id from rd_wt)' : ''}
+     group by thread_id, message_date, user_id`,
   );
   await c.query('drop table rd_rows');
 }

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { RELEASE_WAITING_SQL, type Release, releaseParam, WAITING_SQL } from './mark.ts';
+import { type Release, releaseParam, WAITING_SQL } from './mark.ts';
 import { rebuildAll, vacuumRollups } from './rebuild.ts';
 import { refreshMarked, type ThreadKeys } from './refresh-marked.ts';
 import { ROLLUPS_CURRENT_SQL } from './status.ts';
@@ -63,8 +63,7 @@ export async function refreshRollups(
     if (state.rows[0]?.rebuild_needed !== false) {
       return opts.rebuild ? rebuildAll(c, onStep) : { rebuilt: false, days: 0, threads: 0, users: 0 };
     }
-    await c.query(RELEASE_WAITING_SQL, [release]);
-    return refreshMarked(c, onStep, opts.threadKeys);
+    return refreshMarked(c, onStep, opts.threadKeys, release);
   });
   if (out.rebuilt) await vacuumRollups(pool, onStep);
   return out;
