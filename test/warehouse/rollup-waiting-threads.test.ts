@@ -166,6 +166,7 @@ describe("a day pull's writes refreshed for the threads they wrote (seeded)", ()
       if (rand.chance(0.25)) day = rand.pick(DAYS);
     }
     console.info(`rollup-waiting-threads test: ${narrowed} refreshes narrowed, ${whole} whole`);
-    expect(narrowed, 'most refreshes are narrowed').toBeGreaterThan(10);
+    // 13-23 of ~30 in the runs so far; the bound only proves the narrowed form was exercised.
+    expect(narrowed, 'refreshes narrowed').toBeGreaterThanOrEqual(5);
   });
 });
