@@ -30,7 +30,17 @@ describe('connections', () => {
         writtenWhole = res.writableFinished;
       });
       for (let i = 0; i < chunks && !res.destroyed; i++) {
-        if (!res.write(chunk)) await new Promise((r) => res.once('drain', r).once('close', r));
+        // Each wait takes its listeners off again: left on, a close listener per wait piled up
+        // past Node's limit of ten (MaxListenersExceededWarning in CI's output).
+        if (!res.write(chunk)) {
+          await new Promise<void>((resolve) => {
+            const done = () => {
+              res.off('drain', done).off('close', done);
+              resolve();
+            };
+            res.on('drain', done).on('close', done);
+          });
+        }
       }
       res.end();
     });
