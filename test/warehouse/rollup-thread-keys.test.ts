@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Rng } from '../../src/simulator/prng.ts';
-import { ROLLUP_TABLES } from '../../src/warehouse/rollups/rebuild.ts';
 import { refreshRollups } from '../../src/warehouse/rollups/refresh.ts';
 import type { ThreadKeys } from '../../src/warehouse/rollups/refresh-marked.ts';
+import { rollupRows } from '../helpers/rollups.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 
 /**
@@ -92,15 +92,6 @@ async function writeRound(tw: TestWarehouse, rand: Rng, round: number): Promise<
        (select owner_kind, owner_id, ordinal from citations order by md5(owner_id || ordinal || $1) limit $2)`,
     [round, rand.int(3)],
   );
-}
-
-async function rollupRows(tw: TestWarehouse): Promise<Record<string, unknown[]>> {
-  const out: Record<string, unknown[]> = {};
-  for (const t of ROLLUP_TABLES) {
-    const r = await tw.w.pool.query(`select * from ${t}`);
-    out[t] = r.rows.map((x) => JSON.stringify(x)).sort();
-  }
-  return out;
 }
 
 beforeAll(async () => {

@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Rng } from '../../src/simulator/prng.ts';
 import { marksWaitSql } from '../../src/warehouse/rollups/mark.ts';
-import { ROLLUP_TABLES, rebuildRollups } from '../../src/warehouse/rollups/rebuild.ts';
+import { rebuildRollups } from '../../src/warehouse/rollups/rebuild.ts';
 import { refreshRollups } from '../../src/warehouse/rollups/refresh.ts';
+import { rollupRows } from '../helpers/rollups.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 
 /**
@@ -116,15 +117,6 @@ async function otherWrites(rand: Rng, day: string, round: number): Promise<strin
   return whole;
 }
 
-async function rollupRows(): Promise<Record<string, unknown[]>> {
-  const out: Record<string, unknown[]> = {};
-  for (const t of ROLLUP_TABLES) {
-    const r = await tw.w.pool.query(`select * from ${t}`);
-    out[t] = r.rows.map((x) => JSON.stringify(x)).sort();
-  }
-  return out;
-}
-
 beforeAll(async () => {
   console.info(`rollup-waiting-threads test: seed ${SEED} (WAITING_THREADS_SEED=${SEED} replays it)`);
   tw = await createTestWarehouse({ prefix: 'waiting_threads' });
@@ -158,10 +150,10 @@ describe("a day pull's writes refreshed for the threads they wrote (seeded)", ()
         'select 1 from rollup_waiting_days union all select 1 from rollup_waiting_threads',
       );
       expect(waiting.rowCount, `round ${round}: nothing waits`).toBe(0);
-      const incremental = await rollupRows();
+      const incremental = await rollupRows(tw);
       await rebuildRollups(tw.w.pool, null);
       expect(incremental, `round ${round}, ${wasNarrowed ? 'narrowed' : 'whole'} (seed ${SEED})`).toEqual(
-        await rollupRows(),
+        await rollupRows(tw),
       );
       if (rand.chance(0.25)) day = rand.pick(DAYS);
     }

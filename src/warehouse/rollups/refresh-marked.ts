@@ -220,8 +220,11 @@ async function refreshThreads(c: Client, onStep: Progress | undefined, keys: Thr
  */
 async function narrowedDays(c: Client): Promise<boolean> {
   const direct = await c.query<{ any: boolean }>('select exists (select 1 from rd_days) as any');
-  await c.query('insert into rd_days select distinct day from rd_waited on conflict do nothing');
-  if (direct.rows[0]?.any !== false) return false;
+  const waited = await c.query(
+    'insert into rd_days select distinct day from rd_waited on conflict do nothing',
+  );
+  // Nothing released (an enrichment batch's refresh, a range's): no thread set to build.
+  if (direct.rows[0]?.any !== false || waited.rowCount === 0) return false;
   await c.query(
     `create temp table rd_wt on commit drop as
      select distinct thread_id from rd_waited where thread_id is not null`,
