@@ -17,7 +17,7 @@ const MAX_QUEUED_THREADS = 100_000;
 /** What every batch of a load carries (the rest of BatchTarget is per batch). */
 export type LoadTarget = Omit<
   BatchTarget,
-  'part' | 'uptoLine' | 'sink' | 'drift' | 'stageAll' | 'queuedThreads'
+  'part' | 'uptoLine' | 'sink' | 'drift' | 'known' | 'stageAll' | 'queuedThreads'
 >;
 
 export class BatchWriter {
@@ -88,6 +88,7 @@ export class BatchWriter {
           uptoLine: upto,
           sink: batch.sink,
           drift: batch.drift,
+          known: batch.known,
           stageAll,
           skipLookup,
           queuedThreads: this.queuedThreads,

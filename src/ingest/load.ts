@@ -10,6 +10,7 @@ import { BatchWriter } from './batch-writer.ts';
 import { FastPathGate } from './fast-path.ts';
 import { type DaySummary, finalizeLoad } from './finalize.ts';
 import { watchesHeld } from './held-seen.ts';
+import { type KnownLines, readKnownLines } from './known-lines.ts';
 import { type SplitStats, splitLines } from './line-splitter.ts';
 import { Partition } from './partition.ts';
 import { exportContract } from './record-parser.ts';
@@ -66,6 +67,12 @@ export interface LoadRequest {
   ledgerDay?: string | null;
   /** The open UTC day an intraday pull reads: loaded, never deleted from, marked `partial` (finalize.ts). */
   openDay?: string | null;
+  /**
+   * On an intraday pull (openDay, its ledger day), skip the lines the warehouse holds byte for
+   * byte (known-lines.ts; default true). False sends every line through the merge, as a complete
+   * pull does: the comparison the tests and the bench make.
+   */
+  knownLines?: boolean;
   batchSize: number;
   parts: number;
   maxLineBytes: number;
@@ -205,19 +212,24 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
     signal: req.signal,
     onCommit: () => report(),
   });
+  const known = await openDayKnown(req, first, seen);
   const router = new LineRouter(partitions, writer, seen, gate, {
     loadId: req.loadId,
     batchSize: req.batchSize,
     maxLineBytes: req.maxLineBytes,
     ledgerDay,
     contract,
+    known,
   });
 
   await mergeSource({ req, first, partitions, seen, writer, router, read, report });
   report(true);
 
   const merged = Date.now();
-  log.debug({ loadKey: req.loadKey, elapsedMs: merged - started }, 'every line merged; finalizing');
+  log.debug(
+    { loadKey: req.loadKey, elapsedMs: merged - started, knownLines: known?.size, skipped: known?.skipped },
+    'every line merged; finalizing',
+  );
   const fin = await finalizeLoad(warehouse, {
     loadId: req.loadId,
     loadKey: req.loadKey,
@@ -243,6 +255,21 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
     reopens: read.reopens,
     elapsedMs: Date.now() - started,
   };
+}
+
+/**
+ * The open day's lines the warehouse holds, for an intraday pull to skip (known-lines.ts), or
+ * null. Never where the load notes the ids it reads (`seen`: a complete day, or deletes held
+ * at its start): a skipped line's id would go unnoted.
+ */
+async function openDayKnown(
+  req: LoadRequest,
+  first: pg.PoolClient,
+  seen: SeenSpill | null,
+): Promise<KnownLines | null> {
+  const day = req.openDay;
+  if (!day || day !== req.ledgerDay || seen !== null || req.knownLines === false) return null;
+  return readKnownLines(first, day);
 }
 
 /** What one run of a load merges with: its partitions, their writer, the router feeding them. */

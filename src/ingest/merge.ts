@@ -51,6 +51,11 @@ export interface BatchTarget {
    */
   drift: Map<number, LineDrift>;
   /**
+   * Lines of the batch known by content (known-lines.ts): each the line of a live row of
+   * `ledgerDay`, byte for byte, so read and unchanged; only counted.
+   */
+  known?: number;
+  /**
    * Send every written row through the staging table's upsert, new keys too: the retry after a
    * concurrent writer inserted one of the batch's new keys first (unique violation).
    */
@@ -163,6 +168,16 @@ function bump(days: BatchCounts['days'], day: string, slot: 1 | 2 | 3): void {
   c[slot]++;
 }
 
+/** Lines known by content: read and unchanged, on the day whose rows they were read from. */
+function countKnown(counts: BatchCounts, known: number, day: string): void {
+  counts.rowsRead += known;
+  counts.unchanged += known;
+  const c = counts.days.get(day) ?? [0, 0, 0, 0];
+  c[0] += known;
+  c[3] += known;
+  counts.days.set(day, c);
+}
+
 /**
  * What the warehouse holds for a key, as far as this batch knows: the stored row, then the last
  * row of the batch that applied to it (the row itself: no object per row for this).
@@ -215,6 +230,10 @@ export async function mergeBatch(
         stored.add(f.id);
       }
       counts.found = found.rows.length;
+    }
+    if (t.known) {
+      if (!t.ledgerDay) throw new Error('lines known by content are counted on the day they were read from');
+      countKnown(counts, t.known, t.ledgerDay);
     }
     const finalVersion = decide(rows, state, t, counts, quarantined);
     if (finalVersion.size > 0) await writeRows(client, rows, finalVersion, stored, t, counts);

@@ -17,6 +17,9 @@ import type { CheckedRow, LineDrift, PendingReject, PendingRow } from './pending
 const SINK_BYTES = 1 << 21;
 const SINK_FLUSH_BYTES = SINK_BYTES - (1 << 16);
 const SINK_KEEP_BYTES = 1 << 23;
+// A known line costs its batch only a count, so it fills a batch at this fraction of a line: a
+// checkpoint every few thousand of them, not a transaction per `batchSize` lines of nothing.
+const KNOWN_PER_LINE = 8;
 
 export function partOf(messageId: string, parts: number): number {
   // The last 8 hex digits are random in v4 and v7 UUIDs alike (v7 starts with a timestamp).
@@ -30,6 +33,8 @@ export interface Batch {
   sink: ByteSink;
   /** Schema drift of the batch's lines, by line number (a line noted twice counts once). */
   drift: Map<number, LineDrift>;
+  /** Lines known by content (known-lines.ts): read and unchanged, counted with the checkpoint. */
+  known: number;
 }
 
 export class Partition {
@@ -50,6 +55,7 @@ export class Partition {
   private rows: PendingRow[] = [];
   private rejects: PendingReject[] = [];
   private drift = new Map<number, LineDrift>();
+  private known = 0;
   /** Bytes the batch's rejects hold outside the sink (their raw text), counted toward its bound. */
   private rejectBytes = 0;
   private spare = new ByteSink(SINK_BYTES);
@@ -69,6 +75,12 @@ export class Partition {
     this.rows.push({ kind: 'raw', lineNo, lineHash, quickId, rawAt, rawEnd: this.sink.len });
     // Rejected bytes are not counted here (as they always were): the bound is the sink's.
     return this.rows.length + this.rejects.length >= this.limit || this.sink.len >= SINK_FLUSH_BYTES;
+  }
+
+  /** A line known by content, counted and not kept (known-lines.ts); whether the batch is full. */
+  addKnown(): boolean {
+    this.known++;
+    return this.full();
   }
 
   /** A row (encoded into this partition's sink, or re-checked); whether the batch is full. */
@@ -98,7 +110,7 @@ export class Partition {
 
   private full(): boolean {
     return (
-      this.rows.length + this.rejects.length >= this.limit ||
+      this.rows.length + this.rejects.length + this.known / KNOWN_PER_LINE >= this.limit ||
       this.sink.len + this.rejectBytes >= SINK_FLUSH_BYTES
     );
   }
@@ -108,7 +120,14 @@ export class Partition {
    * sent before is done: its sink becomes the next batch's.
    */
   close(batchSize: number): Batch {
-    const batch: Batch = { rows: this.rows, rejects: this.rejects, sink: this.sink, drift: this.drift };
+    const batch: Batch = {
+      rows: this.rows,
+      rejects: this.rejects,
+      sink: this.sink,
+      drift: this.drift,
+      known: this.known,
+    };
+    this.known = 0;
     this.rows = [];
     this.rejects = [];
     if (this.drift.size > 0) this.drift = new Map();

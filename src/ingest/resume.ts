@@ -81,8 +81,8 @@ export async function verifySkipped(p: Partition, loadId: string): Promise<numbe
 export class LineDigest {
   private readonly taken = createHash('sha1');
 
-  /** Adds a line taken into the load; returns its sha1 hex, or null for a line with a problem. */
-  take(line: SourceLine): string | null {
+  /** Adds a line taken into the load; returns its sha1 (20 bytes), or null for a line with a problem. */
+  take(line: SourceLine): Buffer | null {
     return digestLine(this.taken, line);
   }
 
@@ -120,9 +120,10 @@ export class PrefixCheck {
   }
 }
 
-function digestLine(h: Hash, line: SourceLine): string | null {
+function digestLine(h: Hash, line: SourceLine): Buffer | null {
   if (line.bytes) {
-    const lineHash = hash('sha1', line.bytes, 'hex');
+    // Binary: a line known by content (known-lines.ts) is skipped without ever being hex.
+    const lineHash = hash('sha1', line.bytes, 'buffer');
     h.update(lineHash);
     return lineHash;
   }

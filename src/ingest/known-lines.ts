@@ -1,0 +1,123 @@
+import type pg from 'pg';
+
+/**
+ * The lines of the open day the warehouse already holds, by content: the sha1 of each live row's
+ * source line (`line_hash`) with the last 32 bits of its message id. An intraday pull reads the
+ * day's export from its first line every time (decision 0014: the export repeats no prefix), so
+ * at an hourly pull most lines are ones an earlier pull loaded. Without this table each of them
+ * went through the fast path: copied into its batch, its id sent to the server in a key lookup,
+ * the stored row read back and compared (merge.ts `decide`). With it, a line whose sha1 is here
+ * is that stored row's line byte for byte, so it is unchanged: counted as read and unchanged with
+ * its key partition's next checkpoint, and taken no further (router.ts). Decision 0017.
+ *
+ * Read once per attempt of a pull, before its first line (`readKnownLines`), so it is the day as
+ * the pull found it. What the pull itself writes is not in it; a key an earlier line of the same
+ * pull wrote must not be skipped (the later line wins), which `routed` tracks.
+ */
+
+/** A day with more live rows than this is pulled without the table (its memory: ~33 bytes a row). */
+export const KNOWN_LINES_MAX = 2_000_000;
+
+// One row: the 20 bytes of its line's sha1, then the last 4 bytes of its message id (the 8 hex
+// digits `partOf` routes by), as one bytea for the whole day: no row object per row on the client.
+const KNOWN_LINES_SQL = `
+  select count(*)::int as n,
+         coalesce(string_agg(decode(line_hash, 'hex') || substring(uuid_send(message_id) from 13 for 4), ''::bytea), ''::bytea) as b
+  from (
+    select line_hash, message_id from analytics_messages
+    where message_date = $1::date and _deleted_at is null and line_hash ~ '^[0-9a-f]{40}$'
+    limit $2
+  ) k`;
+
+const ENTRY_BYTES = 24;
+const ENTRY_WORDS = ENTRY_BYTES / 4;
+/** Bits of the filter of keys routed (2^20: ~0.4 % false hits at 4,000 keys, and a false hit only costs the lookup). */
+const ROUTED_BITS = 20;
+
+export class KnownLines {
+  /** Entries of 6 words: the sha1 as 5 little-endian words, then the id's last 32 bits. */
+  private readonly entries: Uint32Array;
+  /** Open addressing, linear probing: entry index + 1, 0 for empty. */
+  private readonly slots: Uint32Array;
+  private readonly mask: number;
+  /** A bit per key (by its id's last 20 bits) this pull routed to its merge: those are not skipped. */
+  private readonly routedBits = new Uint8Array(1 << (ROUTED_BITS - 3));
+  readonly size: number;
+  /** Lines skipped so far (this attempt). */
+  skipped = 0;
+
+  /** `rows`: `size` entries of 24 bytes (see KNOWN_LINES_SQL). */
+  constructor(rows: Buffer) {
+    this.size = Math.floor(rows.length / ENTRY_BYTES);
+    this.entries = new Uint32Array(this.size * ENTRY_WORDS);
+    for (let i = 0; i < this.size; i++) {
+      const at = i * ENTRY_BYTES;
+      for (let w = 0; w < 5; w++) this.entries[i * ENTRY_WORDS + w] = rows.readUInt32LE(at + 4 * w);
+      this.entries[i * ENTRY_WORDS + 5] = rows.readUInt32BE(at + 20);
+    }
+    let cap = 1024;
+    while (cap < this.size * 2) cap *= 2;
+    this.slots = new Uint32Array(cap);
+    this.mask = cap - 1;
+    for (let i = 0; i < this.size; i++) {
+      let s = (this.entries[i * ENTRY_WORDS] as number) & this.mask;
+      while (this.slots[s] !== 0) s = (s + 1) & this.mask;
+      this.slots[s] = i + 1;
+    }
+  }
+
+  /**
+   * The last 32 bits of the id of the live row whose line has this sha1, or -1: not held, or its
+   * key was routed to the merge by this pull (an earlier line may have changed the stored row).
+   */
+  find(sha1: Buffer): number {
+    const w0 = sha1.readUInt32LE(0);
+    const e = this.entries;
+    for (let s = w0 & this.mask; ; s = (s + 1) & this.mask) {
+      const slot = this.slots[s] as number;
+      if (slot === 0) return -1;
+      const at = (slot - 1) * ENTRY_WORDS;
+      if (
+        e[at] === w0 &&
+        e[at + 1] === sha1.readUInt32LE(4) &&
+        e[at + 2] === sha1.readUInt32LE(8) &&
+        e[at + 3] === sha1.readUInt32LE(12) &&
+        e[at + 4] === sha1.readUInt32LE(16)
+      ) {
+        const tail = e[at + 5] as number;
+        return this.wasRouted(tail) ? -1 : tail;
+      }
+    }
+  }
+
+  /** A key this pull routes to its merge: a line of it seen later is never skipped. */
+  route(messageId: string): void {
+    const bit = Number.parseInt(messageId.slice(-8), 16) & ((1 << ROUTED_BITS) - 1);
+    this.routedBits[bit >>> 3] = (this.routedBits[bit >>> 3] as number) | (1 << (bit & 7));
+  }
+
+  private wasRouted(tail: number): boolean {
+    const bit = tail & ((1 << ROUTED_BITS) - 1);
+    return ((this.routedBits[bit >>> 3] as number) & (1 << (bit & 7))) !== 0;
+  }
+}
+
+/**
+ * The open day's live lines as the warehouse holds them, or null: none yet (the day's first
+ * pull, where the table would only cost), or more than `max` (bounded memory: the key lookups
+ * instead, as before).
+ */
+export async function readKnownLines(
+  client: pg.ClientBase,
+  day: string,
+  max = KNOWN_LINES_MAX,
+): Promise<KnownLines | null> {
+  const r = await client.query<{ n: number; b: Buffer }>({
+    name: 'crs_known_lines',
+    text: KNOWN_LINES_SQL,
+    values: [day, max + 1],
+  });
+  const row = r.rows[0];
+  if (!row || row.n === 0 || row.n > max) return null;
+  return new KnownLines(row.b);
+}
