@@ -18,14 +18,15 @@ import type pg from 'pg';
 /** A day with more live rows than this is pulled without the table (its memory: ~33 bytes a row). */
 export const KNOWN_LINES_MAX = 2_000_000;
 
-// One row: the 20 bytes of its line's sha1, then the last 4 bytes of its message id (the 8 hex
-// digits `partOf` routes by), as one bytea for the whole day: no row object per row on the client.
+// One row: its line's sha1 (40 hex digits) and the last 8 hex digits of its message id (what
+// `partOf` routes by), as one text for the whole day: no row object per row on the client. Hex
+// text rather than bytea: the server's decode would fail the query on one malformed hash, which
+// the client instead leaves out (`entriesOf`); a regular expression in the query cost ~3 µs a row.
 const KNOWN_LINES_SQL = `
-  select count(*)::int as n,
-         coalesce(string_agg(decode(line_hash, 'hex') || substring(uuid_send(message_id) from 13 for 4), ''::bytea), ''::bytea) as b
+  select count(*)::int as n, string_agg(line_hash || right(message_id::text, 8), '') as t
   from (
     select line_hash, message_id from analytics_messages
-    where message_date = $1::date and _deleted_at is null and line_hash ~ '^[0-9a-f]{40}$'
+    where message_date = $1::date and _deleted_at is null and length(line_hash) = 40
     limit $2
   ) k`;
 
@@ -112,12 +113,26 @@ export async function readKnownLines(
   day: string,
   max = KNOWN_LINES_MAX,
 ): Promise<KnownLines | null> {
-  const r = await client.query<{ n: number; b: Buffer }>({
+  const r = await client.query<{ n: number; t: string | null }>({
     name: 'crs_known_lines',
     text: KNOWN_LINES_SQL,
     values: [day, max + 1],
   });
   const row = r.rows[0];
-  if (!row || row.n === 0 || row.n > max) return null;
-  return new KnownLines(row.b);
+  if (!row?.t || row.n > max) return null;
+  return new KnownLines(entriesOf(row.t, row.n));
+}
+
+/** `n` rows of 48 hex digits as 24-byte entries; a row that is not hex (not the loader's) is left out. */
+function entriesOf(text: string, n: number): Buffer {
+  const all = Buffer.from(text, 'hex');
+  if (all.length === n * ENTRY_BYTES) return all;
+  // Decoding stops at the first digit that is not hex: row by row then.
+  const out: Buffer[] = [];
+  const digits = 2 * ENTRY_BYTES;
+  for (let i = 0; i < n; i++) {
+    const one = text.slice(i * digits, (i + 1) * digits);
+    if (/^[0-9a-f]+$/i.test(one) && one.length === digits) out.push(Buffer.from(one, 'hex'));
+  }
+  return Buffer.concat(out);
 }
