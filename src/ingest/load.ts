@@ -213,6 +213,10 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
     onCommit: () => report(),
   });
   const known = await openDayKnown(req, first, seen);
+  // With the day's known lines skipped, the merge sees only new and changed lines: a batch whose
+  // lookup found no key is followed by one holding a changed (stored) key, whose COPY without the
+  // lookup would fail and run again (~10k rows a day written and rolled back at 1 h). So always look up.
+  if (known) for (const p of partitions) p.lookupAlways = true;
   const router = new LineRouter(partitions, writer, seen, gate, {
     loadId: req.loadId,
     batchSize: req.batchSize,
