@@ -3,7 +3,8 @@
  * delay they give (issue 23).
  *
  *   npm run bench:intraday -- [--rows 100000[,1000000]] [--intervals 15m,1h] [--seed 23]
- *                             [--tenant-rows 10000000] [--database-url URL] [--keep]
+ *                             [--tenant-rows 10000000] [--daily-runs 3] [--known-lines on|off|both]
+ *                             [--database-url URL] [--keep]
  *
  * Per rows-per-day value, one simulated UTC day in scenarios, each in a fresh schema: the daily
  * pull alone (one complete pull at 00:30 the next day) and, per interval, the open day pulled at
@@ -33,6 +34,7 @@ const { values: flags } = parseArgs({
     seed: { type: 'string', default: '23' },
     'tenant-rows': { type: 'string', default: '10000000' },
     'daily-runs': { type: 'string', default: '3' },
+    'known-lines': { type: 'string', default: 'on' },
     'database-url': { type: 'string' },
     keep: { type: 'boolean', default: false },
     help: { type: 'boolean', short: 'h', default: false },
@@ -43,6 +45,8 @@ if (flags.help) {
     'npm run bench:intraday -- [--rows N[,N...] (100000; e.g. 100000,1000000)] [--intervals 15m,1h]\n' +
       '                          [--seed S (23)] [--tenant-rows N (10000000: the extrapolation)]\n' +
       '                          [--daily-runs N (3): the daily pull alone, N times; the run of median CPU is the baseline]\n' +
+      '                          [--known-lines on|off|both (on): partial pulls skip the lines the warehouse holds\n' +
+      '                           (decision 0017); both: each interval also without, named "..., every line merged"]\n' +
       '                          [--database-url URL (default: a PostgreSQL cluster of its own)] [--keep]\n' +
       'One simulated UTC day per scenario: the daily pull alone, and the open day pulled every interval\n' +
       'as partial, then the closed day complete. 100k rows/day, 15m and 1h: ~10 min here; 1M rows/day, 1h\n' +
@@ -55,6 +59,11 @@ const intervals = flags.intervals.split(',').map((s) => ({ label: s.trim(), ms: 
 const seed = Number(flags.seed);
 const tenantRows = Number(flags['tenant-rows']);
 const dailyRuns = Number(flags['daily-runs']);
+const knownModes = { on: [true], off: [false], both: [false, true] }[flags['known-lines'] as string];
+if (!knownModes) {
+  console.error('--known-lines takes on, off or both');
+  process.exit(2);
+}
 if (
   rowsList.some((n) => !Number.isInteger(n) || n < 100) ||
   !Number.isInteger(seed) ||
@@ -153,20 +162,25 @@ async function measureRows(rows: number, server: Awaited<ReturnType<typeof openB
     );
     scenarios.push(daily.result);
     for (const i of intervals) {
-      log(`${rows.toLocaleString('en-US')} rows/day: every ${i.label} (load average ${load()})`);
       const ticks: number[] = [];
       for (let t = DAY_START; t < DAY_START + DAY_MS; t += i.ms!) ticks.push(t);
-      const r = await runScenario({
-        name: `every_${i.label}_${rows}`,
-        day: DAY,
-        ticks,
-        closedAt: CLOSED_PULL,
-        server,
-        sim,
-        keep: flags.keep,
-        log,
-      });
-      scenarios.push({ ...r.result, name: `every ${i.label}` });
+      for (const knownLines of knownModes!) {
+        // The targets are checked against the scenario named `every <interval>` (report.ts).
+        const name = knownLines ? `every ${i.label}` : `every ${i.label}, every line merged`;
+        log(`${rows.toLocaleString('en-US')} rows/day: ${name} (load average ${load()})`);
+        const r = await runScenario({
+          name: `every_${i.label}_${rows}${knownLines ? '' : '_merged'}`,
+          day: DAY,
+          ticks,
+          closedAt: CLOSED_PULL,
+          server,
+          sim,
+          keep: flags.keep,
+          knownLines,
+          log,
+        });
+        scenarios.push({ ...r.result, name });
+      }
     }
   } finally {
     await sim.close();

@@ -36,6 +36,8 @@ export interface ExportDayInput {
    * set, so nothing of the day is deleted and the ledger marks it `partial` (finalize.ts).
    */
   partial?: boolean;
+  /** False: a partial pull merges every line, none skipped as known (load.ts `knownLines`; bench:intraday compares). */
+  knownLines?: boolean;
   signal?: AbortSignal;
   onProgress?: (p: LoadProgress) => void;
 }
@@ -86,6 +88,7 @@ export async function loadExportDay(deps: ExportDayDeps, input: ExportDayInput):
       },
       completeDays: input.partial ? null : { from: day, to: day },
       openDay: input.partial ? day : null,
+      ...(input.knownLines === false ? { knownLines: false } : {}),
       incompleteReason: () => (body ? body.incompleteReason : 'the export was not downloaded'),
       deleteGuardPct: config.deleteGuardPct,
       ledgerDay: day,

@@ -143,6 +143,7 @@ function runTables(run: IntradayRun, list: Check[]): string[] {
           `${f2(writes(s) / writes(run.scenarios[0]!))}x`,
         ]),
     ),
+    ...knownLinesSaved(t),
     '',
     "Delay, per message of the day: first visible (the pull's simulated time + its wall time) minus its Message Time:",
     '',
@@ -160,6 +161,31 @@ function runTables(run: IntradayRun, list: Check[]): string[] {
   out.push('', ...growingFile(run, t));
   list.push(...targetChecks(run, t));
   return out;
+}
+
+/**
+ * With `--known-lines both`: each interval's CPU with the skip of known lines (decision 0017)
+ * against the same pulls with every line merged, in this run.
+ */
+function knownLinesSaved(t: { s: ScenarioResult; t: Totals }[]): string[] {
+  const cpu = (x: Totals) => x.nodeCpuS + x.serverCpuS;
+  const lines: string[] = [];
+  for (const { s, t: merged } of t) {
+    const suffix = ', every line merged';
+    if (!s.name.endsWith(suffix)) continue;
+    const skip = t.find((o) => o.s.name === s.name.slice(0, -suffix.length))?.t;
+    if (!skip) continue;
+    lines.push(
+      `${s.name.slice(0, -suffix.length)}: lines known skipped (decision 0017) ${f1(cpu(skip))} s of CPU (Node ${f1(skip.nodeCpuS)} + server ${f1(skip.serverCpuS)}) ` +
+        `against ${f1(cpu(merged))} s (${f1(merged.nodeCpuS)} + ${f1(merged.serverCpuS)}) with every line merged: ${pctChange(cpu(skip), cpu(merged))}.`,
+    );
+  }
+  return lines.length > 0 ? ['', ...lines] : [];
+}
+
+function pctChange(after: number, before: number): string {
+  const d = (100 * (after - before)) / before;
+  return `${d > 0 ? '+' : ''}${d.toFixed(1)} %`;
 }
 
 /** The issue's targets against this run's scenarios. */

@@ -64,6 +64,8 @@ export interface ScenarioInput {
   server: BenchServer;
   sim: ClockedSimulator;
   keep: boolean;
+  /** False: the partial pulls skip no line as known (decision 0017), for the comparison. */
+  knownLines?: boolean;
   /** After the closed-day pull: also measure the extra pulls of ExtraMeasures (once a run). */
   extras?: boolean;
   log: (s: string) => void;
@@ -99,7 +101,16 @@ export async function runScenario(
   const pullOf: number[] = [];
   const pullAt = async (at: number, partial: boolean) => {
     await sim.setClock(at);
-    const { pull, messageTimes } = await measuredPull({ w, client, config, server, day, at, partial });
+    const { pull, messageTimes } = await measuredPull({
+      w,
+      client,
+      config,
+      server,
+      day,
+      at,
+      partial,
+      knownLines: input.knownLines !== false,
+    });
     for (const t of messageTimes) {
       sinceTick.push(at - t);
       pullOf.push(pulls.length);
@@ -167,6 +178,7 @@ interface PullDeps {
   day: string;
   at: number;
   partial: boolean;
+  knownLines?: boolean;
 }
 
 /**
@@ -193,7 +205,12 @@ async function measuredPull(d: PullDeps): Promise<{ pull: Pull; messageTimes: nu
   try {
     summary = await loadExportDay(
       { warehouse: w, client: d.client, config: d.config, log: quiet },
-      { day, loadId, ...(partial ? { partial: true } : {}) },
+      {
+        day,
+        loadId,
+        ...(partial ? { partial: true } : {}),
+        ...(d.knownLines === false ? { knownLines: false } : {}),
+      },
     );
   } finally {
     clearInterval(sampler);
