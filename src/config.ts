@@ -126,6 +126,7 @@ const envSchema = z.object({
   CRS_MAX_LINE_BYTES: intSetting(16 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
   CRS_BATCH_SIZE: intSetting(1000, 1, 50_000),
   CRS_LOAD_CONNECTIONS: intSetting(4, 1, 64),
+  CRS_KNOWN_LINES_MAX: intSetting(2_000_000, 0, 50_000_000),
   // A complete export that would soft-delete more than this percent of a day's live rows has
   // its deletes held for review (a normal day deletes a handful; 100 turns the guard off).
   CRS_DELETE_GUARD: z.coerce.number().min(0).max(100).default(10),
@@ -205,6 +206,11 @@ export interface Config {
   readonly maxLineBytes: number;
   readonly batchSize: number;
   readonly loadConnections: number;
+  /**
+   * CRS_KNOWN_LINES_MAX: the most live rows of the open day an intraday pull reads the line hashes
+   * of, to skip the lines the warehouse holds (src/ingest/known-lines.ts); 0 turns the skip off.
+   */
+  readonly knownLinesMax: number;
   /** CRS_DELETE_GUARD: percent of a day's live rows above which its deletes are held. */
   readonly deleteGuardPct: number;
   /** CRS_DELETE_GUARD_LOAD: percent of a multi-day load's live rows above which all its deletes are held. */
@@ -280,6 +286,7 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     maxLineBytes: e.CRS_MAX_LINE_BYTES,
     batchSize: e.CRS_BATCH_SIZE,
     loadConnections: e.CRS_LOAD_CONNECTIONS,
+    knownLinesMax: e.CRS_KNOWN_LINES_MAX,
     deleteGuardPct: e.CRS_DELETE_GUARD,
     deleteGuardLoadPct: e.CRS_DELETE_GUARD_LOAD,
     schemaContract: e.CRS_SCHEMA_CONTRACT,

@@ -88,7 +88,7 @@ export async function loadExportDay(deps: ExportDayDeps, input: ExportDayInput):
       },
       completeDays: input.partial ? null : { from: day, to: day },
       openDay: input.partial ? day : null,
-      ...(input.knownLines === false ? { knownLines: false } : {}),
+      knownLinesMax: input.knownLines === false ? 0 : config.knownLinesMax,
       incompleteReason: () => (body ? body.incompleteReason : 'the export was not downloaded'),
       deleteGuardPct: config.deleteGuardPct,
       ledgerDay: day,

@@ -10,7 +10,7 @@ import { BatchWriter } from './batch-writer.ts';
 import { FastPathGate } from './fast-path.ts';
 import { type DaySummary, finalizeLoad } from './finalize.ts';
 import { watchesHeld } from './held-seen.ts';
-import { type KnownLines, readKnownLines } from './known-lines.ts';
+import { KNOWN_LINES_MAX, type KnownLines, readKnownLines } from './known-lines.ts';
 import { type SplitStats, splitLines } from './line-splitter.ts';
 import { Partition } from './partition.ts';
 import { exportContract } from './record-parser.ts';
@@ -69,10 +69,11 @@ export interface LoadRequest {
   openDay?: string | null;
   /**
    * On an intraday pull (openDay, its ledger day), skip the lines the warehouse holds byte for
-   * byte (known-lines.ts; default true). False sends every line through the merge, as a complete
-   * pull does: the comparison the tests and the bench make.
+   * byte (known-lines.ts) while the day has at most this many live rows (CRS_KNOWN_LINES_MAX,
+   * default KNOWN_LINES_MAX). 0 sends every line through the merge, as a complete pull does: the
+   * comparison the tests and the bench make.
    */
-  knownLines?: boolean;
+  knownLinesMax?: number;
   batchSize: number;
   parts: number;
   maxLineBytes: number;
@@ -272,8 +273,9 @@ async function openDayKnown(
   seen: SeenSpill | null,
 ): Promise<KnownLines | null> {
   const day = req.openDay;
-  if (!day || day !== req.ledgerDay || seen !== null || req.knownLines === false) return null;
-  return readKnownLines(first, day);
+  const max = req.knownLinesMax ?? KNOWN_LINES_MAX;
+  if (!day || day !== req.ledgerDay || seen !== null || max === 0) return null;
+  return readKnownLines(first, day, max);
 }
 
 /** What one run of a load merges with: its partitions, their writer, the router feeding them. */

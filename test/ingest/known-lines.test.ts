@@ -92,7 +92,7 @@ async function pull(
       completeDays: null,
       openDay: DAY,
       ledgerDay: DAY,
-      knownLines,
+      knownLinesMax: knownLines ? 1000 : 0,
       batchSize: 9,
       parts: 3,
       maxLineBytes: 1 << 20,
