@@ -12,7 +12,8 @@ import type pg from 'pg';
  *
  * Read once per attempt of a pull, before its first line (`readKnownLines`), so it is the day as
  * the pull found it. What the pull itself writes is not in it; a key an earlier line of the same
- * pull wrote must not be skipped (the later line wins), which `routed` tracks.
+ * pull wrote must not be skipped (the later line wins): `route` notes every key the pull sends to
+ * its merge.
  */
 
 /**

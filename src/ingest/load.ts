@@ -172,7 +172,6 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
       'resuming load from its checkpoint',
     );
   }
-  const partitions = await openPartitions(pool, first, cp, req.batchSize);
   const read: SourceRead = { linesRead: 0, bytesRead: 0, reopens: 0 };
   let lastProgressAt = 0;
   const report = (force = false) => {
@@ -214,6 +213,9 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
     onCommit: () => report(),
   });
   const known = await openDayKnown(req, first, seen);
+  // Connected after every query the load makes before its merge: mergeSource releases them, and a
+  // query failing before it would have left them held.
+  const partitions = await openPartitions(pool, first, cp, req.batchSize);
   // With the day's known lines skipped, the merge sees only new and changed lines: a batch whose
   // lookup found no key is followed by one holding a changed (stored) key, whose COPY without the
   // lookup would fail and run again (~10k rows a day written and rolled back at 1 h). So always look up.
