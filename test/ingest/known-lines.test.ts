@@ -250,6 +250,21 @@ describe('known lines (the open day by content)', () => {
       expect(skipsOff.every((n) => n === 0)).toBe(true);
     });
 
+    it('when the read of the known lines fails, then the pull fails and holds none of its connections', async () => {
+      const tw = await createTestWarehouse({ prefix: 'known_fail' });
+      try {
+        const lines = makeRecords(20, { seed: 'fail', day: DAY }).map((r) => JSON.stringify(r));
+        await pull(tw, 'first', lines, { kind: 'none' }, true);
+        // The column the read needs is gone: its query fails before any line is merged.
+        await tw.w.pool.query('alter table analytics_messages rename column line_hash to line_hash_gone');
+        await expect(pull(tw, 'second', lines, { kind: 'none' }, true)).rejects.toThrow(/line_hash/);
+        const pool = tw.w.pool;
+        expect(pool.totalCount - pool.idleCount).toBe(0);
+      } finally {
+        await tw.dispose();
+      }
+    });
+
     it('when deletes are held (the load notes the ids it reads), then an intraday pull skips nothing', async () => {
       const tw = await createTestWarehouse({ prefix: 'known_held' });
       try {
