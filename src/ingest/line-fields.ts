@@ -12,11 +12,15 @@ import { uuidForm } from './uuid-form.ts';
  * How strict, and why:
  * - Only the keys of the line's own object count (depth 1): strings are followed with their
  *   escapes, so `"Message ID"` inside `Input`'s text or a nested object is never taken for it.
- * - A key must be written exactly `"Message ID"` / `"Message Time"` (no `\u` escape in it); JSON
- *   white space (space, tab, CR) may surround the colon.
- * - The id must be a plain string of a UUID in 8-4-4-4-12 hex (either case, read lower-case), as
- *   the parser wants it; the time a plain string (no escape) of at most 80 bytes. A duplicated key
- *   is read as JSON.parse reads it: the last one wins, and a last one that is not a UUID gives null.
+ * - A key counts by what it says, not how it is written: a key holding an escape (`"Message\u0020ID"`
+ *   is `Message ID` to JSON.parse) is decoded as JSON.parse decodes it. Only a key of at most 72
+ *   bytes can be one of the two (each of their characters written as a `\uXXXX` escape at most),
+ *   so only those are kept to be decoded. JSON white space (space, tab, CR) may surround the colon.
+ * - The id must be a string that decodes to a UUID in 8-4-4-4-12 hex (either case, read
+ *   lower-case), as the parser wants it; the time a string of at most 512 bytes as written, read
+ *   decoded. A duplicated key is read as JSON.parse reads it: the last one wins, and a last one
+ *   that is not a UUID gives null. So on a line that is valid JSON the id and the time are
+ *   JSON.parse's, or null; never another value (test/ingest/fuzz/line-reading.test.ts).
  * - The bytes are not validated as JSON. At the first one that cannot be where it is (a line not
  *   starting with `{`, a missing colon, a stray quote after a number), the scan stops and keeps
  *   what it read before: from there on it could no longer tell a key from text. After the object
@@ -25,7 +29,10 @@ import { uuidForm } from './uuid-form.ts';
 
 const ID_KEY = Buffer.from('Message ID', 'latin1');
 const TIME_KEY = Buffer.from('Message Time', 'latin1');
-const CAPTURE = 80;
+/** Bytes of a value kept: a UUID written wholly in `\uXXXX` escapes takes 216, a time more. */
+const CAPTURE = 512;
+/** Bytes of a key kept: `Message Time` written wholly in `\uXXXX` escapes. */
+const KEY_CAPTURE = 6 * TIME_KEY.length;
 
 const QUOTE = 34;
 const BACKSLASH = 92;
@@ -74,14 +81,16 @@ export class LineFieldScanner {
   // Inside a nested value: its depth below the line's object, and whether in a string there.
   private depth = 0;
   private nestedString = false;
-  // The key being read: its length so far and whether it can still be one of the two.
+  // The key being read: its bytes as written (the first KEY_CAPTURE), its length so far, and
+  // whether it holds an escape (then it is decoded before it is compared).
+  private readonly key = Buffer.alloc(KEY_CAPTURE);
   private keyLen = 0;
-  private keyId = false;
-  private keyTime = false;
+  private keyEscaped = false;
   private target = NONE as number;
+  // The id's or the time's value as written: the first CAPTURE bytes, its length, any escape.
   private readonly value = Buffer.alloc(CAPTURE);
   private valueLen = 0;
-  private valueOk = false;
+  private valueEscaped = false;
   private id: string | null = null;
   private time: string | null = null;
   // skipString's search positions in `piece`.
@@ -123,29 +132,23 @@ export class LineFieldScanner {
         if (c === QUOTE) {
           this.state = IN_KEY;
           this.keyLen = 0;
-          this.keyId = true;
-          this.keyTime = true;
+          this.keyEscaped = false;
           this.escaped = false;
         } else if (!isSpace(c)) this.state = DONE; // `}` ends an empty object: nothing to read either
         return;
       case IN_KEY:
-        if (this.escaped || c === BACKSLASH) {
-          this.escaped = !this.escaped;
-          this.keyId = false;
-          this.keyTime = false;
+        if (this.escaped) this.escaped = false;
+        else if (c === BACKSLASH) {
+          this.escaped = true;
+          this.keyEscaped = true;
         } else if (c === QUOTE) {
-          this.target =
-            this.keyId && this.keyLen === ID_KEY.length
-              ? ID
-              : this.keyTime && this.keyLen === TIME_KEY.length
-                ? TIME
-                : NONE;
-          this.state = COLON;
-        } else {
-          this.keyId &&= ID_KEY[this.keyLen] === c;
-          this.keyTime &&= TIME_KEY[this.keyLen] === c;
-          this.keyLen++;
+          this.target = this.keyTarget();
+          // A key JSON.parse cannot decode: the line is not JSON, and nothing after it is read.
+          this.state = this.target < 0 ? DONE : COLON;
+          return;
         }
+        if (this.keyLen < KEY_CAPTURE) this.key[this.keyLen] = c;
+        this.keyLen++;
         return;
       case COLON:
         if (c === 58) this.state = VALUE;
@@ -156,7 +159,7 @@ export class LineFieldScanner {
           this.state = IN_VALUE;
           this.escaped = false;
           this.valueLen = 0;
-          this.valueOk = true;
+          this.valueEscaped = false;
         } else if (c === 123 || c === 91) {
           this.state = NESTED;
           this.depth = 1;
@@ -214,22 +217,44 @@ export class LineFieldScanner {
     return i;
   }
 
-  /** The text of the id's or the time's value, captured while short and plain. */
+  /**
+   * Which of the two fields the key just read names (NONE: neither), or -1 when it holds an
+   * escape JSON.parse refuses.
+   */
+  private keyTarget(): number {
+    if (this.keyLen > KEY_CAPTURE) return NONE;
+    if (!this.keyEscaped) {
+      const k = this.key.subarray(0, this.keyLen);
+      return k.equals(ID_KEY) ? ID : k.equals(TIME_KEY) ? TIME : NONE;
+    }
+    const k = decoded(this.key, this.keyLen);
+    return k === null ? -1 : k === 'Message ID' ? ID : k === 'Message Time' ? TIME : NONE;
+  }
+
+  /** The text of the id's or the time's value, captured while at most CAPTURE bytes. */
   private readValue(b: Uint8Array, i: number): number {
     const n = b.length;
     while (i < n) {
       const c = b[i++] as number;
       if (this.escaped) this.escaped = false;
       else if (c === BACKSLASH) {
-        // Not plain: followed to its end, not taken.
         this.escaped = true;
-        this.valueOk = false;
+        this.valueEscaped = true;
       } else if (c === QUOTE) {
-        this.keyRead(this.valueOk ? this.value.toString('utf8', 0, this.valueLen) : null);
         this.state = AFTER;
+        if (this.valueLen > CAPTURE)
+          this.keyRead(null); // longer than any UUID or time it could take
+        else if (!this.valueEscaped) this.keyRead(this.value.toString('utf8', 0, this.valueLen));
+        else {
+          const v = decoded(this.value, this.valueLen);
+          if (v === null)
+            this.state = DONE; // not JSON from here on
+          else this.keyRead(v);
+        }
         return i;
-      } else if (this.valueLen < CAPTURE) this.value[this.valueLen++] = c;
-      else this.valueOk = false;
+      }
+      if (this.valueLen < CAPTURE) this.value[this.valueLen] = c;
+      this.valueLen++;
     }
     return i;
   }
@@ -264,6 +289,19 @@ export class LineFieldScanner {
       }
     }
     return i;
+  }
+}
+
+/**
+ * The JSON string whose bytes between the quotes are `bytes[0, len)`, decoded as JSON.parse
+ * decodes it, or null when JSON.parse refuses it (a bad escape, a raw control character).
+ */
+function decoded(bytes: Buffer, len: number): string | null {
+  try {
+    const v: unknown = JSON.parse(`"${bytes.toString('utf8', 0, len)}"`);
+    return typeof v === 'string' ? v : null;
+  } catch {
+    return null;
   }
 }
 

@@ -74,6 +74,11 @@ export interface LoadRequest {
    * comparison the tests and the bench make.
    */
   knownLinesMax?: number;
+  /**
+   * false: no line takes the fast path (fast-path.ts): each is parsed before it is routed. The
+   * slow path the differential tests compare the fast one with; default true.
+   */
+  fastPath?: boolean;
   batchSize: number;
   parts: number;
   maxLineBytes: number;
@@ -189,7 +194,7 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
   // Ids left by loads that died (their lock is gone with their session): nothing else removes them.
   await removeDeadSpills(pool, lockPrefix(warehouse.schema));
   const seen = (await watchesHeld(pool, Boolean(req.completeDays))) ? new SeenSpill(pool, req.loadKey) : null;
-  const gate = new FastPathGate(20 * req.batchSize * cp.parts);
+  const gate = new FastPathGate(20 * req.batchSize * cp.parts, req.fastPath !== false);
   const ledgerDay = req.ledgerDay ?? null;
   // The contract as widened by the drift operators accepted, read once per load.
   const contract = exportContract({

@@ -2,7 +2,7 @@ import { dayOfTimeText } from '../common/iso-time.ts';
 import type { DriftNote } from '../common/schema-drift.ts';
 import type { ByteSink } from './copy-binary.ts';
 import { putMessageTuple } from './copy-binary.ts';
-import { lineFields } from './line-fields.ts';
+import { type LineFields, lineFields } from './line-fields.ts';
 import type { LineProblem, SourceLine } from './line-splitter.ts';
 import { recordHash } from './record-hash.ts';
 import {
@@ -12,6 +12,7 @@ import {
   type RejectCode,
   rejectCodeForLineProblem,
 } from './record-parser.ts';
+import { uuidForm } from './uuid-form.ts';
 
 /**
  * A line on its way to the warehouse, between the partition that batches it and the merge that
@@ -168,7 +169,7 @@ export function textReject(
     rawBytes: null,
     rawLength: bytes.length,
     day,
-    messageId: lineFields(bytes).messageId,
+    messageId: fieldsOfText(text, bytes)?.messageId ?? null,
   };
 }
 
@@ -211,8 +212,46 @@ export function lineReject(
  * would fail the batch).
  */
 export function dayOfRaw(text: string): string | null {
+  const read = fieldsOfText(text, null);
+  if (read !== null) return dayOfTimeValue(read.messageTime);
   const m = /"Message Time"\s*:\s*"(\d{4}-\d{2}-\d{2}[^"\\]{0,64})"/.exec(text);
   return m?.[1] === undefined ? null : dayOfTimeText(m[1]);
+}
+
+// The last text `fieldsOfText` read: a reject asks for its day and its id one after the other.
+let lastText: string | null = null;
+let lastFields: LineFields | null = null;
+
+/**
+ * A rejected line's `Message ID` and `Message Time` as JSON.parse reads them (the line's own
+ * object, escapes decoded, the last of duplicated keys), when the text is JSON: the parser
+ * already judged the line by that reading, and the quarantine must name the record the parser
+ * saw (its row is not deleted for its absence). Text that is not JSON: by the byte scanner from
+ * `bytes` (line-fields.ts), or null without them. Rejects only: not on the path of a loaded line.
+ */
+function fieldsOfText(text: string, bytes: Uint8Array | null): LineFields | null {
+  if (text !== lastText) {
+    lastText = text;
+    lastFields = parsedFields(text);
+  }
+  return lastFields ?? (bytes === null ? null : lineFields(bytes));
+}
+
+function parsedFields(text: string): LineFields | null {
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch {
+    return null;
+  }
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) return { messageId: null, messageTime: null };
+  const id = Object.hasOwn(v, 'Message ID') ? (v as Record<string, unknown>)['Message ID'] : undefined;
+  const time = Object.hasOwn(v, 'Message Time') ? (v as Record<string, unknown>)['Message Time'] : undefined;
+  const form = typeof id === 'string' ? uuidForm(id) : 0;
+  return {
+    messageId: typeof id !== 'string' || form === 0 ? null : form === 2 ? id.toLowerCase() : id,
+    messageTime: typeof time === 'string' ? time : null,
+  };
 }
 
 /** The day of a `Message Time` value read on its own (line-fields.ts), by the rule of `dayOfRaw`. */
