@@ -24,8 +24,10 @@ export interface LoadRoundsOptions {
   lines: number;
   day: string;
   log: Logger;
-  /** Called after each load with what to compare; throws on a difference. */
-  check?: (what: string) => void;
+  /** Rows per batch (default 7: many batches, partitions and checkpoints in a small load). */
+  batchSize?: number;
+  /** Called after each round (a progress line). */
+  onRound?: (round: number, lines: number) => void;
 }
 
 export interface LoadRoundsResult {
@@ -73,7 +75,7 @@ async function load(
     // A guard that never holds: every delete the loader decides is made, so a wrong one shows.
     deleteGuardPct: 100,
     deleteGuardLoadPct: 100,
-    batchSize: 7,
+    batchSize: opts.batchSize ?? 7,
     parts: 3,
     maxLineBytes: 1 << 20,
     maxReopens: 2,
@@ -182,6 +184,7 @@ export async function loadRounds(
     const hashes = new Set(held.rows.map((r) => r.h));
     stored = [...stored, ...exported].filter((l) => hashes.has(createHash('sha1').update(l).digest('hex')));
     stored = [...new Map(stored.map((l) => [l.toString('latin1'), l])).values()].slice(-200);
+    opts.onRound?.(round, lines);
   }
   return { loads, lines, differences };
 }
