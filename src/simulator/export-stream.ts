@@ -99,6 +99,7 @@ export async function streamExport(
   const pMalformed = spec.malformed ?? 0;
   const pDuplicate = spec.duplicate ?? 0;
   const pPoison = spec.poison ?? 0;
+  const pRespell = spec.respell ?? 0;
   const CHUNK = FLUSH_BYTES + 64 * 1024;
   // One writer for the whole response (the line generator holds it); each flush gives it a
   // fresh buffer, because the socket may still hold the one just written.
@@ -130,6 +131,14 @@ export async function streamExport(
       let lineOfDay = 0;
       for (const start of ds.exportInto(day, w, cursor)) {
         if (pDelete > 0 && engine.deleteAfterExport(cursor.threadId, pDelete)) toDelete.add(cursor.threadId);
+        if (pRespell > 0) {
+          const spelled = engine.respelled(w.buf.toString('utf8', start, w.off), pRespell);
+          if (spelled !== undefined) {
+            engine.count('respell');
+            w.off = start;
+            w.utf8(spelled);
+          }
+        }
         if (k === cutAt) {
           // Half of the line's bytes, possibly inside a multi-byte character, as a real dropped
           // connection would leave it; then the socket goes without the chunked terminator.

@@ -47,6 +47,14 @@ export interface FaultSpec {
   /** Probability per user history entry, and per artifact, of carrying a value no warehouse can store. */
   poisonHistory?: number;
   /**
+   * Probability per export record of its line written in another spelling that JSON.parse reads
+   * as the same record (`respellLine`): a decoy id before the real one under an escaped key, keys
+   * or the id written with `\u` escapes, tabs around colons. Decided by (seed, message id): the
+   * same bytes on every read. The ground truth is unchanged; a loader that reads ids from bytes
+   * and disagrees with JSON.parse shows.
+   */
+  respell?: number;
+  /**
    * Responses that carry a field the contract does not name (`NEW_FIELD`): schema drift, as a
    * service that started sending one would show it. Every history entry, artifact or thread-list
    * entry of the listed kinds.
@@ -88,7 +96,8 @@ export type FaultKind =
   | 'duplicate'
   | 'poison-line'
   | 'poison-entry'
-  | 'poison-artifact';
+  | 'poison-artifact'
+  | 'respell';
 
 export const FAULT_SPEC_HELP = [
   'Fault spec: comma-separated key=value, e.g. "latency=25ms,429=0.1:2s,5xx=0.05:3,cut=0.02".',
@@ -110,6 +119,9 @@ export const FAULT_SPEC_HELP = [
     '                       a line of a day, probability P per line; the same lines on every read of the day',
   '  poison-history=P     give a user history entry, or an artifact, a value no warehouse can store (nesting 10,000\n' +
     '                       deep, 1e200000), probability P per entry / artifact',
+  '  respell=P            write an export line in another spelling JSON.parse reads as the same record (a decoy\n' +
+    '                       id before the real one under an escaped key, escaped keys or id, tabs), probability P\n' +
+    '                       per record; the same bytes on every read',
   '  new-field=KINDS      add the field "sim_new_field" to every history entry, artifact or thread-list entry\n' +
     '                       of the kinds named (history, artifact, thread; joined by +, e.g. history+artifact)',
   '  none                 no faults',
@@ -198,6 +210,9 @@ export function parseFaultSpec(text: string | undefined): FaultSpec {
       case 'poison-history':
         spec.poisonHistory = probability(key, value);
         break;
+      case 'respell':
+        spec.respell = probability(key, value);
+        break;
       case 'new-field':
         spec.newField = newFieldTargets(value);
         break;
@@ -236,6 +251,7 @@ const TAG_MALFORMED = 0xfba0;
 const TAG_DUP = 0xfd0b;
 const TAG_DELETE = 0xfde1;
 const TAG_TRUNCATE = 0xf7c0;
+const TAG_RESPELL = 0xf5e1;
 const TAG_TRUNCATE_AT = 0xf7c1;
 const TAG_STALL = 0xf57a;
 const TAG_POISON = 0xf0e1;
@@ -361,6 +377,17 @@ export class FaultEngine {
     );
   }
 
+  /** The line of a record in another spelling (FaultSpec.respell), or undefined to keep it. */
+  respelled(line: string, p: number): string | undefined {
+    if (p <= 0) return undefined;
+    const rec = JSON.parse(line) as Record<string, unknown>;
+    const id = rec['Message ID'];
+    if (typeof id !== 'string') return undefined;
+    const h = hash4(this.seed, stringHash(id.toLowerCase()), 0, TAG_RESPELL);
+    if (unit(h) >= p) return undefined;
+    return respellLine(line, id, h, uuidFromHash(this.seed, stringHash(id), 1, TAG_RESPELL));
+  }
+
   /** The unstorable value a user history entry carries, if any. */
   poisonEntry(messageId: string, p: number): PoisonKind | undefined {
     return this.poisonValue(stringHash(messageId.toLowerCase()), TAG_POISON_ENTRY, p);
@@ -402,6 +429,33 @@ function poisonLine(day: number, kind: PoisonKind, id: (which: number) => string
   if (kind === 'deep-nesting') return `${head},"Trace":${poisonValueText(kind)}}`;
   if (kind === 'huge-number') return `${head},"Score":${POISON_NUMBER}}`;
   return `${head}}`;
+}
+
+/** `\uXXXX` of a character. */
+function escapeChar(c: string): string {
+  return `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;
+}
+
+/**
+ * A record's line `line` (JSON.stringify of it, id `id`) in another spelling JSON.parse reads as
+ * the same record, by `h`: a decoy id under the plain key first and the real one under an escaped
+ * key last (the last of duplicated keys wins), the named keys written with escapes, the id's
+ * first character escaped, or tabs around the id's colon.
+ */
+export function respellLine(line: string, id: string, h: number, decoy: string): string {
+  const idField = `"Message ID":${JSON.stringify(id)}`;
+  switch (h % 4) {
+    case 0:
+      return `{"Message ID":"${decoy}",${line.slice(1, -1).replace(idField, `"Message${escapeChar(' ')}ID":${JSON.stringify(id)}`)}}`;
+    case 1:
+      return line
+        .replace('"Message ID"', `"${escapeChar('M')}essage ID"`)
+        .replace('"Message Time"', `"Message${escapeChar(' ')}Time"`);
+    case 2:
+      return line.replace(idField, `"Message ID":"${escapeChar(id.charAt(0))}${id.slice(1)}"`);
+    default:
+      return line.replace(idField, `"Message ID"\t:\t${JSON.stringify(id)}`);
+  }
 }
 
 /**

@@ -80,6 +80,23 @@ describe('hostile-world faults', () => {
     expect(r.body.length).toBeLessThan(sim.truth.exportDayLines(DAY).join('\n').length);
   });
 
+  it('when respell is on, then some lines are written otherwise, each read by JSON.parse as the same record, the same bytes on every read', async () => {
+    const full = sim.truth.exportDayLines(DAY);
+    const a = (await exportOf('respell=0.3', 102)).body.split('\n').slice(0, -1);
+    const b = (await exportOf('respell=0.3', 103)).body.split('\n').slice(0, -1);
+    expect(a).toEqual(b);
+    expect(a.length).toBe(full.length);
+    const changed = a.filter((l, i) => l !== full[i]);
+    expect(changed.length).toBeGreaterThan(full.length / 10);
+    expect(changed.length).toBeLessThan(full.length / 2);
+    expect(a.map((l) => JSON.parse(l))).toEqual(full.map((l) => JSON.parse(l)));
+    // Each spelling: a decoy id first, an escaped key, an escaped id, tabs.
+    expect(changed.some((l) => l.includes('"Message\\u0020ID"'))).toBe(true);
+    expect(changed.some((l) => l.includes('"\\u004dessage ID"'))).toBe(true);
+    expect(changed.some((l) => /"Message ID":"\\u00[0-9a-f]{2}/.test(l))).toBe(true);
+    expect(changed.some((l) => l.includes('"Message ID"\t:\t'))).toBe(true);
+  });
+
   it('when poison is on, then the export carries exactly the poison lines the ground truth lists, before good lines', async () => {
     sim.setFaults('poison=0.15');
     try {

@@ -65,8 +65,12 @@ export const SIM_WINDOWS: Partial<Record<FaultKind, string>> = {
   stall: `stall=0.5:12s`,
   'token-expiry': 'token-expiry=0.15',
 };
-/** Always on, clean pass included: poison is data the service holds, not an outage. */
-const POISON = 'poison=0.004,poison-history=0.02';
+/**
+ * Always on, clean pass included: poison is data the service holds, not an outage; so are lines
+ * in odd but valid spellings (respell: a decoy id before the real one, escaped keys), which a
+ * loader must read as JSON.parse reads them.
+ */
+const POISON = 'poison=0.004,poison-history=0.02,respell=0.05';
 /** The client's idle timeout; stalls last longer. */
 const HTTP_TIMEOUT_MS = 5000;
 
@@ -83,6 +87,7 @@ export const FAULT_KINDS: ChaosFault[] = [
   'poison-line',
   'poison-entry',
   'poison-artifact',
+  'respell',
 ];
 
 // Which sessions are the loader's and which the enricher's: by the statement they run or ran last.
@@ -246,10 +251,11 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     const simCount = (k: FaultKind) => sim!.faultCounts()[k] ?? 0;
     const count = (k: ChaosFault): number =>
       (harnessCounts.get(k as HarnessFault) ?? 0) +
-      (k in SIM_WINDOWS || k.startsWith('poison') ? simCount(k as FaultKind) : 0);
+      (k in SIM_WINDOWS || k.startsWith('poison') || k === 'respell' ? simCount(k as FaultKind) : 0);
     // Poison is data the service holds, not an event: how much of it there is depends on the
     // data set, so waiting for more would never end; the table shows how much was met.
-    const short = () => FAULT_KINDS.filter((k) => !k.startsWith('poison') && count(k) < opts.faultsPerKind);
+    const short = () =>
+      FAULT_KINDS.filter((k) => !k.startsWith('poison') && k !== 'respell' && count(k) < opts.faultsPerKind);
 
     /**
      * One fault struck now. A worker kill takes `victimPid`'s worker when given and alive, else
