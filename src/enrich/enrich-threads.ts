@@ -64,6 +64,8 @@ type Outcome = 'done' | 'deleted' | 'forbidden' | 'failed' | { retry: CrsError['
  * thread still loads. A thread that fails with a retryable error stays 'pending' (up to
  * maxAttempts, then 'failed'); when any did, the batch throws a retryable error at the end, after
  * every other thread is stored, so that Temporal retries it and only the failed ones do work.
+ * An error the code did not expect on one thread fails that thread alone ('failed', the error in
+ * last_error); only errors of the whole batch (cancellation, the warehouse) throw at once.
  */
 export async function enrichThreads(deps: EnrichDeps, input: EnrichThreadsInput): Promise<EnrichCounts> {
   const counts = emptyEnrichCounts();
