@@ -3,6 +3,8 @@ import { ALERT_KINDS, type AlertKind } from '../common/alert-kinds.ts';
 import { redactText } from '../log.ts';
 import type { Condition } from '../warehouse/incidents.ts';
 import { type Freshness, readFreshness } from '../warehouse/read/freshness.ts';
+import { queryable } from '../warehouse/read/queryable.ts';
+import { readThreadListReads } from '../warehouse/read/thread-list.ts';
 import type { Executor } from '../warehouse/types.ts';
 import { openSchemaDrifts } from './drift-source.ts';
 
@@ -33,6 +35,7 @@ export async function evaluateConditions(
     ...(await quarantineSpikes(db, s.quarantineShare)),
     ...(await schemaDrifts(db)),
     ...enrichmentStalled(freshness),
+    ...(await threadListFailing(db)),
     ...(await budgetStarved(db, s.budgetWaitMs)),
   ];
   return { conditions, freshness };
@@ -142,6 +145,34 @@ function enrichmentStalled(f: Freshness): Condition[] {
         age_seconds: e.age_seconds,
         sla_seconds: f.sla_seconds,
         state: e.state,
+      },
+    },
+  ];
+}
+
+/**
+ * The thread list's last read failed (`thread_list_reads`): enrichment goes on, but thread names
+ * stop updating and threads whose history grew are no longer queued again, which nothing else
+ * would show. A stall of the enrichment under a key of its own; the next read that works ends it.
+ */
+async function threadListFailing(db: Executor): Promise<Condition[]> {
+  const t = await readThreadListReads(queryable(db));
+  if (!t.failing) return [];
+  const error = redactText((t.lastError ?? '').slice(0, 200));
+  return [
+    {
+      key: 'enrichment_stalled:thread_list',
+      kind: 'enrichment_stalled',
+      severity: 'warning',
+      summary:
+        `the thread list could not be read (${t.failures} failed read(s) since ${t.failingSince}): thread ` +
+        `names are not updated and threads whose history grew are not queued again${error ? `: ${error}` : ''}`,
+      details: {
+        source: 'thread_list',
+        failures: t.failures,
+        failing_since: t.failingSince,
+        last_ok_at: t.lastOkAt,
+        error,
       },
     },
   ];

@@ -19,10 +19,14 @@ export function jsonType(v: unknown): JsonType {
   if (v === null) return 'null';
   if (Array.isArray(v)) return 'array';
   const t = typeof v;
-  // A number kept as its source digits (JSON.rawJSON) is an object with a null prototype.
-  if (t === 'object' && Object.hasOwn(v as object, 'rawJSON')) return 'number';
+  // A number kept as its source digits (JSON.rawJSON) is an object too; asked by what V8 made it,
+  // not by its key: an object the service sent with a key "rawJSON" is still an object.
+  if (t === 'object' && rawJson.isRawJSON(v)) return 'number';
   return t === 'string' || t === 'number' || t === 'boolean' ? t : 'object';
 }
+
+// JSON.isRawJSON exists in Node 24 (V8) but not yet in the es2024 lib typings.
+const rawJson = JSON as unknown as { isRawJSON(v: unknown): boolean };
 
 /** One difference a value showed against the contract. */
 export interface DriftNote {

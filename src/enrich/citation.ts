@@ -79,8 +79,11 @@ export function parseCitation(c: unknown): CitationResult {
     extra: null,
   };
   if (problems.length > 0) return { ok: false, reason: problems.join('; ') };
-  const extra: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(o)) if (!(SPEC_FIELDS as readonly string[]).includes(k)) extra[k] = v;
+  // Object.fromEntries defines each key as an own property: `extra[k] = v` would make a key
+  // "__proto__" the object's prototype, and the field would vanish from the stored JSON.
+  const extra: Record<string, unknown> = Object.fromEntries(
+    Object.entries(o).filter(([k]) => !(SPEC_FIELDS as readonly string[]).includes(k)),
+  );
   value.extra = Object.keys(extra).length > 0 ? extra : null;
   return { ok: true, value };
 }

@@ -126,10 +126,12 @@ function shapeDrift(
       });
     }
   }
-  for (const k in o) {
+  // Own keys only, and looked up as own keys of the shape: a key the service sends is data, and
+  // `constructor`, `toString` or `__proto__` would otherwise find Object.prototype's members.
+  for (const k of Object.keys(o)) {
     const v = o[k];
     const path = prefix + k;
-    const types = shape.fields[k];
+    const types = own(shape.fields, k);
     if (!accepted?.has(path)) {
       const t = jsonType(v);
       if (types === undefined) {
@@ -152,7 +154,7 @@ function shapeDrift(
         });
       }
     }
-    const item = shape.items?.[k];
+    const item = own(shape.items, k);
     if (item !== undefined && Array.isArray(v)) {
       // One note per path and kind is enough: the entity is counted once either way.
       const before = out.length;
@@ -164,6 +166,11 @@ function shapeDrift(
       dedupeFrom(out, before);
     }
   }
+}
+
+/** `rec[k]` when `rec` has `k` as an own key (never an inherited member), else undefined. */
+function own<T>(rec: Readonly<Record<string, T>> | undefined, k: string): T | undefined {
+  return rec !== undefined && Object.hasOwn(rec, k) ? rec[k] : undefined;
 }
 
 function dedupeFrom(out: DriftNote[], from: number): void {

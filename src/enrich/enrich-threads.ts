@@ -4,7 +4,8 @@ import { statusOf } from '../api/index.ts';
 import { present } from '../common/checked.ts';
 import type { DriftNote } from '../common/schema-drift.ts';
 import { CrsError, errorMessage, isCrsError } from '../errors.ts';
-import type { Logger } from '../log.ts';
+import { type Logger, redactText } from '../log.ts';
+import { dbFailureKind } from '../warehouse/db-errors.ts';
 import { failThread, readThreadStates, type ThreadState } from '../warehouse/enrichment.ts';
 import { acceptedDriftPaths, type DriftCount, recordEntityDrift } from '../warehouse/schema-drift.ts';
 import type { Database } from '../warehouse/types.ts';
@@ -14,7 +15,7 @@ import { type EnrichCounts, emptyEnrichCounts } from './counts.ts';
 import { type ParsedEntry, parseHistoryEntry } from './history-entry.ts';
 import type { PageWriter } from './page-group-commit.ts';
 import { finishOnly, type RejectRow, type StoredArtifact } from './page-rows.ts';
-import { rawText } from './storable.ts';
+import { rawText, storableText } from './storable.ts';
 import type { ThreadNames } from './thread-names.ts';
 
 export interface EnrichDeps {
@@ -63,6 +64,8 @@ type Outcome = 'done' | 'deleted' | 'forbidden' | 'failed' | { retry: CrsError['
  * thread still loads. A thread that fails with a retryable error stays 'pending' (up to
  * maxAttempts, then 'failed'); when any did, the batch throws a retryable error at the end, after
  * every other thread is stored, so that Temporal retries it and only the failed ones do work.
+ * An error the code did not expect on one thread fails that thread alone ('failed', the error in
+ * last_error); only errors of the whole batch (cancellation, the warehouse) throw at once.
  */
 export async function enrichThreads(deps: EnrichDeps, input: EnrichThreadsInput): Promise<EnrichCounts> {
   const counts = emptyEnrichCounts();
@@ -221,23 +224,25 @@ async function enrichThread(
     );
     return 'done';
   } catch (err) {
-    return await threadFailed(deps, state, names, loadId, log, err);
+    return await threadFailed(deps, state, names, input, log, err);
   }
 }
 
 /**
  * What a failed read or write makes of the thread: `deleted` on a 404, `forbidden` on a 403 (both
- * final); another API error uses up an attempt (or ends the thread `failed`); anything else (a
- * cancellation, the warehouse) is thrown and ends the batch.
+ * final); another API error uses up an attempt (or ends the thread `failed`); an error that
+ * concerns the whole batch (a cancellation, the warehouse, the configuration) is thrown and ends
+ * the batch; any other error, one the code did not expect on this thread, fails the thread alone.
  */
 async function threadFailed(
   deps: EnrichDeps,
   state: ThreadState,
   names: Promise<Map<string, string>>,
-  loadId: string,
+  input: EnrichThreadsInput,
   log: Logger,
   err: unknown,
 ): Promise<Outcome> {
+  const { loadId } = input;
   const threadId = state.thread_id;
   const status = statusOf(err);
   if (status === 404 || status === 403) {
@@ -253,8 +258,10 @@ async function threadFailed(
     );
     return outcome;
   }
-  // Cancellation and anything that is not an API error (the warehouse) end the batch.
-  if (!isCrsError(err) || err.code === 'CANCELLED' || !err.code.startsWith('HTTP_')) throw err;
+  if (!isCrsError(err) || !err.code.startsWith('HTTP_')) {
+    if (concernsBatch(err, input.signal)) throw err;
+    return await unexpectedFailure(deps, threadId, log, err);
+  }
   // A 401 after the client's one refresh says the credentials or the token service failed,
   // not that the thread is bad: it uses up an attempt like a retryable error, so the thread is
   // tried again (a revoked credential shows as the same error on every thread meanwhile).
@@ -268,6 +275,52 @@ async function threadFailed(
   });
   log.warn({ code: err.code, status, enrichStatus: now }, 'thread enrichment failed');
   return now === 'failed' ? 'failed' : { retry: err.code };
+}
+
+/**
+ * Whether an error that is no API answer concerns the whole batch rather than the thread it met:
+ * a cancellation, the warehouse (a lost connection, a timeout, a statement it refused; the shared
+ * request budget lives there too), a CrsError the code raised on purpose (a setting or a
+ * credential missing). Those fail the batch, and Temporal retries it. What is left (a TypeError,
+ * a RangeError: no code, no SQLSTATE) is a defect meeting this thread's data: the retried batch
+ * would meet it again, every time, and no other thread of it would ever be enriched.
+ */
+function concernsBatch(err: unknown, signal: AbortSignal | undefined): boolean {
+  if (signal?.aborted || isCrsError(err) || dbFailureKind(err) !== undefined) return true;
+  // pg's errors carry their SQLSTATE, Node's system errors their errno name, aborts ABORT_ERR.
+  return typeof (err as { code?: unknown } | null)?.code === 'string';
+}
+
+/** Most characters of an unexpected error kept in `last_error`. */
+const MAX_UNEXPECTED_ERROR = 500;
+
+/**
+ * A thread whose enrichment met an error the code did not expect: `failed` at once (the same data
+ * would fail it again), the error in `last_error`; what its pages stored so far stays. A load that
+ * touches the thread again queues it again, as does an operator (docs/operations.md).
+ */
+async function unexpectedFailure(
+  deps: EnrichDeps,
+  threadId: string,
+  log: Logger,
+  err: unknown,
+): Promise<Outcome> {
+  // A library's message may quote what it was given: masked, and bounded.
+  const what = redactText(err instanceof Error ? `${err.name}: ${err.message}` : String(err));
+  const error = `unexpected error while enriching the thread: ${what}`;
+  await failThread(deps.db, threadId, {
+    error: storableText(
+      error.length > MAX_UNEXPECTED_ERROR ? `${error.slice(0, MAX_UNEXPECTED_ERROR - 1)}…` : error,
+    ),
+    maxAttempts: deps.maxAttempts ?? DEFAULT_MAX_THREAD_ATTEMPTS,
+    permanent: true,
+    counts: true,
+  });
+  log.error(
+    { err },
+    'thread enrichment failed on an unexpected error; the thread is failed, the batch goes on',
+  );
+  return 'failed';
 }
 
 /**

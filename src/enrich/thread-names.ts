@@ -2,8 +2,8 @@ import type { Kysely } from 'kysely';
 import type { ServiceClient } from '../api/index.ts';
 import type { DriftNote } from '../common/schema-drift.ts';
 import { errorMessage } from '../errors.ts';
-import type { Logger } from '../log.ts';
-import { applyThreadList } from '../warehouse/enrichment.ts';
+import { type Logger, redactText } from '../log.ts';
+import { applyThreadList, recordThreadListRead } from '../warehouse/enrichment.ts';
 import { acceptedDriftPaths, type DriftCount, recordEntityDrift } from '../warehouse/schema-drift.ts';
 import type { Database } from '../warehouse/types.ts';
 import { responseDrift } from './contract.ts';
@@ -15,13 +15,17 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
  * Thread names from GET /v2/threads (the spec shows no paging, so it is one request for all),
  * fetched at most once per `ttlMs` and shared by every batch of the worker. Each fetch also
  * writes the names to the warehouse and re-queues threads whose history grew since they were
- * enriched. A failing list is logged and names stay unknown: enrichment does not depend on it.
+ * enriched. A failing list is logged, counted in the warehouse (`thread_list_reads`: `crs-sync
+ * status`, the `enrichment_stalled` alert) and names stay as they were: enrichment goes on.
  */
 export interface ThreadNames {
   get(signal?: AbortSignal): Promise<Map<string, string>>;
 }
 
 export const DEFAULT_THREAD_LIST_TTL_MS = 5 * 60_000;
+
+/** Most characters of a failed read's error kept in the warehouse. */
+const MAX_ERROR = 500;
 
 /** The thread list's schema drift, one count per thread (`thread/<id>`) however often it is listed. */
 async function recordListDrift(db: Kysely<Database>, list: readonly unknown[]): Promise<void> {
@@ -66,12 +70,27 @@ export function createThreadNames(
       const names = new Map<string, string>();
       for (const e of entries) if (e.name !== null) names.set(e.thread_id, e.name);
       cached = { at: Date.now(), names };
+      await noteRead();
       return names;
     } catch (err) {
-      if ((err as { code?: unknown }).code === 'CANCELLED') throw err;
+      if ((err as { code?: unknown } | null)?.code === 'CANCELLED') throw err;
       log.warn({ error: errorMessage(err) }, 'thread list unavailable; thread names not updated');
+      await noteRead({ err });
       return cached?.names ?? new Map();
     }
+  }
+
+  /**
+   * The read's outcome in the warehouse, for `crs-sync status` and the alert (a failing list
+   * would otherwise show in this log only). Never fails the read: a warehouse that cannot take it
+   * fails the batch's own writes soon enough.
+   */
+  async function noteRead(failed?: { err: unknown }): Promise<void> {
+    // storableText after the cut: a cut between a surrogate pair leaves a lone one.
+    const error = failed && storableText(redactText(errorMessage(failed.err)).slice(0, MAX_ERROR));
+    await recordThreadListRead(db, error).catch((e: unknown) => {
+      log.warn({ error: errorMessage(e) }, 'the outcome of the thread-list read could not be stored');
+    });
   }
 
   return {

@@ -60,6 +60,11 @@ export interface FaultSpec {
    * entry of the listed kinds.
    */
   newField?: ReadonlySet<NewFieldTarget>;
+  /**
+   * Responses of the listed kinds whose objects (each entity, its citations, and the answer around
+   * them) carry keys that JavaScript objects inherit (`PROTO_KEYS`): ordinary fields to a service.
+   */
+  protoKeys?: ReadonlySet<NewFieldTarget>;
 }
 
 /** Where the `new-field` fault adds its field. */
@@ -68,6 +73,23 @@ const NEW_FIELD_TARGETS: readonly NewFieldTarget[] = ['history', 'artifact', 'th
 /** The field the `new-field` fault adds, and its value. */
 export const NEW_FIELD = 'sim_new_field';
 export const NEW_FIELD_VALUE = 'added by the simulator';
+
+/** The keys the `proto-keys` fault adds, with a value of a different JSON type each. */
+export const PROTO_KEYS: ReadonlyArray<readonly [string, unknown]> = [
+  ['__proto__', { sim_polluted: true }],
+  ['constructor', NEW_FIELD_VALUE],
+  ['toString', ['added', 'by the simulator']],
+  ['hasOwnProperty', 1],
+  ['valueOf', null],
+];
+
+/**
+ * `o` with the PROTO_KEYS as own properties (Object.fromEntries defines them; `{ __proto__: x }`
+ * or an assignment would set the prototype instead), which JSON.stringify then writes.
+ */
+export function withProtoKeys<T extends object>(o: T): T {
+  return Object.fromEntries([...Object.entries(o), ...PROTO_KEYS]) as T;
+}
 
 /** How a truncated export ends (the `truncate` fault). */
 export type TruncateVariant = 'lines' | 'no-final-newline' | 'html' | 'json-error' | 'empty';
@@ -124,6 +146,8 @@ export const FAULT_SPEC_HELP = [
     '                       per record; the same bytes on every read',
   '  new-field=KINDS      add the field "sim_new_field" to every history entry, artifact or thread-list entry\n' +
     '                       of the kinds named (history, artifact, thread; joined by +, e.g. history+artifact)',
+  '  proto-keys=KINDS     give every entry of the kinds named (as new-field), its citations and the answer around\n' +
+    '                       them the keys __proto__, constructor, toString, hasOwnProperty and valueOf',
   '  none                 no faults',
   'The header x-sim-faults takes the same syntax and overrides the global spec for one request.',
 ].join('\n');
@@ -214,7 +238,10 @@ export function parseFaultSpec(text: string | undefined): FaultSpec {
         spec.respell = probability(key, value);
         break;
       case 'new-field':
-        spec.newField = newFieldTargets(value);
+        spec.newField = newFieldTargets(key, value);
+        break;
+      case 'proto-keys':
+        spec.protoKeys = newFieldTargets(key, value);
         break;
       default:
         throw new Error(`unknown fault "${key}"`);
@@ -223,14 +250,12 @@ export function parseFaultSpec(text: string | undefined): FaultSpec {
   return spec;
 }
 
-function newFieldTargets(value: string): ReadonlySet<NewFieldTarget> {
+function newFieldTargets(key: string, value: string): ReadonlySet<NewFieldTarget> {
   const out = new Set<NewFieldTarget>();
   for (const t of value.split('+')) {
     const name = t.trim() as NewFieldTarget;
     if (!NEW_FIELD_TARGETS.includes(name)) {
-      throw new Error(
-        `fault new-field: expected ${NEW_FIELD_TARGETS.join(', ')} joined by +, got "${value}"`,
-      );
+      throw new Error(`fault ${key}: expected ${NEW_FIELD_TARGETS.join(', ')} joined by +, got "${value}"`);
     }
     out.add(name);
   }

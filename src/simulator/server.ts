@@ -12,7 +12,7 @@ import {
   TOKEN_TYPE_JWT,
   verifyJwt,
 } from './auth.ts';
-import type { HistoryEntry } from './content.ts';
+import type { Artifact, HistoryEntry } from './content.ts';
 import type { Dataset, ThreadRef } from './dataset.ts';
 import { streamExport } from './export-stream.ts';
 import {
@@ -25,6 +25,7 @@ import {
   parseFaultSpec,
   poisonValueText,
   type RequestFaults,
+  withProtoKeys,
 } from './faults.ts';
 import {
   fail,
@@ -354,7 +355,7 @@ async function v2(
         const start = intQuery(url, 'start_index', 0, 0, Number.MAX_SAFE_INTEGER);
         const limit = intQuery(url, 'limit_num', HISTORY_DEFAULT_LIMIT, 1, HISTORY_MAX_LIMIT);
         const page = ds.history(ref).slice(start, start + limit);
-        return sendPoisoned(ctx, res, { messages: page }, page, requestSpec(ctx, req));
+        return sendPoisoned(ctx, res, page, requestSpec(ctx, req));
       }
       const form = await readForm(req, 1024 * 1024);
       const message = form.get('message');
@@ -477,12 +478,15 @@ function checkArtifactIds(threadId: string, artifactId: string): void {
 /** The list is written entry by entry: with a large data set it holds many threads. */
 async function listThreads(ctx: ServerContext, res: ServerResponse, s: FaultSpec): Promise<void> {
   res.writeHead(200, { 'content-type': 'application/json' });
-  let buf = '{"threads":[';
-  let first = true;
   const added = s.newField?.has('thread') === true;
+  const proto = s.protoKeys?.has('thread') === true;
+  // With `proto-keys`, the answer's own keys come first, then the list.
+  let buf = proto ? `${JSON.stringify(withProtoKeys({})).slice(0, -1)},"threads":[` : '{"threads":[';
+  let first = true;
   for (const ref of ctx.ds.threads()) {
     const entry = ctx.ds.threadEntry(ref);
-    buf += (first ? '' : ',') + JSON.stringify(added ? { ...entry, [NEW_FIELD]: NEW_FIELD_VALUE } : entry);
+    const sent = added ? { ...entry, [NEW_FIELD]: NEW_FIELD_VALUE } : entry;
+    buf += (first ? '' : ',') + JSON.stringify(proto ? withProtoKeys(sent) : sent);
     first = false;
     if (buf.length > 64 * 1024) {
       if (!res.write(buf)) await new Promise((r) => res.once('drain', r));
@@ -555,14 +559,14 @@ function sendWithPoison(res: ServerResponse, body: unknown): void {
  * A page of history in which user entries chosen by the `poison-history` fault carry a value no
  * warehouse can store (a JSON document deeper than any parser should follow, or 1e200000).
  */
-function sendPoisoned(
-  ctx: ServerContext,
-  res: ServerResponse,
-  body: { messages: HistoryEntry[] },
-  page: HistoryEntry[],
-  s: FaultSpec,
-): void {
+function sendPoisoned(ctx: ServerContext, res: ServerResponse, page: HistoryEntry[], s: FaultSpec): void {
+  let body = { messages: page };
   if (s.newField?.has('history')) body.messages = page.map((e) => ({ ...e, [NEW_FIELD]: NEW_FIELD_VALUE }));
+  if (s.protoKeys?.has('history')) {
+    body = withProtoKeys({
+      messages: body.messages.map((e) => withProtoKeys({ ...e, citations: e.citations.map(withProtoKeys) })),
+    });
+  }
   const p = s.poisonHistory ?? 0;
   if (p <= 0) {
     sendJson(res, 200, body);
@@ -586,13 +590,20 @@ function sendPoisoned(
 function sendPoisonedArtifact(
   ctx: ServerContext,
   res: ServerResponse,
-  body: { artifact: object; artifact_id?: string },
+  body: { artifact: Artifact; artifact_id?: string },
   artifactId: string,
   s: FaultSpec,
 ): void {
-  const sent = s.newField?.has('artifact')
+  let sent = s.newField?.has('artifact')
     ? { ...body, artifact: { ...body.artifact, [NEW_FIELD]: NEW_FIELD_VALUE } }
     : body;
+  if (s.protoKeys?.has('artifact')) {
+    const a = sent.artifact;
+    sent = withProtoKeys({
+      ...sent,
+      artifact: withProtoKeys({ ...a, citations: a.citations.map(withProtoKeys) }),
+    });
+  }
   const kind = ctx.engine.poisonArtifact(artifactId, s.poisonHistory ?? 0);
   if (!kind) {
     sendJson(res, 200, sent);

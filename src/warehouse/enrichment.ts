@@ -130,3 +130,26 @@ export async function applyThreadList(
     select count(*)::int as updated, coalesce(sum(q), 0)::int as requeued from u`.execute(db);
   return r.rows[0] ?? { updated: 0, requeued: 0 };
 }
+
+/**
+ * Notes how a read of the thread list went (`thread_list_reads`, one row for the deployment):
+ * `error` undefined for a read that worked, which also ends a run of failures. Read by
+ * `crs-sync status` and the `enrichment_stalled` alert (read/thread-list.ts).
+ */
+export async function recordThreadListRead(db: Kysely<Database>, error?: string): Promise<void> {
+  if (error === undefined) {
+    await sql`
+      insert into thread_list_reads (last_ok_at) values (now())
+      on conflict (one) do update set last_ok_at = now(), failures = 0, failing_since = null`.execute(db);
+    return;
+  }
+  await sql`
+    insert into thread_list_reads (last_failed_at, failing_since, failures, failures_total, last_error)
+    values (now(), now(), 1, 1, ${error})
+    on conflict (one) do update set
+      last_failed_at = now(),
+      failing_since = coalesce(thread_list_reads.failing_since, now()),
+      failures = thread_list_reads.failures + 1,
+      failures_total = thread_list_reads.failures_total + 1,
+      last_error = excluded.last_error`.execute(db);
+}

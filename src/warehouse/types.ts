@@ -300,6 +300,20 @@ export interface FreshnessSlaTable {
   updated_at: GeneratedTimestamp;
 }
 
+/**
+ * How the enrichment's reads of the thread list went (one row; migration 2026-11-28T13-00-00):
+ * `failures` and `failing_since` count the failed reads since the last that worked.
+ */
+export interface ThreadListReadsTable {
+  one: Generated<boolean>;
+  last_ok_at: Date | null;
+  last_failed_at: Date | null;
+  failing_since: Date | null;
+  failures: Count;
+  failures_total: Count;
+  last_error: string | null;
+}
+
 /** Read only: a view's columns are never written. */
 type ViewColumn<T> = ColumnType<T, never, never>;
 
@@ -343,6 +357,7 @@ export interface Database {
   alert_incidents: AlertIncidentsTable;
   alert_deliveries: AlertDeliveriesTable;
   freshness_sla: FreshnessSlaTable;
+  thread_list_reads: ThreadListReadsTable;
   schema_drift: SchemaDriftTable;
   schema_drift_counts: SchemaDriftCountsTable;
   run_liveness: RunLivenessView;

@@ -1,4 +1,8 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
 import type { ServerResponse } from 'node:http';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { sql } from 'kysely';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createServiceClient } from '../../src/api/index.ts';
@@ -10,6 +14,7 @@ import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts
 /**
  * Enrichment against a scripted service over real HTTP and a real Postgres schema.
  */
+const root = path.resolve(import.meta.dirname, '..', '..');
 const uuid = (n: number, prefix = 'a') => `${prefix.repeat(8)}-0000-4000-8000-${String(n).padStart(12, '0')}`;
 const T1 = uuid(1, 'b');
 const T2 = uuid(2, 'b');
@@ -79,7 +84,9 @@ afterEach(async () => {
   threads.clear();
   artifacts.clear();
   listStatus = 200;
-  await sql`truncate threads, thread_messages, citations, artifacts, rejected_records`.execute(tw.w.db);
+  await sql`truncate threads, thread_messages, citations, artifacts, rejected_records, thread_list_reads`.execute(
+    tw.w.db,
+  );
 });
 
 function handle(req: { path: string; query: URLSearchParams }, res: ServerResponse) {
@@ -163,6 +170,27 @@ async function setup(
 }
 
 const db = () => tw.w.db;
+
+/** The real CLI against the test's warehouse; it must exit 0. */
+function cli(args: string[]): string {
+  const r = spawnSync(process.execPath, [path.join(root, 'bin/crs-sync.js'), ...args], {
+    env: { ...process.env, LOG_LEVEL: 'silent', DATABASE_URL: tw.url, CRS_SCHEMA: tw.schema },
+    encoding: 'utf8',
+    cwd: mkdtempSync(path.join(tmpdir(), 'crs-enrich-')),
+  });
+  expect({ status: r.status, stderr: r.stderr }).toMatchObject({ status: 0 });
+  return r.stdout;
+}
+
+/** The incidents of one alert key, as `crs-sync alerts list --json` shows them. */
+function alertsOf(
+  key: string,
+): Array<{ key: string; kind: string; summary: string; resolvedAt: string | null }> {
+  const { incidents } = JSON.parse(cli(['alerts', 'list', '--json'])) as {
+    incidents: Array<{ key: string; kind: string; summary: string; resolvedAt: string | null }>;
+  };
+  return incidents.filter((i) => i.key === key);
+}
 
 describe('enrichThreads', () => {
   it('when a pending thread is enriched, then messages, citations, artifacts and the name are stored and it is done', async () => {
@@ -778,6 +806,53 @@ describe('enrichThreads', () => {
     expect(counts.done).toBe(1);
     const t = await db().selectFrom('threads').selectAll().executeTakeFirstOrThrow();
     expect(t.thread_name).toBeNull();
+  });
+
+  it('when the thread list cannot be read, then enrichment goes on, `crs-sync status` counts the failed reads and the enrichment_stalled alert opens; a read that works ends both', async () => {
+    listStatus = 500;
+    threads.set(T1, { name: 'one', history: [msg(0)] });
+    threads.set(T2, { name: 'two', history: [msg(0, { message_id: uuid(20) })] });
+    threads.set(T3, { name: 'three', history: [msg(0, { message_id: uuid(30) })] });
+    const { ops } = await setup([T1], { maxRetries: 0 });
+    expect((await ops.enrichThreads({ threadIds: [T1], loadId: 'L1' })).done).toBe(1);
+    await sql`insert into threads (thread_id, enrich_status, enrich_requested_at) values (${T2}, 'pending', now())`.execute(
+      db(),
+    );
+    expect((await ops.enrichThreads({ threadIds: [T2], loadId: 'L1' })).done).toBe(1);
+
+    const failing = JSON.parse(cli(['status', '--json'])).threadList;
+    expect(failing).toMatchObject({ failing: true, failures: 2, failuresTotal: 2, lastOkAt: null });
+    expect(failing.lastError).toContain('listThreads failed: HTTP 500');
+    expect(cli(['status'])).toMatch(
+      /^thread list FAILING: 2 failed read\(s\) since .* UTC, last ok never; thread names are not updated/m,
+    );
+    cli(['alerts', 'check']);
+    const open = alertsOf('enrichment_stalled:thread_list');
+    expect(open).toEqual([expect.objectContaining({ kind: 'enrichment_stalled', resolvedAt: null })]);
+    expect(open[0]?.summary).toContain('the thread list could not be read (2 failed read(s)');
+
+    listStatus = 200;
+    await sql`insert into threads (thread_id, enrich_status, enrich_requested_at) values (${T3}, 'pending', now())`.execute(
+      db(),
+    );
+    expect((await ops.enrichThreads({ threadIds: [T3], loadId: 'L1' })).done).toBe(1);
+    const names = await db()
+      .selectFrom('threads')
+      .select(['thread_id', 'thread_name'])
+      .orderBy('thread_id')
+      .execute();
+    expect(names.map((t) => t.thread_name)).toEqual(['one', 'two', 'three']);
+    expect(JSON.parse(cli(['status', '--json'])).threadList).toMatchObject({
+      failing: false,
+      failures: 0,
+      failuresTotal: 2,
+      failingSince: null,
+    });
+    expect(cli(['status'])).toMatch(/^thread list read ok .* UTC \(2 failed read\(s\) before\)$/m);
+    cli(['alerts', 'check']);
+    expect(alertsOf('enrichment_stalled:thread_list')).toEqual([
+      expect.objectContaining({ resolvedAt: expect.any(String) }),
+    ]);
   });
 
   it('when the service echoes credentials in error bodies, then no secret reaches a stored row', async () => {

@@ -1,6 +1,11 @@
 import type { Command } from 'commander';
 import { renderTable } from '../../common/table.ts';
-import { describeFreshness, readStatus, type WarehouseStatus } from '../../warehouse/read/index.ts';
+import {
+  describeFreshness,
+  readStatus,
+  type ThreadListReads,
+  type WarehouseStatus,
+} from '../../warehouse/read/index.ts';
 import { loadContext, openConfiguredWarehouse } from '../context.ts';
 
 export function registerStatus(program: Command): void {
@@ -11,8 +16,10 @@ export function registerStatus(program: Command): void {
       'Shows the state of the warehouse: the watermark (last day of the unbroken run of complete\n' +
         'days) and the lag to yesterday (UTC), days by status and the failed ones, the last runs,\n' +
         'the quarantine by source and error code, the deletes held by the delete guard, the days whose\n' +
-        'export was not known complete, and threads by enrichment status. Runs and days still marked\n' +
-        'running with no sign of life for 14 minutes (terminated, worker gone) are shown as abandoned.',
+        'export was not known complete, threads by enrichment status and whether the thread list\n' +
+        '(thread names, threads queued again when their history grew) could be read. Runs and days\n' +
+        'still marked running with no sign of life for 14 minutes (terminated, worker gone) are shown\n' +
+        'as abandoned.',
     )
     .option('--json', 'print the status as JSON')
     .action(async (opts: { json?: boolean }) => {
@@ -42,6 +49,7 @@ function formatStatus(s: WarehouseStatus, warehouse: string): string {
     `days        ${byKey(s.days)}`,
     `messages    ${s.messages.live.toLocaleString('en-US')} live, ${s.messages.deleted.toLocaleString('en-US')} marked deleted`,
     `threads     ${byKey(s.threads)}`,
+    `thread list ${describeThreadList(s.threadList)}`,
   ];
   for (const t of sections(s)) {
     if (t.rows.length > 0) out.push('', t.title, renderTable(t.head, t.rows));
@@ -50,6 +58,20 @@ function formatStatus(s: WarehouseStatus, warehouse: string): string {
 }
 
 const utc = (iso: string) => iso.slice(0, 19).replace('T', ' ');
+
+/** The thread list's reads in a line: what a failing one leaves undone, and its last error. */
+function describeThreadList(t: ThreadListReads): string {
+  if (t.failing) {
+    return (
+      `FAILING: ${t.failures} failed read(s) since ${utc(t.failingSince ?? '')} UTC, last ok ` +
+      `${t.lastOkAt ? `${utc(t.lastOkAt)} UTC` : 'never'}; thread names are not updated and threads ` +
+      `whose history grew are not queued again. Last error: ${(t.lastError ?? '').slice(0, 200)}`
+    );
+  }
+  if (t.lastOkAt === null) return '(not read yet)';
+  const total = t.failuresTotal > 0 ? ` (${t.failuresTotal} failed read(s) before)` : '';
+  return `read ok ${utc(t.lastOkAt)} UTC${total}`;
+}
 
 /** The tables of the status, in the order shown. */
 function sections(s: WarehouseStatus): { title: string; head: string[]; rows: (string | number)[][] }[] {

@@ -22,6 +22,7 @@ export * from './schema-drift.ts';
 export * from './snapshot.ts';
 export * from './source.ts';
 export * from './status.ts';
+export * from './thread-list.ts';
 export * from './threads.ts';
 export * from './usage.ts';
 export * from './users.ts';

@@ -7,6 +7,7 @@ import { DEFAULT_FRESHNESS_SLA_SECONDS, type Freshness, readFreshness } from './
 import { queryable } from './queryable.ts';
 import { type RecentRun, recentRuns } from './runs.ts';
 import { openSchemaDrift, type SchemaDrift } from './schema-drift.ts';
+import { readThreadListReads, type ThreadListReads } from './thread-list.ts';
 
 /** What `crs-sync status` shows: the state of the ledger, the runs, the quarantine and enrichment. */
 export interface WarehouseStatus {
@@ -24,6 +25,8 @@ export interface WarehouseStatus {
   recentRuns: (Omit<RecentRun, 'windowStart' | 'windowEnd'> & { window: string | null })[];
   rejects: { source: string; errorCode: string; open: number; replayed: number }[];
   threads: Record<string, number>;
+  /** How the enrichment's reads of the thread list went: names and re-queues depend on them. */
+  threadList: ThreadListReads;
   messages: { live: number; deleted: number };
   /** Days whose deletes the guard held for review (`crs-sync deletes`). */
   heldDeletes: HeldDay[];
@@ -104,6 +107,7 @@ export async function readStatus(
       replayed: Number(r.replayed),
     })),
     threads: Object.fromEntries(threads.map((t) => [t.enrich_status, Number(t.n)])),
+    threadList: await readThreadListReads(queryable(db)),
     messages: { live: Number(msgs.live), deleted: Number(msgs.deleted) },
     heldDeletes,
     partialDays: partial.map((d) => ({
