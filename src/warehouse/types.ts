@@ -293,10 +293,25 @@ export interface AlertDeliveriesTable {
   last_error: string | null;
 }
 
-/** The freshness SLA the last alert check judged by (CRS_FRESHNESS_SLA), read by `sync_health`. */
+/**
+ * The deployment's freshness SLA (CRS_FRESHNESS_SLA) that the alert checks and `sync_health` judge
+ * by: stored by the first check, replaced by `crs-sync alerts settings --store` (alert-settings.ts).
+ */
 export interface FreshnessSlaTable {
   one: Generated<boolean>;
   sla_seconds: number;
+  updated_at: GeneratedTimestamp;
+}
+
+/** The deployment's other alert settings and its first check (one row; alert-settings.ts). */
+export interface AlertSettingsTable {
+  one: Generated<boolean>;
+  /** CRS_ALERT_QUARANTINE_SHARE as stored; null only in a row a migration made. */
+  quarantine_share: number | null;
+  /** CRS_ALERT_BUDGET_WAIT as stored (ms). */
+  budget_wait_ms: number | null;
+  /** The first check: a new deployment's first day is due one SLA after it (`no_data` until then). */
+  started_at: GeneratedTimestamp;
   updated_at: GeneratedTimestamp;
 }
 
@@ -343,6 +358,7 @@ export interface Database {
   alert_incidents: AlertIncidentsTable;
   alert_deliveries: AlertDeliveriesTable;
   freshness_sla: FreshnessSlaTable;
+  alert_settings: AlertSettingsTable;
   schema_drift: SchemaDriftTable;
   schema_drift_counts: SchemaDriftCountsTable;
   run_liveness: RunLivenessView;

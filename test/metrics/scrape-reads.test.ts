@@ -9,6 +9,8 @@ const gauges: WarehouseGauges = {
   enrichOldestPendingSeconds: 60,
   exportAgeSeconds: 30 * 3600,
   openDayPullAgeSeconds: 900,
+  dayRejectedShareMax: 0.002,
+  budgetPausedSeconds: 0,
 };
 
 const line = (text: string, start: string) =>

@@ -10,6 +10,7 @@ import {
   ALERT_KINDS,
   type AlertKind,
   countAlertSent,
+  type SchemaDriftCount,
   setFreshnessReader,
   setSchemaDriftReader,
   setWarehouseReader,
@@ -22,6 +23,7 @@ import {
   parseWorkerSettings,
   type WorkerSettings,
 } from '../../temporal/worker-settings.ts';
+import { deploymentFreshnessSla } from '../../warehouse/alert-settings.ts';
 import { openWarehouse } from '../../warehouse/db.ts';
 import { readPipelineGauges } from '../../warehouse/gauges.ts';
 import { listSchemaDrift, queryable, readFreshness } from '../../warehouse/read/index.ts';
@@ -99,8 +101,15 @@ export function registerWorker(program: Command): void {
               }),
               settings,
             });
+            // Alerts check from every worker: the warehouse sees to one message per incident. On
+            // a signal the monitor stops beside the drain, its sends cut off after a few seconds
+            // (ALERT_STOP_GRACE_MS).
+            const monitor = startAlertMonitor(opened.warehouse.db, alertSettings(config), log);
             for (const sig of ['SIGTERM', 'SIGINT'] as const) {
-              process.once(sig, () => log.info({ signal: sig }, 'draining the worker'));
+              process.once(sig, () => {
+                log.info({ signal: sig }, 'draining the worker');
+                void monitor.stop();
+              });
             }
             log.info(
               {
@@ -114,8 +123,6 @@ export function registerWorker(program: Command): void {
               },
               'worker started',
             );
-            // Alerts check from every worker: the warehouse sees to one message per incident.
-            const monitor = startAlertMonitor(opened.warehouse.db, alertSettings(config), log);
             await worker.run().finally(() => monitor.stop());
             log.info('worker stopped');
           } finally {
@@ -164,9 +171,10 @@ async function startMetrics(
       );
     },
   });
-  // The same freshness rule as status and the alerts, and the drifts `schema changes` lists.
+  // The same freshness rule as status and the alerts (the deployment's stored SLA, this
+  // configuration's before any check stored one), and the drifts `schema changes` lists.
   setFreshnessReader(async () => {
-    const f = await readFreshness(gauges.db, freshnessSlaSeconds);
+    const f = await readFreshness(gauges.db, await deploymentFreshnessSla(gauges.db, freshnessSlaSeconds));
     return (['export', 'enrichment'] as const).map((source) => ({
       source,
       state: f[source].state,
@@ -174,11 +182,12 @@ async function startMetrics(
     }));
   });
   setSchemaDriftReader(async () => {
-    const counts = new Map<string, { source: string; drift: string; drifts: number }>();
+    const counts = new Map<string, SchemaDriftCount>();
     for (const d of await listSchemaDrift(queryable(gauges.db))) {
       const key = `${d.source}\u0000${d.kind}`;
-      const c = counts.get(key) ?? { source: d.source, drift: d.kind, drifts: 0 };
+      const c = counts.get(key) ?? { source: d.source, drift: d.kind, drifts: 0, open: 0 };
       c.drifts += 1;
+      if (d.acceptedAt === null) c.open += 1;
       counts.set(key, c);
     }
     return [...counts.values()];
