@@ -6,9 +6,9 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { AlertPayload } from '../../src/alerts/message.ts';
-import { ALERT_KINDS, ALERT_SEVERITY, type AlertKind } from '../../src/common/alert-kinds.ts';
 import { type AlertSettings, runAlertPass, startAlertMonitor } from '../../src/alerts/monitor.ts';
 import { createServiceClient } from '../../src/api/index.ts';
+import { ALERT_KINDS, ALERT_SEVERITY, type AlertKind } from '../../src/common/alert-kinds.ts';
 import { parseConfig } from '../../src/config.ts';
 import { createEnrichOps } from '../../src/enrich/index.ts';
 import { loadExportDay } from '../../src/ingest/export-day.ts';
@@ -236,7 +236,9 @@ describe('webhook alerts', () => {
     const first = JSON.stringify({ [evil]: 'x', ...extra }).slice(1, -1);
     const body = lines.map((l, i) => (i === 0 ? l.replace(/^\{/, `{${first}, `) : l)).join('\n');
     await load(tw, { body: `${body}\n` });
-    const drifts = await tw.w.pool.query(`select count(*)::int as n from schema_drift where source = 'export'`);
+    const drifts = await tw.w.pool.query(
+      `select count(*)::int as n from schema_drift where source = 'export'`,
+    );
     expect(drifts.rows[0]).toEqual({ n: 3001 });
     await runAlertPass(tw.w.db, settings(), log);
     await runAlertPass(tw.w.db, settings(), log);
