@@ -43,7 +43,8 @@ export function registerWorker(program: Command): void {
     .description(
       'run a Temporal worker on TEMPORAL_TASK_QUEUE: the sync workflows and their activities. ' +
         'SIGTERM/SIGINT drain it: polling stops, running activities get TEMPORAL_SHUTDOWN_GRACE to ' +
-        'finish (a load cut short resumes from its checkpoint elsewhere). Prometheus metrics (the ' +
+        'finish (a load cut short resumes from its checkpoint elsewhere); alert messages being sent ' +
+        'get 5 s, then are cut off and left due for another worker. Prometheus metrics (the ' +
         "pipeline's and the SDK's) on CRS_METRICS_PORT (/metrics; 0: off; a taken port: the next " +
         'free one, with a warning). Without DATABASE_URL it refuses to start (exit 2) ' +
         `unless ${ALLOW_EMBEDDED_FLAG} or CRS_ALLOW_EMBEDDED=1.`,
