@@ -49,8 +49,11 @@ export interface AlertPass {
 
 /** One process's checker: its settings, and the differences from the stored ones it warned of. */
 export interface AlertChecker {
-  /** One check: incidents opened and resolved in the warehouse, then what is due sent. */
-  pass(signal?: AbortSignal): Promise<AlertPass>;
+  /**
+   * One check: incidents opened and resolved in the warehouse, then what is due sent. `signal`
+   * cuts the sends in flight (their messages released); after `draining`, none is taken up.
+   */
+  pass(signal?: AbortSignal, draining?: AbortSignal): Promise<AlertPass>;
 }
 
 /**
@@ -61,7 +64,7 @@ export interface AlertChecker {
 export function createAlertChecker(db: Executor, s: AlertSettings, log: Logger): AlertChecker {
   const warned = new Set<string>();
   return {
-    async pass(signal) {
+    async pass(signal, draining) {
       const stored = await adoptAlertSettings(db, s);
       for (const d of settingDifferences(stored, s)) {
         const key = `${d.setting}=${d.stored}/${d.own}`;
@@ -80,6 +83,7 @@ export function createAlertChecker(db: Executor, s: AlertSettings, log: Logger):
         timeoutMs: s.timeoutMs,
         log,
         ...(signal ? { signal } : {}),
+        ...(draining ? { draining } : {}),
       });
       return { transitions, sent, freshness, judgedBy: stored };
     },
@@ -119,13 +123,14 @@ export function startAlertMonitor(
   opts: { stopGraceMs?: number } = {},
 ): { stop(): Promise<void> } {
   const checker = createAlertChecker(db, s, log);
+  const draining = new AbortController();
   const stopping = new AbortController();
   let running: Promise<void> | null = null;
   let stopped: Promise<void> | null = null;
   const tick = () => {
-    if (running || stopping.signal.aborted) return;
+    if (running || draining.signal.aborted) return;
     running = checker
-      .pass(stopping.signal)
+      .pass(stopping.signal, draining.signal)
       .then(
         () => undefined,
         (err) => log.warn({ error: errorMessage(err) }, 'alert check failed; the next one tries again'),
@@ -139,6 +144,7 @@ export function startAlertMonitor(
   tick();
   const stop = async () => {
     clearInterval(timer);
+    draining.abort();
     const pass = running;
     if (!pass) {
       stopping.abort('the worker stopped before the receiver answered');

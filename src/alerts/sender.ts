@@ -41,6 +41,8 @@ export interface DeliverOptions {
   concurrency?: number;
   /** Aborted when the sender stops (a worker's shutdown): sends in flight are cut, their messages released. */
   signal?: AbortSignal;
+  /** Aborted when the sender begins to stop: no message is taken up after it. */
+  draining?: AbortSignal;
 }
 
 /** Messages one check posts at once, over all its receivers. */
@@ -73,7 +75,7 @@ export async function deliverDue(db: Executor, o: DeliverOptions): Promise<numbe
   let taken = 0;
   let sent = 0;
   const slot = async () => {
-    while (taken < max && Date.now() < takeUntil && !o.signal?.aborted) {
+    while (taken < max && Date.now() < takeUntil && !o.signal?.aborted && !o.draining?.aborted) {
       taken++;
       const d = await claimDelivery(db, targets, leaseMs);
       if (!d) return;
