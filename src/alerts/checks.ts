@@ -1,21 +1,19 @@
 import { sql } from 'kysely';
-import { ALERT_KINDS, type AlertKind } from '../common/alert-kinds.ts';
+import { ALERT_KINDS, ALERT_SEVERITY, type AlertKind } from '../common/alert-kinds.ts';
 import { redactText } from '../log.ts';
+import type { JudgedSettings } from '../warehouse/alert-settings.ts';
 import type { Condition } from '../warehouse/incidents.ts';
 import { type Freshness, readFreshness } from '../warehouse/read/freshness.ts';
 import { queryable } from '../warehouse/read/queryable.ts';
 import { readThreadListReads } from '../warehouse/read/thread-list.ts';
 import type { Executor } from '../warehouse/types.ts';
-import { openSchemaDrifts } from './drift-source.ts';
+import { type OpenDrift, openSchemaDrifts } from './drift-source.ts';
 
-/** What the checks judge by (from the configuration). */
-export interface CheckSettings {
-  freshnessSlaSeconds: number;
-  /** Open rejects over rows read of a day's last load that make a spike. */
-  quarantineShare: number;
-  /** A shared-budget pause longer than this is starvation. */
-  budgetWaitMs: number;
-}
+/**
+ * What the checks judge by: the deployment's stored settings (src/warehouse/alert-settings.ts),
+ * never one worker's own, so that workers configured apart decide the same incidents.
+ */
+export type CheckSettings = JudgedSettings;
 
 export { ALERT_KINDS, type AlertKind };
 
@@ -61,18 +59,22 @@ async function failedDays(db: Executor): Promise<Condition[]> {
   });
 }
 
-/** The export's age past the SLA (or no complete day at all). */
+/**
+ * The export `late`: its age past the SLA, or no complete day one SLA after the deployment's first
+ * check (before that it is `no_data`: a new deployment is not paged before its first day). A
+ * `failing` export is the `day_failed` alert's: one failure, one page.
+ */
 function exportLate(f: Freshness): Condition[] {
   const age = f.export.age_seconds;
-  if (age !== null && age <= f.sla_seconds) return [];
+  if (f.export.state !== 'late') return [];
   return [
     {
       key: 'freshness_late:export',
       kind: 'freshness_late',
-      severity: 'critical',
+      severity: ALERT_SEVERITY.freshness_late,
       summary:
         age === null
-          ? 'no day of the export is loaded complete yet'
+          ? `no day of the export is loaded complete yet, ${hours(f.sla_seconds)} (the SLA) after the first check`
           : `the newest complete day ended ${hours(age)} ago, past the SLA of ${hours(f.sla_seconds)}`,
       details: { source: 'export', age_seconds: age, sla_seconds: f.sla_seconds, state: f.export.state },
     },
@@ -90,7 +92,7 @@ async function heldDeletes(db: Executor): Promise<Condition[]> {
   return rows.map((d) => ({
     key: `deletes_held:${d.day}`,
     kind: 'deletes_held',
-    severity: 'warning',
+    severity: ALERT_SEVERITY.deletes_held,
     summary: `${Number(d.n)} delete(s) of day ${d.day} held for review (CRS_DELETE_GUARD)`,
     details: { day: d.day, held: Number(d.n) },
   }));
@@ -110,21 +112,48 @@ async function quarantineSpikes(db: Executor, share: number): Promise<Condition[
     return {
       key: `quarantine_spike:${d.day}`,
       kind: 'quarantine_spike',
-      severity: 'warning',
+      severity: ALERT_SEVERITY.quarantine_spike,
       summary: `day ${d.day}: ${d.rows_rejected} of ${d.rows_read} lines quarantined (${pct} %, above ${share * 100} %)`,
       details: { day: d.day, rejected: d.rows_rejected, read: d.rows_read, share },
     };
   });
 }
 
+/** Paths a drift alert names, and how much of each. */
+const DRIFT_PATHS_SHOWN = 5;
+const DRIFT_PATH_CHARS = 80;
+
+/**
+ * One incident per source while any of its drifts is not accepted: a line with thousands of new
+ * keys is one message, naming the first few (bounded in count and length) and how many more.
+ */
 async function schemaDrifts(db: Executor): Promise<Condition[]> {
-  return (await openSchemaDrifts(db)).map((d) => ({
-    key: `schema_drift:${d.source}:${d.path}:${d.kind}`,
-    kind: 'schema_drift',
-    severity: 'warning',
-    summary: `${d.source}: ${d.kind} ${d.path}`,
-    details: { ...d },
-  }));
+  const bySource = new Map<string, OpenDrift[]>();
+  for (const d of await openSchemaDrifts(db)) {
+    const list = bySource.get(d.source);
+    if (list) list.push(d);
+    else bySource.set(d.source, [d]);
+  }
+  return [...bySource.entries()].map(([source, drifts]) => {
+    const cut = (p: string) => (p.length > DRIFT_PATH_CHARS ? `${p.slice(0, DRIFT_PATH_CHARS)}…` : p);
+    const shown = drifts.slice(0, DRIFT_PATHS_SHOWN);
+    const more = drifts.length - shown.length;
+    return {
+      key: `schema_drift:${source}`,
+      kind: 'schema_drift',
+      severity: ALERT_SEVERITY.schema_drift,
+      summary:
+        `${source}: ${drifts.length} field(s) differ from the contract: ` +
+        shown.map((d) => `${d.kind} ${cut(d.path)}`).join(', ') +
+        (more > 0 ? ` and ${more} more` : ''),
+      details: {
+        source,
+        drifts: drifts.length,
+        first: shown.map((d) => ({ path: cut(d.path), kind: d.kind, first_day: d.firstDay, count: d.count })),
+        more,
+      },
+    };
+  });
 }
 
 /** The enrichment's oldest pending thread past the SLA, or threads out of retries. */
@@ -135,7 +164,7 @@ function enrichmentStalled(f: Freshness): Condition[] {
     {
       key: 'enrichment_stalled',
       kind: 'enrichment_stalled',
-      severity: 'warning',
+      severity: ALERT_SEVERITY.enrichment_stalled,
       summary:
         e.state === 'failing'
           ? 'threads failed their enrichment after its retries'
@@ -192,7 +221,7 @@ async function budgetStarved(db: Executor, limitMs: number): Promise<Condition[]
   return r.rows.map((b) => ({
     key: `budget_starved:${b.name}`,
     kind: 'budget_starved',
-    severity: 'warning',
+    severity: ALERT_SEVERITY.budget_starved,
     summary: `the shared request budget "${b.name}" holds every request for ${Math.round(Number(b.wait_ms) / 1000)} s (limit ${Math.round(limitMs / 1000)} s)`,
     details: { budget: b.name, wait_ms: Math.round(Number(b.wait_ms)), limit_ms: limitMs },
   }));

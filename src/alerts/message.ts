@@ -32,11 +32,20 @@ export interface AlertPayload {
   event: AlertEvent;
 }
 
+/**
+ * Text for Slack-style markup: `&`, `<` and `>` escaped, so that text from the data (a field name,
+ * an error) is shown as it is, never read as a mention (`<!channel>`) or a link (`<url|label>`).
+ */
+export function escapeMarkup(text: string): string {
+  return text.replaceAll('&', '&amp;').replaceAll('<', '&lt;').replaceAll('>', '&gt;');
+}
+
+/** The message: `text` with what comes from the data escaped (`escapeMarkup`); `event` as it is (JSON). */
 export function alertPayload(e: Omit<AlertEvent, 'first_command'>): AlertPayload {
   const first = FIRST_COMMAND[e.kind] ?? 'crs-sync alerts list';
   const mark = e.state === 'firing' ? `[${e.severity.toUpperCase()}] firing` : '[RESOLVED]';
   return {
-    text: `crs-sync ${mark} ${e.kind}: ${e.summary}${e.state === 'firing' ? ` (first: \`${first}\`)` : ''}`,
+    text: `crs-sync ${mark} ${escapeMarkup(e.kind)}: ${escapeMarkup(e.summary)}${e.state === 'firing' ? ` (first: \`${first}\`)` : ''}`,
     event: { ...e, first_command: first },
   };
 }

@@ -14,7 +14,7 @@ export const registry = new Registry();
 export { ALERT_KINDS, type AlertKind };
 
 export const FRESHNESS_SOURCES = ['export', 'enrichment'] as const;
-export const FRESHNESS_STATES = ['on_time', 'late', 'failing'] as const;
+export const FRESHNESS_STATES = ['on_time', 'late', 'failing', 'no_data'] as const;
 export type FreshnessSource = (typeof FRESHNESS_SOURCES)[number];
 export type FreshnessState = (typeof FRESHNESS_STATES)[number];
 
@@ -135,6 +135,13 @@ export interface WarehouseGauges {
    * complete since); null: none. Not a freshness of the export, which counts complete days only.
    */
   openDayPullAgeSeconds: number | null;
+  /**
+   * The highest share of its lines read that a day's last load rejected, over the ledger's days
+   * (0: none rejected): what the quarantine_spike alert compares with CRS_ALERT_QUARANTINE_SHARE.
+   */
+  dayRejectedShareMax: number;
+  /** How long from now the shared request budget stays paused by a Retry-After (the longest; 0: none). */
+  budgetPausedSeconds: number;
 }
 
 export interface FreshnessReading {
@@ -262,6 +269,25 @@ warehouseGauge(
     return true;
   },
 );
+// The measures two alerts judge by (docs/alerts.md's table of alerts and rules).
+warehouseGauge(
+  'crs_sync_day_rejected_share_max',
+  "The highest share of its lines read that a day's last load rejected (over the ledger's days; the quarantine_spike alert's measure)",
+  [],
+  (g, w) => {
+    g.set(w.dayRejectedShareMax);
+    return true;
+  },
+);
+warehouseGauge(
+  'crs_sync_budget_paused_seconds',
+  "How long from now the shared request budget stays paused by the service's Retry-After (the longest of the budgets; 0: none; the budget_starved alert's measure)",
+  [],
+  (g, w) => {
+    g.set(w.budgetPausedSeconds);
+    return true;
+  },
+);
 warehouseGauge(
   'crs_sync_enrich_oldest_pending_seconds',
   'How long the thread waiting longest for enrichment has waited (0: none waits)',
@@ -285,7 +311,7 @@ new Gauge({
 });
 new Gauge({
   name: 'crs_sync_freshness_state',
-  help: 'Freshness state per source: 1 for the current state (on_time, late, failing), 0 for the others',
+  help: 'Freshness state per source: 1 for the current state (on_time, late, failing, no_data: no day complete yet and none due yet), 0 for the others',
   labelNames: ['source', 'state'],
   registers: [registry],
   async collect() {
@@ -334,6 +360,8 @@ export interface SchemaDriftCount {
   drift: string;
   /** Drifts recorded (field paths), first seen at any time. */
   drifts: number;
+  /** Of them, those not accepted yet (what the schema_drift alert is open for). */
+  open: number;
 }
 
 let driftReader: Reader<SchemaDriftCount[]> | undefined;
@@ -343,6 +371,18 @@ export function setSchemaDriftReader(read: Reader<SchemaDriftCount[]> | undefine
   driftReader = read;
   cached.clear();
 }
+
+new Gauge({
+  name: 'crs_sync_schema_drifts_open',
+  help: 'Schema drifts not accepted yet (crs-sync schema accept), by source and drift kind: the schema_drift alert is open while one is',
+  labelNames: ['source', 'drift'],
+  registers: [registry],
+  async collect() {
+    this.reset();
+    for (const d of (await cachedRead('drift', driftReader)) ?? [])
+      this.set({ source: d.source, drift: d.drift }, d.open);
+  },
+});
 
 new Gauge({
   name: 'crs_sync_schema_drifts',

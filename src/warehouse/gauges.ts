@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import { getWatermark } from './days.ts';
 import { readOpenDayPull } from './read/freshness.ts';
 import type { Executor } from './types.ts';
@@ -16,6 +17,8 @@ export interface PipelineGauges {
   enrichOldestPendingSeconds: number;
   exportAgeSeconds: number | null;
   openDayPullAgeSeconds: number | null;
+  dayRejectedShareMax: number;
+  budgetPausedSeconds: number;
 }
 
 const DAY_MS = 86_400_000;
@@ -41,6 +44,12 @@ export async function readPipelineGauges(db: Executor, now = new Date()): Promis
     .select([(eb) => eb.fn.countAll<number>().as('n'), (eb) => eb.fn.min('enrich_requested_at').as('oldest')])
     .where('enrich_status', '=', 'pending')
     .executeTakeFirstOrThrow();
+  // The measures of quarantine_spike and budget_starved, as src/alerts/checks.ts reads them.
+  const alertMeasures = await sql<{ share: number | null; paused: number | null }>`
+    select (select max(rows_rejected::float8 / rows_read) from sync_days where rows_read > 0) as share,
+           (select max(extract(epoch from paused_until - clock_timestamp()))::float8 from rate_budget) as paused`.execute(
+    db,
+  );
   const watermark = await getWatermark(db);
   const openDay = await readOpenDayPull(db, now);
   const oldest = backlog.oldest ? new Date(backlog.oldest as Date | string).getTime() : null;
@@ -54,5 +63,7 @@ export async function readPipelineGauges(db: Executor, now = new Date()): Promis
     exportAgeSeconds:
       watermark === null ? null : Math.max(0, (now.getTime() - (Date.parse(watermark) + DAY_MS)) / 1000),
     openDayPullAgeSeconds: openDay?.age_seconds ?? null,
+    dayRejectedShareMax: Number(alertMeasures.rows[0]?.share ?? 0),
+    budgetPausedSeconds: Math.max(0, Number(alertMeasures.rows[0]?.paused ?? 0)),
   };
 }

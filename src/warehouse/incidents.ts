@@ -60,10 +60,15 @@ export async function syncIncidents(
       returning incident`.execute(db);
     const opened = r.rows[0];
     if (opened) out.push({ incident: opened.incident, state: 'firing' });
+    // What `alerts list` and a message not sent yet say is the condition as it is now.
     else
       await db
         .updateTable('alert_incidents')
-        .set({ last_seen_at: sql`now()` })
+        .set({
+          last_seen_at: sql`now()`,
+          summary: c.summary,
+          details: sql`${JSON.stringify(c.details)}::jsonb`,
+        })
         .where('key', '=', c.key)
         .where('resolved_at', 'is', null)
         .execute();
@@ -96,6 +101,32 @@ export async function enqueueDeliveries(
     .values(rows)
     .onConflict((oc) => oc.columns(['incident', 'state', 'target']).doNothing())
     .execute();
+}
+
+/**
+ * Receivers rotated (a leaked webhook URL replaced): every message not sent yet to a receiver not
+ * among `targets` (a digest no longer configured) goes to each of `targets` instead, due now,
+ * unless that receiver has the message already; one being sent (claimed) is left to its sender.
+ * Moved, not copied: workers configured apart during a rolling change move a message between
+ * their receivers, and whichever sends it first sends it once. Returns how many were moved.
+ */
+export async function readdressDeliveries(db: Executor, targets: readonly string[]): Promise<number> {
+  if (targets.length === 0) return 0;
+  const r = await sql<{ n: number }>`
+    with gone as (
+      delete from alert_deliveries d
+       where d.sent_at is null and d.target <> all(${[...targets]}::text[])
+         and (d.claimed_until is null or d.claimed_until <= now())
+      returning d.incident, d.state, d.created_at
+    ), moved as (
+      insert into alert_deliveries (incident, state, target, created_at)
+      select distinct g.incident, g.state, t.target, g.created_at
+        from gone g cross join unnest(${[...targets]}::text[]) as t(target)
+      on conflict (incident, state, target) do nothing
+      returning 1
+    )
+    select (select count(*) from gone)::int as n, (select count(*) from moved)::int as added`.execute(db);
+  return Number(r.rows[0]?.n ?? 0);
 }
 
 /** A delivery claimed for sending, with its incident. */
@@ -154,6 +185,17 @@ export async function markDelivered(db: Executor, d: ClaimedDelivery, status: nu
     .updateTable('alert_incidents')
     .set({ [column]: sql`coalesce(${sql.ref(column)}, now())` })
     .where('incident', '=', d.incident)
+    .execute();
+}
+
+/** Not sent because this sender stopped (a worker's shutdown): due again now, for any sender. */
+export async function releaseDelivery(db: Executor, d: ClaimedDelivery): Promise<void> {
+  await db
+    .updateTable('alert_deliveries')
+    .set({ claimed_until: null, next_attempt_at: sql`now()` })
+    .where('incident', '=', d.incident)
+    .where('state', '=', d.state)
+    .where('target', '=', d.target)
     .execute();
 }
 

@@ -293,7 +293,10 @@ export interface AlertDeliveriesTable {
   last_error: string | null;
 }
 
-/** The freshness SLA the last alert check judged by (CRS_FRESHNESS_SLA), read by `sync_health`. */
+/**
+ * The deployment's freshness SLA (CRS_FRESHNESS_SLA) that the alert checks and `sync_health` judge
+ * by: stored by the first check, replaced by `crs-sync alerts settings --store` (alert-settings.ts).
+ */
 export interface FreshnessSlaTable {
   one: Generated<boolean>;
   sla_seconds: number;
@@ -312,6 +315,18 @@ export interface ThreadListReadsTable {
   failures: Count;
   failures_total: Count;
   last_error: string | null;
+}
+
+/** The deployment's other alert settings and its first check (one row; alert-settings.ts). */
+export interface AlertSettingsTable {
+  one: Generated<boolean>;
+  /** CRS_ALERT_QUARANTINE_SHARE as stored; null only in a row a migration made. */
+  quarantine_share: number | null;
+  /** CRS_ALERT_BUDGET_WAIT as stored (ms). */
+  budget_wait_ms: number | null;
+  /** The first check: a new deployment's first day is due one SLA after it (`no_data` until then). */
+  started_at: GeneratedTimestamp;
+  updated_at: GeneratedTimestamp;
 }
 
 /** Read only: a view's columns are never written. */
@@ -358,6 +373,7 @@ export interface Database {
   alert_deliveries: AlertDeliveriesTable;
   freshness_sla: FreshnessSlaTable;
   thread_list_reads: ThreadListReadsTable;
+  alert_settings: AlertSettingsTable;
   schema_drift: SchemaDriftTable;
   schema_drift_counts: SchemaDriftCountsTable;
   run_liveness: RunLivenessView;

@@ -8,6 +8,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { AlertPayload } from '../../src/alerts/message.ts';
 import { type AlertSettings, runAlertPass, startAlertMonitor } from '../../src/alerts/monitor.ts';
 import { createServiceClient } from '../../src/api/index.ts';
+import { ALERT_KINDS, ALERT_SEVERITY, type AlertKind } from '../../src/common/alert-kinds.ts';
 import { parseConfig } from '../../src/config.ts';
 import { createEnrichOps } from '../../src/enrich/index.ts';
 import { loadExportDay } from '../../src/ingest/export-day.ts';
@@ -73,6 +74,9 @@ describe('webhook alerts', () => {
     exportUrl = `http://127.0.0.1:${(exportServer.address() as AddressInfo).port}`;
   });
   afterEach(() => {
+    // Every alert that reached the receiver had its kind's one severity (docs/alerts.md's table).
+    for (const m of received.filter((r) => (ALERT_KINDS as readonly string[]).includes(r.event.kind)))
+      expect(m.event.severity, m.event.kind).toBe(ALERT_SEVERITY[m.event.kind as AlertKind]);
     mode = 'ok';
     received = [];
     onRequest = null;
@@ -212,7 +216,7 @@ describe('webhook alerts', () => {
     await runAlertPass(tw.w.db, settings(), log);
     expect(states('schema_drift')).toEqual(['firing']);
     const firing = received.find((m) => m.event.kind === 'schema_drift');
-    expect(firing?.event.summary).toMatch(/export: new_field Region/);
+    expect(firing?.event.summary).toBe('export: 1 field(s) differ from the contract: new_field Region');
 
     // Loading it again is the same drift, not a new incident.
     await load(tw, { body: `${withRegion.join('\n')}\n` });
@@ -223,6 +227,33 @@ describe('webhook alerts', () => {
     await runAlertPass(tw.w.db, settings(), log);
     expect(states('schema_drift')).toEqual(['firing', 'resolved']);
     expect(incidentsOf('schema_drift').size).toBe(1);
+  });
+
+  it('when a line brings thousands of new fields, one named as a Slack mention and link, then one schema_drift message names a few of them, escaped, and how many more', async () => {
+    const tw = await warehouse();
+    const evil = '<!channel> <https://evil.example|re-authenticate>';
+    const extra = Object.fromEntries(Array.from({ length: 3000 }, (_, i) => [`extra_field_${i}`, i]));
+    const first = JSON.stringify({ [evil]: 'x', ...extra }).slice(1, -1);
+    const body = lines.map((l, i) => (i === 0 ? l.replace(/^\{/, `{${first}, `) : l)).join('\n');
+    await load(tw, { body: `${body}\n` });
+    const drifts = await tw.w.pool.query(
+      `select count(*)::int as n from schema_drift where source = 'export'`,
+    );
+    expect(drifts.rows[0]).toEqual({ n: 3001 });
+    await runAlertPass(tw.w.db, settings(), log);
+    await runAlertPass(tw.w.db, settings(), log);
+
+    const drift = received.filter((m) => m.event.kind === 'schema_drift');
+    expect(drift.map((m) => m.event.state)).toEqual(['firing']);
+    const text = drift[0]!.text;
+    // Nothing from the data is read as Slack markup: no mention, no link.
+    expect(text).not.toMatch(/<!|<https?:/);
+    expect(text).toContain('&lt;!channel&gt; &lt;https://evil.example|re-authenticate&gt;');
+    expect(text).toContain('and 2996 more');
+    expect(text.length).toBeLessThan(1_000);
+    // The event keeps the field's name as it is, for receivers that read JSON.
+    expect(drift[0]!.event.details).toMatchObject({ source: 'export', drifts: 3001, more: 2996 });
+    expect((drift[0]!.event.details.first as { path: string }[]).map((d) => d.path)).toContain(evil);
   });
 
   it('when the enrichment queue has waited past the SLA, then one firing enrichment_stalled, and one resolved once the threads are enriched', async () => {
@@ -291,7 +322,8 @@ describe('webhook alerts', () => {
       await round();
       await round();
       expect(states('day_failed')).toEqual(['firing']);
-      expect(states('freshness_late')).toEqual(['firing']);
+      // The export is `failing` (the failed day), not late: one failure, one page.
+      expect(states('freshness_late')).toEqual([]);
       await load(tw);
       await round();
       await round();
@@ -450,11 +482,13 @@ describe('webhook alerts', () => {
 
       const status = cli(['status', '--json'], { ...env, CRS_FRESHNESS_SLA: '1000d' });
       expect(status.code).toBe(2); // 1000 days is past the setting's bound
+      // Status judges by the deployment's stored SLA (the first check's, 26 h), as the alerts do,
+      // not by this configuration's 90 days.
       const ok = cli(['status', '--json'], { ...env, CRS_FRESHNESS_SLA: '90d' });
       const f = (JSON.parse(ok.stdout) as { freshness: Record<string, unknown> }).freshness;
       expect(f).toMatchObject({
-        sla_seconds: 90 * 86_400,
-        export: { state: 'on_time', age_seconds: expect.any(Number) },
+        sla_seconds: 26 * 3600,
+        export: { state: 'late', age_seconds: expect.any(Number) },
         enrichment: {
           state: expect.stringMatching(/^(on_time|late|failing)$/),
           age_seconds: expect.any(Number),

@@ -9,6 +9,8 @@ const gauges: WarehouseGauges = {
   enrichOldestPendingSeconds: 60,
   exportAgeSeconds: 30 * 3600,
   openDayPullAgeSeconds: 900,
+  dayRejectedShareMax: 0.002,
+  budgetPausedSeconds: 0,
 };
 
 const line = (text: string, start: string) =>
@@ -50,6 +52,9 @@ describe('gauges read from the warehouse at scrape time', () => {
     expect(line(text, 'crs_sync_freshness_state{source="enrichment",state="on_time"}')).toBe(
       'crs_sync_freshness_state{source="enrichment",state="on_time"} 1',
     );
+    // The measures of quarantine_spike and budget_starved, which the Prometheus rules compare.
+    expect(line(text, 'crs_sync_day_rejected_share_max ')).toBe('crs_sync_day_rejected_share_max 0.002');
+    expect(line(text, 'crs_sync_budget_paused_seconds ')).toBe('crs_sync_budget_paused_seconds 0');
   });
 
   it('when a day was pulled intraday, then the open-day gauge shows its last pull’s age, and with none it is absent rather than 0', async () => {

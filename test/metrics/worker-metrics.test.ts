@@ -211,6 +211,15 @@ describe('the workers’ /metrics (two real worker processes on one host)', () =
         Number(r.n),
       );
     expect(sum(first, 'crs_sync_enrich_backlog_threads')).toBe(0);
+    // The measures the quarantine_spike and budget_starved rules compare, read from the ledger.
+    const share = (
+      await tw.w.pool.query<{ s: number }>(
+        'select max(rows_rejected::float8 / rows_read) as s from sync_days where rows_read > 0',
+      )
+    ).rows[0]!.s;
+    expect(share).toBeGreaterThan(0);
+    expect(sum(first, 'crs_sync_day_rejected_share_max')).toBeCloseTo(share, 9);
+    expect(sum(first, 'crs_sync_budget_paused_seconds')).toBe(0);
     const age = first.find(
       (s) => s.name === 'crs_sync_freshness_age_seconds' && s.labels.source === 'export',
     );

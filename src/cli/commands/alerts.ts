@@ -4,12 +4,19 @@ import { alertSettings, runAlertPass } from '../../alerts/monitor.ts';
 import { describeTarget, postWebhook } from '../../alerts/webhook.ts';
 import { renderTable } from '../../common/table.ts';
 import { CrsError } from '../../errors.ts';
+import {
+  type JudgedSettings,
+  readAlertSettings,
+  type StoredAlertSettings,
+  settingDifferences,
+  storeAlertSettings,
+} from '../../warehouse/alert-settings.ts';
 import { listIncidents, pendingDeliveries } from '../../warehouse/incidents.ts';
 import { loadContext, openConfiguredWarehouse } from '../context.ts';
 
 const utc = (iso: string | null) => (iso ? iso.slice(0, 19).replace('T', ' ') : '');
 
-/** `crs-sync alerts test|list|check`. Long: one commander definition of three subcommands. */
+/** `crs-sync alerts test|list|settings|check`. Long: one commander definition of four subcommands. */
 export function registerAlerts(program: Command): void {
   const alerts = program
     .command('alerts')
@@ -117,6 +124,36 @@ export function registerAlerts(program: Command): void {
     });
 
   alerts
+    .command('settings')
+    .description(
+      "the deployment's alert settings, which every worker's checks judge by: CRS_FRESHNESS_SLA, " +
+        'CRS_ALERT_QUARANTINE_SHARE, CRS_ALERT_BUDGET_WAIT as the first check stored them, beside this ' +
+        "configuration's; --store makes this configuration's the deployment's (a changed setting " +
+        'takes effect only so)',
+    )
+    .option('--store', "store this configuration's values as the deployment's")
+    .option('--json', 'print JSON')
+    .action(async (o: { store?: boolean; json?: boolean }) => {
+      const ctx = loadContext();
+      const own = alertSettings(ctx.config);
+      const wh = await openConfiguredWarehouse(ctx, { connections: 1, schema: 'current' });
+      try {
+        const before = await readAlertSettings(wh.warehouse.db);
+        const stored = o.store ? (await storeAlertSettings(wh.warehouse.db, own)).after : before;
+        const differences = stored ? settingDifferences(stored, own) : [];
+        if (o.json) {
+          process.stdout.write(
+            `${JSON.stringify({ stored, before: o.store ? before : undefined, differences }, null, 2)}\n`,
+          );
+          return;
+        }
+        process.stdout.write(`${formatSettings(stored, own, o.store ? before : undefined)}\n`);
+      } finally {
+        await wh.close();
+      }
+    });
+
+  alerts
     .command('check')
     .description(
       'run one check now, as each worker does every CRS_ALERT_CHECK_INTERVAL: open and resolve ' +
@@ -133,4 +170,36 @@ export function registerAlerts(program: Command): void {
         await wh.close();
       }
     });
+}
+
+const SHOWN: { key: keyof JudgedSettings; name: string; show: (v: number) => string }[] = [
+  { key: 'freshnessSlaSeconds', name: 'CRS_FRESHNESS_SLA', show: (v) => `${v / 3600}h (${v} s)` },
+  { key: 'quarantineShare', name: 'CRS_ALERT_QUARANTINE_SHARE', show: (v) => String(v) },
+  { key: 'budgetWaitMs', name: 'CRS_ALERT_BUDGET_WAIT', show: (v) => `${v / 1000}s` },
+];
+
+/** The stored settings beside this configuration's, as a table; with --store, what it replaced. */
+function formatSettings(
+  stored: StoredAlertSettings | null,
+  own: JudgedSettings,
+  before: StoredAlertSettings | null | undefined,
+): string {
+  const rows = SHOWN.map((s) => [
+    s.name,
+    stored ? s.show(stored[s.key]) : '(none yet)',
+    s.show(own[s.key]),
+    ...(before === undefined ? [] : [before ? s.show(before[s.key]) : '(none)']),
+    stored && stored[s.key] !== own[s.key] ? 'differs: the stored one applies' : '',
+  ]);
+  const head = [
+    'setting',
+    'stored (applies)',
+    'this configuration',
+    ...(before === undefined ? [] : ['before']),
+    '',
+  ];
+  const since = stored
+    ? `\nfirst check ${utc(stored.startedAt)} UTC`
+    : "\nno check has run yet: the first one stores its configuration's";
+  return `${renderTable(head, rows)}${since}`;
 }

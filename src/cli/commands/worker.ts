@@ -10,6 +10,7 @@ import {
   ALERT_KINDS,
   type AlertKind,
   countAlertSent,
+  type SchemaDriftCount,
   setFreshnessReader,
   setSchemaDriftReader,
   setWarehouseReader,
@@ -22,6 +23,7 @@ import {
   parseWorkerSettings,
   type WorkerSettings,
 } from '../../temporal/worker-settings.ts';
+import { deploymentFreshnessSla } from '../../warehouse/alert-settings.ts';
 import { openWarehouse } from '../../warehouse/db.ts';
 import { readPipelineGauges } from '../../warehouse/gauges.ts';
 import { listSchemaDrift, queryable, readFreshness } from '../../warehouse/read/index.ts';
@@ -41,7 +43,8 @@ export function registerWorker(program: Command): void {
     .description(
       'run a Temporal worker on TEMPORAL_TASK_QUEUE: the sync workflows and their activities. ' +
         'SIGTERM/SIGINT drain it: polling stops, running activities get TEMPORAL_SHUTDOWN_GRACE to ' +
-        'finish (a load cut short resumes from its checkpoint elsewhere). Prometheus metrics (the ' +
+        'finish (a load cut short resumes from its checkpoint elsewhere); alert messages being sent ' +
+        'get 5 s, then are cut off and left due for another worker. Prometheus metrics (the ' +
         "pipeline's and the SDK's) on CRS_METRICS_PORT (/metrics; 0: off; a taken port: the next " +
         'free one, with a warning). Without DATABASE_URL it refuses to start (exit 2) ' +
         `unless ${ALLOW_EMBEDDED_FLAG} or CRS_ALLOW_EMBEDDED=1.`,
@@ -99,8 +102,15 @@ export function registerWorker(program: Command): void {
               }),
               settings,
             });
+            // Alerts check from every worker: the warehouse sees to one message per incident. On
+            // a signal the monitor stops beside the drain, its sends cut off after a few seconds
+            // (ALERT_STOP_GRACE_MS).
+            const monitor = startAlertMonitor(opened.warehouse.db, alertSettings(config), log);
             for (const sig of ['SIGTERM', 'SIGINT'] as const) {
-              process.once(sig, () => log.info({ signal: sig }, 'draining the worker'));
+              process.once(sig, () => {
+                log.info({ signal: sig }, 'draining the worker');
+                void monitor.stop();
+              });
             }
             log.info(
               {
@@ -114,8 +124,6 @@ export function registerWorker(program: Command): void {
               },
               'worker started',
             );
-            // Alerts check from every worker: the warehouse sees to one message per incident.
-            const monitor = startAlertMonitor(opened.warehouse.db, alertSettings(config), log);
             await worker.run().finally(() => monitor.stop());
             log.info('worker stopped');
           } finally {
@@ -164,9 +172,10 @@ async function startMetrics(
       );
     },
   });
-  // The same freshness rule as status and the alerts, and the drifts `schema changes` lists.
+  // The same freshness rule as status and the alerts (the deployment's stored SLA, this
+  // configuration's before any check stored one), and the drifts `schema changes` lists.
   setFreshnessReader(async () => {
-    const f = await readFreshness(gauges.db, freshnessSlaSeconds);
+    const f = await readFreshness(gauges.db, await deploymentFreshnessSla(gauges.db, freshnessSlaSeconds));
     return (['export', 'enrichment'] as const).map((source) => ({
       source,
       state: f[source].state,
@@ -174,11 +183,12 @@ async function startMetrics(
     }));
   });
   setSchemaDriftReader(async () => {
-    const counts = new Map<string, { source: string; drift: string; drifts: number }>();
+    const counts = new Map<string, SchemaDriftCount>();
     for (const d of await listSchemaDrift(queryable(gauges.db))) {
       const key = `${d.source}\u0000${d.kind}`;
-      const c = counts.get(key) ?? { source: d.source, drift: d.kind, drifts: 0 };
+      const c = counts.get(key) ?? { source: d.source, drift: d.kind, drifts: 0, open: 0 };
       c.drifts += 1;
+      if (d.acceptedAt === null) c.open += 1;
       counts.set(key, c);
     }
     return [...counts.values()];

@@ -7,8 +7,11 @@ import type { Executor } from '../types.ts';
  *
  * - export: its age runs from the end (midnight UTC) of the watermark's day, the newest day known
  *   complete with every day before it. `failing` while a day after the watermark is `failed` (its
- *   load ran out of retries: the watermark cannot move until it loads); `late` when the age passes
- *   the SLA, or no day is complete yet; `on_time` otherwise. A partial day (the open day, pulled
+ *   load ran out of retries: the watermark cannot move until it loads); `no_data` while no day is
+ *   complete and the deployment's first alert check is less than the SLA ago (a new deployment
+ *   is given one SLA for its first day; before any check: `no_data` too), `no_data_until` saying
+ *   until when; `late` when the age passes the SLA, or no day is complete past that; `on_time`
+ *   otherwise. A partial day (the open day, pulled
  *   intraday) is not complete: neither the state nor the age counts it. What intraday pulls give
  *   is beside them, as `open_day`: the newest day pulled intraday and not complete since, when its
  *   last pull finished and how long ago (null when there is none).
@@ -16,10 +19,11 @@ import type { Executor } from '../types.ts';
  *   pending. `failing` while a thread's enrichment is `failed` (out of retries; a replay or the
  *   next load of the thread re-queues it); `late` when the age passes the SLA.
  *
- * The `sync_health` view computes the same with `now()` and the SLA stored by the last alert
- * check (migrations/2026-11-25T06-00-00_alerts.ts): change both together.
+ * The `sync_health` view computes the same with `now()` and the deployment's stored SLA and first
+ * check (src/warehouse/alert-settings.ts; migrations/2026-11-28T11-00-00_alerts_settings_no_data.ts):
+ * change both together.
  */
-export type FreshnessState = 'on_time' | 'late' | 'failing';
+export type FreshnessState = 'on_time' | 'late' | 'failing' | 'no_data';
 export type FreshnessSource = 'export' | 'enrichment';
 
 export interface SourceFreshness {
@@ -40,6 +44,8 @@ export interface OpenDayPull {
 export interface ExportFreshness extends SourceFreshness {
   /** The open day's last intraday pull; null with no day pulled intraday and not complete since. */
   open_day: OpenDayPull | null;
+  /** When `no_data` turns `late` (ISO): one SLA after the first check; null in any other state. */
+  no_data_until: string | null;
 }
 
 export interface Freshness {
@@ -54,6 +60,22 @@ export const DEFAULT_FRESHNESS_SLA_SECONDS = 26 * 3600;
 const judge = (failing: boolean, age: number | null, sla: number): FreshnessState =>
   failing ? 'failing' : age === null || age > sla ? 'late' : 'on_time';
 
+/** The export's state: as `judge`, but no complete day within one SLA of the first check is `no_data`. */
+function judgeExport(
+  failing: boolean,
+  age: number | null,
+  sla: number,
+  startedAt: Date | null,
+  now: Date,
+): { state: FreshnessState; noDataUntil: string | null } {
+  if (failing || age !== null) return { state: judge(failing, age, sla), noDataUntil: null };
+  if (startedAt === null) return { state: 'no_data', noDataUntil: null };
+  const until = new Date(startedAt.getTime() + sla * 1000);
+  return now < until
+    ? { state: 'no_data', noDataUntil: until.toISOString() }
+    : { state: 'late', noDataUntil: null };
+}
+
 /** Freshness of the export and the enrichment now (for metrics: `age_seconds` and `state` per source). */
 export async function readFreshness(
   db: Executor,
@@ -61,8 +83,14 @@ export async function readFreshness(
   now = new Date(),
 ): Promise<Freshness> {
   const watermark = await getWatermark(db);
-  const r = await sql<{ export_failing: boolean; enrich_age: number | null; enrich_failing: boolean }>`
-    select exists (select 1 from sync_days
+  const r = await sql<{
+    export_failing: boolean;
+    enrich_age: number | null;
+    enrich_failing: boolean;
+    started_at: Date | null;
+  }>`
+    select (select started_at from alert_settings) as started_at,
+           exists (select 1 from sync_days
                    where status = 'failed' and (${watermark}::date is null or day > ${watermark}::date))
              as export_failing,
            (select extract(epoch from ${now}::timestamptz - min(coalesce(enrich_requested_at, _loaded_at)))::float8
@@ -74,12 +102,14 @@ export async function readFreshness(
       ? null
       : Math.floor((now.getTime() - Date.parse(`${watermark}T00:00:00Z`)) / 1000) - 86_400;
   const enrichAge = Math.max(0, Math.floor(Number(row?.enrich_age ?? 0)));
+  const exp = judgeExport(row?.export_failing ?? false, exportAge, slaSeconds, row?.started_at ?? null, now);
   return {
     sla_seconds: slaSeconds,
     export: {
-      state: judge(row?.export_failing ?? false, exportAge, slaSeconds),
+      state: exp.state,
       age_seconds: exportAge,
       open_day: await readOpenDayPull(db, now),
+      no_data_until: exp.noDataUntil,
     },
     enrichment: { state: judge(row?.enrich_failing ?? false, enrichAge, slaSeconds), age_seconds: enrichAge },
   };
@@ -108,20 +138,6 @@ export async function readOpenDayPull(db: Executor, now = new Date()): Promise<O
   };
 }
 
-/** Stores the SLA the alert check judges by, so the `sync_health` view judges by the same one. */
-export async function storeFreshnessSla(db: Executor, slaSeconds: number): Promise<void> {
-  await db
-    .insertInto('freshness_sla')
-    .values({ sla_seconds: slaSeconds, updated_at: sql`now()` })
-    .onConflict((oc) =>
-      oc
-        .column('one')
-        .doUpdateSet({ sla_seconds: slaSeconds, updated_at: sql`now()` })
-        .where('freshness_sla.sla_seconds', '<>', slaSeconds),
-    )
-    .execute();
-}
-
 /** What runs a query on pg's interface (the dashboard's pool or client). */
 export interface RowQueryable {
   query(text: string, values?: unknown[]): Promise<{ rows: unknown[] }>;
@@ -132,7 +148,8 @@ export async function healthViewFreshness(q: RowQueryable): Promise<Freshness> {
   const { rows } = await q.query(
     `select freshness_sla_seconds::int as sla, export_age_seconds::float8 as export_age, export_freshness,
             enrichment_age_seconds::float8 as enrichment_age, enrichment_freshness,
-            open_day::text as open_day, open_day_pulled_at, open_day_age_seconds::float8 as open_day_age
+            open_day::text as open_day, open_day_pulled_at, open_day_age_seconds::float8 as open_day_age,
+            export_no_data_until
        from sync_health`,
   );
   const h = rows[0] as
@@ -145,6 +162,7 @@ export async function healthViewFreshness(q: RowQueryable): Promise<Freshness> {
         open_day: string | null;
         open_day_pulled_at: Date | string | null;
         open_day_age: number | null;
+        export_no_data_until: Date | string | null;
       }
     | undefined;
   if (!h) throw new Error('the sync_health view returned no row');
@@ -161,6 +179,7 @@ export async function healthViewFreshness(q: RowQueryable): Promise<Freshness> {
               pulled_at: new Date(h.open_day_pulled_at).toISOString(),
               age_seconds: Number(h.open_day_age),
             },
+      no_data_until: h.export_no_data_until === null ? null : new Date(h.export_no_data_until).toISOString(),
     },
     enrichment: { state: h.enrichment_freshness, age_seconds: h.enrichment_age },
   };
@@ -168,15 +187,20 @@ export async function healthViewFreshness(q: RowQueryable): Promise<Freshness> {
 
 /**
  * One line: `export on_time (age 5h 2m), enrichment late (age 27h 0m); SLA 26h`, and with an
- * intraday pull `; open day 2026-11-26 pulled intraday 0h 12m ago`.
+ * intraday pull `; open day 2026-11-26 pulled intraday 0h 12m ago`. A new deployment:
+ * `export no_data (no complete day yet; late from 2026-11-29 11:00 UTC if none is)`.
  */
 export function describeFreshness(f: Freshness): string {
   const hm = (s: number) => `${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m`;
   const age = (s: number | null) => (s === null ? 'no complete day yet' : `age ${hm(s)}`);
   const one = (name: string, x: SourceFreshness) => `${name} ${x.state} (${age(x.age_seconds)})`;
   const open = f.export.open_day;
+  const until = f.export.no_data_until;
+  const exp = until
+    ? `${one('export', f.export).slice(0, -1)}; late from ${until.slice(0, 16).replace('T', ' ')} UTC if none is)`
+    : one('export', f.export);
   return (
-    `${one('export', f.export)}, ${one('enrichment', f.enrichment)}; SLA ${Math.round(f.sla_seconds / 360) / 10}h` +
+    `${exp}, ${one('enrichment', f.enrichment)}; SLA ${Math.round(f.sla_seconds / 360) / 10}h` +
     (open ? `; open day ${open.day} pulled intraday ${hm(open.age_seconds)} ago` : '')
   );
 }

@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
 import { dayCount, shiftDay, utcDay } from '../../common/civil-date.ts';
+import { deploymentFreshnessSla } from '../alert-settings.ts';
 import { getWatermark } from '../days.ts';
 import { type HeldDay, listHeldDeletes } from '../held-deletes.ts';
 import type { Executor } from '../types.ts';
@@ -120,7 +121,8 @@ export async function readStatus(
       reason: d.export_incomplete_reason,
       loadId: d._load_id,
     })),
-    freshness: await readFreshness(db, freshnessSlaSeconds, now),
+    // The deployment's stored SLA, the one the alerts judge by; `freshnessSlaSeconds` before any check.
+    freshness: await readFreshness(db, await deploymentFreshnessSla(db, freshnessSlaSeconds), now),
     schemaDrift: await openSchemaDrift(queryable(db)),
   };
 }
