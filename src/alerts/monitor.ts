@@ -17,6 +17,7 @@ export interface AlertSettings extends CheckSettings {
 /** The alert settings of a configuration. */
 export function alertSettings(cfg: {
   freshnessSlaSeconds: number;
+  openDayStaleAfterSeconds?: number;
   alerts: {
     webhookUrls: readonly string[];
     quarantineShare: number;
@@ -27,6 +28,9 @@ export function alertSettings(cfg: {
 }): AlertSettings {
   return {
     freshnessSlaSeconds: cfg.freshnessSlaSeconds,
+    ...(cfg.openDayStaleAfterSeconds !== undefined
+      ? { openDayStaleAfterSeconds: cfg.openDayStaleAfterSeconds }
+      : {}),
     quarantineShare: cfg.alerts.quarantineShare,
     budgetWaitMs: cfg.alerts.budgetWaitMs,
     urls: cfg.alerts.webhookUrls,
@@ -44,8 +48,8 @@ export interface AlertPass {
 /** One check: incidents opened and resolved in the warehouse, then what is due sent. */
 export async function runAlertPass(db: Executor, s: AlertSettings, log: Logger): Promise<AlertPass> {
   await storeFreshnessSla(db, s.freshnessSlaSeconds);
-  const { conditions, freshness } = await evaluateConditions(db, s);
-  const transitions = await syncIncidents(db, ALERT_KINDS, conditions, s.urls.map(targetOf));
+  const { conditions, freshness, resolutions } = await evaluateConditions(db, s);
+  const transitions = await syncIncidents(db, ALERT_KINDS, conditions, s.urls.map(targetOf), resolutions);
   for (const t of transitions) log.info({ incident: t.incident, state: t.state }, 'alert incident');
   const sent = await deliverDue(db, { urls: s.urls, timeoutMs: s.timeoutMs, log });
   return { transitions, sent, freshness };

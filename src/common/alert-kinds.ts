@@ -4,6 +4,7 @@
  */
 export const ALERT_KINDS = [
   'day_failed',
+  'open_day_stale',
   'freshness_late',
   'deletes_held',
   'quarantine_spike',

@@ -11,6 +11,7 @@ import {
   type AlertKind,
   countAlertSent,
   setFreshnessReader,
+  setOpenDayStaleAfter,
   setSchemaDriftReader,
   setWarehouseReader,
 } from '../../metrics/pipeline.ts';
@@ -80,7 +81,14 @@ export function registerWorker(program: Command): void {
         const opened = await openConfiguredWarehouse(ctx, {
           connections: dayLoads * config.loadConnections + config.enrichConcurrency,
         });
-        const metrics = await startMetrics(opened, settings, sdkMetrics, log, config.freshnessSlaSeconds);
+        const metrics = await startMetrics(
+          opened,
+          settings,
+          sdkMetrics,
+          log,
+          config.freshnessSlaSeconds,
+          config.openDayStaleAfterSeconds,
+        );
         try {
           // CRS_RATE_LIMIT_RPS is the tenant's: shared with every worker through the warehouse.
           const { client, close: closeBudget } = createDeploymentClient(config, opened.warehouse, log);
@@ -143,6 +151,7 @@ async function startMetrics(
   sdkAddress: string | undefined,
   log: Logger,
   freshnessSlaSeconds: number,
+  openDayStaleAfterSeconds: number,
 ): Promise<{ url: string; close(): Promise<void> } | undefined> {
   if (!settings.metrics) return undefined;
   const options = opened.warehouse.options;
@@ -164,6 +173,7 @@ async function startMetrics(
       );
     },
   });
+  setOpenDayStaleAfter(openDayStaleAfterSeconds);
   // The same freshness rule as status and the alerts, and the drifts `schema changes` lists.
   setFreshnessReader(async () => {
     const f = await readFreshness(gauges.db, freshnessSlaSeconds);
