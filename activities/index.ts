@@ -199,7 +199,7 @@ export function createActivities(deps: ActivityDeps): Activities {
       const status = await guarded(() =>
         releaseUnfinishedDay(db, input.day, {
           cancelled,
-          reason: cancelled ? 'cancelled before the day completed' : input.reason,
+          reason: input.reason,
           loadId: input.loadId,
           ...(input.partial ? { partial: true } : {}),
         }),
