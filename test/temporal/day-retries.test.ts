@@ -11,6 +11,7 @@ import type { AlertPayload } from '../../src/alerts/message.ts';
 import { type AlertSettings, runAlertPass, startAlertMonitor } from '../../src/alerts/monitor.ts';
 import { createServiceClient } from '../../src/api/index.ts';
 import { parseConfig } from '../../src/config.ts';
+import { startDashboard } from '../../src/dashboard/server.ts';
 import { createLogger } from '../../src/log.ts';
 import { pipelineMetricsText } from '../../src/metrics/pipeline.ts';
 import { type Simulator, type SimulatorOptions, startSimulator } from '../../src/simulator/index.ts';
@@ -280,6 +281,36 @@ describe('a day load that fails and is retried (simulator, Postgres, dev server,
       retrying_next_attempt_at: row!.next_attempt_at,
     });
     expect(health.export_freshness).not.toBe('failing');
+
+    const dash = await startDashboard({ pool: tw.w.pool, port: 0 });
+    try {
+      const api = (await (await fetch(`${dash.url}/api/health`)).json()) as {
+        sections: Record<string, { ok: boolean; data: unknown }>;
+      };
+      expect(api.sections.retrying).toEqual({
+        ok: true,
+        data: [
+          {
+            day,
+            attempt: 1,
+            maxAttempts: 12,
+            lastError: row!.last_error,
+            errorCode: 'HTTP_NETWORK',
+            nextAttemptAt: expect.any(String),
+          },
+        ],
+      });
+      const shown = (api.sections.retrying!.data as { nextAttemptAt: string }[])[0]!.nextAttemptAt;
+      expect(new Date(shown).getTime()).toBe(row!.next_attempt_at!.getTime());
+      expect(api.sections.health?.data).toMatchObject({ failedDays: 0, runningDays: 1, retryingDays: 1 });
+      const html = await (await fetch(`${dash.url}/health`)).text();
+      const table = html.slice(html.indexOf('data-table="retryingDays"'));
+      expect(table).toContain(day);
+      expect(table).toContain('1 of 12');
+      expect(table).toContain('HTTP_NETWORK');
+    } finally {
+      await dash.close();
+    }
 
     // The service is back and a worker runs again: the second attempt loads the day.
     await startSim();
