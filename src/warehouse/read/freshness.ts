@@ -7,7 +7,7 @@ import type { Executor } from '../types.ts';
  *
  * - export: its age runs from the end (midnight UTC) of the watermark's day, the newest day known
  *   complete with every day before it. `failing` while a day after the watermark is `failed` (its
- *   load ran out of retries: the watermark cannot move until it loads); `late` when the age passes
+ *   load stopped retrying: the watermark cannot move until it loads); `late` when the age passes
  *   the SLA, or no day is complete yet; `on_time` otherwise. A partial day (the open day, pulled
  *   intraday) is not complete: neither the state nor the age counts it. What intraday pulls give
  *   is beside them, as `open_day`: the newest day pulled intraday and not complete since, when its
