@@ -33,7 +33,10 @@ import { expectedRows, warehouseRows } from './truth.ts';
 const log = createLogger({ level: 'silent', pretty: false });
 const root = path.resolve(import.meta.dirname, '..', '..');
 
-describe('a day load that fails and is retried (simulator, Postgres, dev server, webhook)', () => {
+// Each test waits out one or two of the load's real retry intervals (5 s, 10 s) besides its loads.
+describe('a day load that fails and is retried (simulator, Postgres, dev server, webhook)', {
+  timeout: 180_000,
+}, () => {
   let h: TemporalHarness;
   let tw: TestWarehouse;
   let sim: Simulator | null = null;
