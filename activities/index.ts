@@ -1,5 +1,5 @@
 import { Context } from '@temporalio/activity';
-import { ApplicationFailure } from '@temporalio/common';
+import { ApplicationFailure, type RetryPolicy } from '@temporalio/common';
 import type {
   Activities,
   AwaitWorkflowInput,
@@ -19,13 +19,20 @@ import type { DayResult } from '../contract/workflows.ts';
 import type { ServiceClient } from '../src/api/index.ts';
 import type { Config } from '../src/config.ts';
 import { createEnrichOps } from '../src/enrich/index.ts';
+import { errorMessage } from '../src/errors.ts';
 import { loadExportDay } from '../src/ingest/export-day.ts';
 import type { Logger } from '../src/log.ts';
 import { countDayFailed, countDayLoad, countEnrichBatch } from '../src/metrics/pipeline.ts';
-import { findDayCompletedSince, releaseUnfinishedDay } from '../src/warehouse/days.ts';
+import {
+  findDayCompletedSince,
+  type LoadAttempt,
+  recordDayRetry,
+  releaseUnfinishedDay,
+} from '../src/warehouse/days.ts';
 import type { Warehouse } from '../src/warehouse/db.ts';
 import { closeRun, startRun, touchRun } from '../src/warehouse/runs.ts';
 import { planWindow } from '../src/warehouse/sync-window.ts';
+import { attemptEnd, failureCode, loadRetryPolicy, maxAttemptsOf } from './attempts.ts';
 import { awaitWorkflowResult } from './await-workflow.ts';
 import { toFailure } from './failures.ts';
 import type { DayLoadProgress, SyncOps } from './ops.ts';
@@ -126,6 +133,10 @@ export function createActivities(deps: ActivityDeps): Activities {
       const resumedFrom = ctx.info.heartbeatDetails as DayLoadProgress | undefined;
       const alog = log.child({ day: input.day, loadId: input.loadId, attempt: ctx.info.attempt });
       if (resumedFrom) alog.info({ resumedFrom }, 'resuming the day load from its checkpoint');
+      // Temporal's attempt number is the day's one count of attempts: the ledger, status, the
+      // alert and the metrics all take it from here.
+      const policy = loadRetryPolicy(ctx.info.retryPolicy);
+      const attempt: LoadAttempt = { number: ctx.info.attempt, maxAttempts: maxAttemptsOf(policy) };
       return guarded(async () => {
         // Waiting for a slot heartbeats too, so a long wait is not taken for a dead worker.
         const release = await whileBeating(
@@ -137,6 +148,10 @@ export function createActivities(deps: ActivityDeps): Activities {
         );
         try {
           return await loadOnce();
+        } catch (err) {
+          const failure = toFailure(err);
+          await closeFailedAttempt(db, alog, input, { attempt, policy, failure });
+          throw failure;
         } finally {
           release();
         }
@@ -154,6 +169,7 @@ export function createActivities(deps: ActivityDeps): Activities {
             need('loadDay')({
               day: input.day,
               loadId: input.loadId,
+              attempt,
               ...(input.partial ? { partial: true } : {}),
               signal: ctx.cancellationSignal,
               onProgress: (p) => {
@@ -174,15 +190,22 @@ export function createActivities(deps: ActivityDeps): Activities {
     /**
      * Keeps the ledger true when a day load ends without finishing (cancelled, or out of
      * retries): a day still marked running under this load id goes back to pending when it was
-     * cancelled and becomes failed otherwise.
+     * cancelled and becomes failed otherwise (an open day stays partial). The load's last attempt
+     * has usually released the day itself; this covers an attempt that could not (its worker
+     * lost, its heartbeat timed out), with the attempt number its start recorded.
      */
     async releaseDay(input: ReleaseDayInput): Promise<boolean> {
       const cancelled = input.reason === 'cancelled';
-      const released = await guarded(() =>
-        releaseUnfinishedDay(db, input.day, { cancelled, reason: input.reason, loadId: input.loadId }),
+      const status = await guarded(() =>
+        releaseUnfinishedDay(db, input.day, {
+          cancelled,
+          reason: input.reason,
+          loadId: input.loadId,
+          ...(input.partial ? { partial: true } : {}),
+        }),
       );
-      if (released && !cancelled) countDayFailed();
-      return released;
+      if (status === 'failed') countDayFailed();
+      return status !== null;
     },
 
     /**
@@ -244,6 +267,53 @@ export function createActivities(deps: ActivityDeps): Activities {
       return counts;
     },
   };
+}
+
+/**
+ * The ledger after a failed attempt of a day load: with another attempt to come the day stays
+ * `running` (an open day `partial`) with the error and the next attempt's time; after the last
+ * one, or an error no retry can fix, it is released (`failed`, counted in the metrics; an open day
+ * stays `partial`). A cancelled attempt is left alone: the workflow releases a day it cancels, and
+ * an attempt cut short (heartbeat timeout, worker shutdown) is retried. Never throws: the load's
+ * own failure is what Temporal must see, and the ledger catches up at the next attempt.
+ */
+async function closeFailedAttempt(
+  db: Warehouse['db'],
+  log: Logger,
+  input: DayLoadInput,
+  a: { attempt: LoadAttempt; policy: RetryPolicy; failure: Error },
+): Promise<void> {
+  const end = attemptEnd(a.failure, a.attempt.number, a.policy);
+  if (end.kind === 'cancelled') return;
+  const failed = {
+    loadId: input.loadId,
+    error: a.failure.message,
+    code: failureCode(a.failure),
+    attempt: a.attempt,
+    ...(input.partial ? { partial: true } : {}),
+  };
+  try {
+    if (end.kind === 'retry') {
+      await recordDayRetry(db, input.day, { ...failed, retryInMs: end.retryInMs });
+      log.warn(
+        { code: failed.code, retryInMs: end.retryInMs, maxAttempts: a.attempt.maxAttempts },
+        'day load attempt failed; Temporal retries it',
+      );
+      return;
+    }
+    const status = await releaseUnfinishedDay(db, input.day, {
+      cancelled: false,
+      reason: failed.error,
+      code: failed.code,
+      attempt: a.attempt,
+      loadId: input.loadId,
+      ...(input.partial ? { partial: true } : {}),
+    });
+    if (status === 'failed') countDayFailed();
+    log.error({ code: failed.code, why: end.reason, status }, 'day load failed: no further attempt');
+  } catch (e) {
+    log.warn({ error: errorMessage(e) }, 'could not record the failed attempt in the ledger');
+  }
 }
 
 const BEAT_EVERY_MS = 5000;

@@ -1,5 +1,6 @@
 import type { EnrichCounts } from '../contract/counts.ts';
 import type { ExportDaySummary } from '../src/ingest/export-day.ts';
+import type { LoadAttempt } from '../src/warehouse/days.ts';
 
 /**
  * What the activities need from the loader and the enrichment code, as plain functions. The
@@ -18,6 +19,10 @@ export interface SyncOps {
   loadDay(input: {
     day: string;
     loadId: string;
+    /** Which attempt of the load this is (Temporal's); the loader records it in the ledger. */
+    attempt?: LoadAttempt;
+    /** An intraday pull of the open day. */
+    partial?: boolean;
     signal: AbortSignal;
     onProgress: (p: DayLoadProgress) => void;
   }): Promise<LoadDayResult>;

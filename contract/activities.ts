@@ -89,6 +89,8 @@ export interface ReleaseDayInput {
   loadId: string;
   /** `cancelled`, or why the load failed. */
   reason: string;
+  /** The load was an intraday pull of the open day: the day stays `partial`. Absent: a complete day. */
+  partial?: boolean;
 }
 
 export interface DayLoadedSinceInput {

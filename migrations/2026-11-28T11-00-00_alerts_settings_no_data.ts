@@ -18,25 +18,9 @@ import { type Kysely, sql } from 'kysely';
  *   (their undelivered messages dropped: they were never announced, or the kept one was), so the
  *   upgrade sends no resolved message for each of them.
  *
- * The view is 2026-11-27T15-00-00's otherwise, column for column. Frozen in time: never import
+ * The view is 2026-11-28T10-00-00's otherwise, column for column. Frozen in time: never import
  * application code here.
  */
-const ENR_BY_STATUS = `    enr as (
-      select (select count(*) from threads where enrich_status = 'pending') as threads_pending,
-             (select count(*) from threads where enrich_status = 'failed') as threads_failed
-    ),`;
-
-/**
- * The oldest pending thread's wait: the first entry of the status index, and the load time of any
- * pending thread never requested (its requested time is null) by the same index. The same value
- * as `min(coalesce(enrich_requested_at, _loaded_at))` over the pending threads, without reading
- * each of them (12,500 scattered heap pages, ~150-250 ms, at bench:bi's size).
- */
-const AGE_BY_INDEX = `             coalesce(extract(epoch from now() - least(
-                 (select min(t.enrich_requested_at) from threads t where t.enrich_status = 'pending'),
-                 (select min(t._loaded_at) from threads t
-                   where t.enrich_status = 'pending' and t.enrich_requested_at is null)))::bigint, 0) as enrich_age,`;
-
 const STARTED = `    started as (
       select (select started_at from alert_settings) as started_at
     ),`;
@@ -59,6 +43,30 @@ const NO_DATA_UNTIL = `,
            case when fresh.export_age is null and not fresh.export_failing
                      and now() < started.started_at + sla.s * interval '1 second'
                 then started.started_at + sla.s * interval '1 second' end as export_no_data_until`;
+
+// 2026-11-28T10-00-00's view (the days' retries), with the state no_data when `noData`.
+const OPEN_DAY_PARTIAL = `    open_day as (
+      select day, pulled_at, last_error, last_error_code, next_attempt_at,
+             coalesce(pulled_at, day::timestamp at time zone 'UTC') as fresh_at
+      from sync_days
+      where (pulled_at is not null or status = 'partial') and status <> 'complete'
+      order by day desc limit 1
+    ),
+    retrying as (
+      select count(*) over () as n, day, attempt, max_attempts, last_error, last_error_code,
+             last_error_at, next_attempt_at
+      from sync_days
+      where status = 'running' and last_error is not null
+      order by day limit 1
+    ),`;
+const AGE_AND_RETRIES = `           greatest(0, floor(extract(epoch from now() - open_day.fresh_at)))::bigint as open_day_age_seconds,
+           coalesce(retrying.n, 0)::bigint as retrying_days,
+           retrying.day as retrying_day, retrying.attempt as retrying_attempt,
+           retrying.max_attempts as retrying_max_attempts, retrying.last_error as retrying_last_error,
+           retrying.last_error_code as retrying_error_code, retrying.last_error_at as retrying_last_error_at,
+           retrying.next_attempt_at as retrying_next_attempt_at,
+           open_day.last_error as open_day_last_error, open_day.last_error_code as open_day_error_code,
+           open_day.next_attempt_at as open_day_next_attempt_at`;
 
 const view = (noData: boolean) => sql`
     create view sync_health as
@@ -100,7 +108,10 @@ const view = (noData: boolean) => sql`
              count(*) filter (where replayed_at is null and source = 'file') as open_rejects_file
       from rejected_records
     ),
-${sql.raw(ENR_BY_STATUS)}
+    enr as (
+      select (select count(*) from threads where enrich_status = 'pending') as threads_pending,
+             (select count(*) from threads where enrich_status = 'failed') as threads_failed
+    ),
     held as (
       select count(*) as held_deletes, count(distinct day) as held_delete_days from held_deletes
     ),
@@ -112,16 +123,15 @@ ${sql.raw(ENR_BY_STATUS)}
       select coalesce((select sla_seconds from freshness_sla), 93600)::bigint as s
     ),
 ${sql.raw(noData ? STARTED : '')}
-    open_day as (
-      select day, pulled_at from sync_days
-      where pulled_at is not null and status <> 'complete'
-      order by day desc limit 1
-    ),
+${sql.raw(OPEN_DAY_PARTIAL)}
     fresh as (
       select extract(epoch from now() - ((wm.watermark + 1)::timestamp at time zone 'UTC'))::bigint as export_age,
              exists (select 1 from sync_days f
                      where f.status = 'failed' and (wm.watermark is null or f.day > wm.watermark)) as export_failing,
-${sql.raw(AGE_BY_INDEX)}
+             coalesce(extract(epoch from now() - least(
+                 (select min(t.enrich_requested_at) from threads t where t.enrich_status = 'pending'),
+                 (select min(t._loaded_at) from threads t
+                   where t.enrich_status = 'pending' and t.enrich_requested_at is null)))::bigint, 0) as enrich_age,
              exists (select 1 from threads t where t.enrich_status = 'failed') as enrich_failing
       from wm
     )
@@ -150,11 +160,12 @@ ${sql.raw(noData ? EXPORT_STATE_NO_DATA : EXPORT_STATE)}
                 when fresh.enrich_age > sla.s then 'late'
                 else 'on_time' end as enrichment_freshness,
            open_day.day as open_day, open_day.pulled_at as open_day_pulled_at,
-           greatest(0, floor(extract(epoch from now() - open_day.pulled_at)))::bigint as open_day_age_seconds${sql.raw(noData ? NO_DATA_UNTIL : '')}
+${sql.raw(AGE_AND_RETRIES)}${sql.raw(noData ? NO_DATA_UNTIL : '')}
     from wm cross join days cross join last_ok cross join rej cross join enr cross join held cross join gone
          cross join sla cross join fresh${sql.raw(noData ? ' cross join started' : '')}
     left join last_run on true
-    left join open_day on true`;
+    left join open_day on true
+    left join retrying on true`;
 
 export async function up(db: Kysely<any>): Promise<void> {
   await sql`

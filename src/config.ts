@@ -154,6 +154,9 @@ const envSchema = z.object({
   // Freshness: data older than this is late. The default follows the daily schedule (00:30 UTC):
   // a day is loaded half an hour after it ends and is the newest until the next run, 24 h later.
   CRS_FRESHNESS_SLA: durationSetting('26h', 60_000, 90 * 86_400_000),
+  // The open day (intraday pulls) with no pull finished for this long is stale (`open_day_stale`):
+  // three missed pulls of an hourly schedule. One failed pull is not an alert; the next may succeed.
+  CRS_OPEN_DAY_STALE_AFTER: durationSetting('3h', 60_000, 7 * 86_400_000),
   CRS_ALERT_WEBHOOK_URL: urlList,
   // A day whose open rejects exceed this share of its lines read is a quarantine spike.
   CRS_ALERT_QUARANTINE_SHARE: z.coerce.number().gt(0).max(1).default(0.01),
@@ -230,6 +233,8 @@ export interface Config {
   readonly stallTimeoutMs: number;
   /** CRS_FRESHNESS_SLA in seconds: data older than this is late. */
   readonly freshnessSlaSeconds: number;
+  /** CRS_OPEN_DAY_STALE_AFTER in seconds: the open day with no intraday pull finished for longer is stale. */
+  readonly openDayStaleAfterSeconds: number;
   readonly alerts: {
     /** CRS_ALERT_WEBHOOK_URL: every receiver (secrets: never logged whole). */
     readonly webhookUrls: readonly string[];
@@ -299,6 +304,7 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     },
     stallTimeoutMs: e.CRS_STALL_TIMEOUT_MS,
     freshnessSlaSeconds: Math.round(e.CRS_FRESHNESS_SLA / 1000),
+    openDayStaleAfterSeconds: Math.round(e.CRS_OPEN_DAY_STALE_AFTER / 1000),
     alerts: {
       webhookUrls: e.CRS_ALERT_WEBHOOK_URL,
       quarantineShare: e.CRS_ALERT_QUARANTINE_SHARE,

@@ -3,6 +3,7 @@ import type { Activities } from '../contract/activities.ts';
 import {
   ENRICH_HEARTBEAT_TIMEOUT_MS,
   LOAD_HEARTBEAT_TIMEOUT_MS,
+  LOAD_RETRY,
   MAX_RETRY_INTERVAL_MS,
 } from '../src/common/activity-timeouts.ts';
 import { NON_RETRYABLE_CODES } from '../src/errors.ts';
@@ -32,17 +33,19 @@ export const ledger = proxyActivities<Activities>({
  * not the total: a worker that dies is noticed within the heartbeat timeout and the load resumes
  * from its committed checkpoint on another attempt. Throttling waits for the server's
  * Retry-After (the activity sets the next retry delay); other transient faults back off to 5
- * minutes, for up to ~12 attempts (about an hour of outage) before the day is marked failed.
+ * minutes, for up to 12 attempts (about an hour of outage; LOAD_RETRY). Between attempts the day
+ * stays `running` with its last error; it is marked failed only when the attempts run out or an
+ * error no retry can fix ends them (activities/index.ts).
  */
 export function loadProxy(heartbeatTimeout: string | number = LOAD_HEARTBEAT_TIMEOUT_MS) {
   return proxyActivities<Activities>({
     startToCloseTimeout: '6 hours',
     heartbeatTimeout,
     retry: {
-      initialInterval: '5s',
-      backoffCoefficient: 2,
-      maximumInterval: MAX_RETRY_INTERVAL_MS,
-      maximumAttempts: 12,
+      initialInterval: LOAD_RETRY.initialIntervalMs,
+      backoffCoefficient: LOAD_RETRY.backoffCoefficient,
+      maximumInterval: LOAD_RETRY.maximumIntervalMs,
+      maximumAttempts: LOAD_RETRY.maximumAttempts,
       nonRetryableErrorTypes: NON_RETRYABLE,
     },
   });

@@ -1,4 +1,10 @@
-import { CancellationScope, isCancellation, setCurrentDetails, setHandler } from '@temporalio/workflow';
+import {
+  CancellationScope,
+  isCancellation,
+  rootCause,
+  setCurrentDetails,
+  setHandler,
+} from '@temporalio/workflow';
 import type { DayProgress, DayResult, SyncDayInput } from '../contract/workflows.ts';
 import { ledger, loadProxy } from './policies.ts';
 import { dayProgressQuery } from './queries.ts';
@@ -6,8 +12,10 @@ import { dayProgressQuery } from './queries.ts';
 /**
  * Loads one UTC day of the export. Runs under the workflow id `crs-sync-day-YYYY-MM-DD`, so two
  * runs can never load the same day at once. Whatever way the load ends short of success, the
- * day is released in the ledger (a day left `running` would be a lie). With `partial` it is an
- * intraday pull of the open day: nothing deleted, the ledger says `partial`.
+ * day is released in the ledger (a day left `running` would be a lie); between the load's
+ * attempts it stays `running`, retrying (the activity records each failed attempt). With
+ * `partial` it is an intraday pull of the open day: nothing deleted, the ledger says `partial`,
+ * whether the pull succeeds or not.
  */
 export async function syncDay(input: SyncDayInput): Promise<DayResult> {
   const progress: DayProgress = { day: input.day, loadId: input.loadId, phase: 'loading', linesCommitted: 0 };
@@ -36,11 +44,14 @@ export async function syncDay(input: SyncDayInput): Promise<DayResult> {
     const cancelled = isCancellation(err);
     progress.phase = cancelled ? 'cancelled' : 'failed';
     setCurrentDetails(`${progress.phase}: ${input.day}`);
+    // Usually the load's last attempt has released the day already (with its error and attempt
+    // number); this covers one that could not (its worker lost, its heartbeat timed out).
     await CancellationScope.nonCancellable(() =>
       ledger.releaseDay({
         day: input.day,
         loadId: input.loadId,
-        reason: cancelled ? 'cancelled' : 'load failed after retries',
+        reason: cancelled ? 'cancelled' : `load failed after retries: ${rootCause(err) ?? String(err)}`,
+        ...(input.partial ? { partial: true } : {}),
       }),
     );
     throw err;

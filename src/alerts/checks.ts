@@ -13,21 +13,34 @@ import { type OpenDrift, openSchemaDrifts } from './drift-source.ts';
  * What the checks judge by: the deployment's stored settings (src/warehouse/alert-settings.ts),
  * never one worker's own, so that workers configured apart decide the same incidents.
  */
-export type CheckSettings = JudgedSettings;
+export type CheckSettings = JudgedSettings & {
+  /** CRS_OPEN_DAY_STALE_AFTER: the open day with no intraday pull finished for longer is stale (default 3 h). */
+  openDayStaleAfterSeconds?: number;
+};
 
 export { ALERT_KINDS, type AlertKind };
 
+/** CRS_OPEN_DAY_STALE_AFTER's default: three missed pulls of an hourly intraday schedule. */
+export const DEFAULT_OPEN_DAY_STALE_AFTER_SECONDS = 3 * 3600;
+
 const hours = (s: number) => `${Math.round(s / 360) / 10} h`;
 
-/** The conditions true now, with the freshness they were judged from. */
+/**
+ * What resolved an open incident whose condition is gone, by its key: merged into the incident's
+ * details (`resolution`, the text its RESOLVED message says instead of the failure's).
+ */
+export type Resolutions = Record<string, { resolution: string } & Record<string, unknown>>;
+
+/** The conditions true now, with the freshness they were judged from, and what resolved the others. */
 export async function evaluateConditions(
   db: Executor,
   s: CheckSettings,
   now = new Date(),
-): Promise<{ conditions: Condition[]; freshness: Freshness }> {
+): Promise<{ conditions: Condition[]; freshness: Freshness; resolutions: Resolutions }> {
   const freshness = await readFreshness(db, s.freshnessSlaSeconds, now);
   const conditions = [
     ...(await failedDays(db)),
+    ...openDayStale(freshness, s.openDayStaleAfterSeconds ?? DEFAULT_OPEN_DAY_STALE_AFTER_SECONDS),
     ...exportLate(freshness),
     ...(await heldDeletes(db)),
     ...(await quarantineSpikes(db, s.quarantineShare)),
@@ -36,27 +49,105 @@ export async function evaluateConditions(
     ...(await threadListFailing(db)),
     ...(await budgetStarved(db, s.budgetWaitMs)),
   ];
-  return { conditions, freshness };
+  return { conditions, freshness, resolutions: await dayResolutions(db) };
 }
 
-/** A day whose load ran out of retries (`failed` in the ledger) until it loads. */
+const utc = (d: Date) => `${d.toISOString().slice(0, 19).replace('T', ' ')} UTC`;
+const attemptsText = (n: number) => `${n} attempt${n === 1 ? '' : 's'}`;
+
+/**
+ * A day whose load stopped retrying (`failed` in the ledger: its attempts ran out, or an error no
+ * retry can fix) until it loads. Its attempts are those of that load, as Temporal counted them.
+ */
 async function failedDays(db: Executor): Promise<Condition[]> {
   const rows = await db
     .selectFrom('sync_days')
-    .select(['day', 'attempts', 'last_error'])
+    .select(['day', 'attempt', 'max_attempts', 'last_error', 'last_error_code'])
     .where('status', '=', 'failed')
     .orderBy('day')
     .execute();
   return rows.map((d) => {
     const error = redactText((d.last_error ?? '').slice(0, 200));
+    const code = d.last_error_code;
     return {
       key: `day_failed:${d.day}`,
       kind: 'day_failed',
       severity: 'critical',
-      summary: `day ${d.day} failed after ${d.attempts} attempt(s)${error ? `: ${error}` : ''}`,
-      details: { day: d.day, attempts: d.attempts, error },
+      summary: `day ${d.day} failed: its load gave up after ${attemptsText(d.attempt)}${code ? ` (${code})` : ''}${error ? `; last error: ${error}` : ''}`,
+      details: { day: d.day, attempts: d.attempt, max_attempts: d.max_attempts, code, error },
     };
   });
+}
+
+/**
+ * What ended each open `day_failed` incident whose day is no longer failed: the day as the
+ * ledger has it now (loaded, pulled, loading again, cancelled), for its RESOLVED message.
+ */
+async function dayResolutions(db: Executor): Promise<Resolutions> {
+  const r = await sql<{
+    key: string;
+    day: string;
+    status: string | null;
+    attempt: number | null;
+    finished_at: Date | null;
+    started_at: Date | null;
+    code: string | null;
+  }>`
+    select i.key, i.details->>'day' as day, d.status, d.attempt, d.finished_at, d.started_at,
+           d.last_error_code as code
+      from alert_incidents i
+      left join sync_days d on d.day = (i.details->>'day')::date
+     where i.kind = 'day_failed' and i.resolved_at is null and d.status is distinct from 'failed'`.execute(
+    db,
+  );
+  const out: Resolutions = {};
+  for (const d of r.rows) {
+    const n = Number(d.attempt ?? 0);
+    const at = d.finished_at ? utc(new Date(d.finished_at)) : 'an unknown time';
+    const resolution =
+      d.status === 'complete'
+        ? `day ${d.day} loaded complete at ${at} after ${attemptsText(n)}`
+        : d.status === 'partial'
+          ? `day ${d.day} pulled (partial, the open day) at ${at} after ${attemptsText(n)}`
+          : d.status === 'running'
+            ? `day ${d.day} is loading again (attempt ${n}, started ${d.started_at ? utc(new Date(d.started_at)) : 'just now'})`
+            : d.status === 'pending' && d.code === 'CANCELLED'
+              ? `day ${d.day} is pending again: its load was cancelled at ${at}`
+              : d.status === 'pending'
+                ? `day ${d.day} loaded at ${at} after ${attemptsText(n)}, its export not known complete (the next sync loads it again)`
+                : `day ${d.day} is no longer in the ledger`;
+    out[d.key] = { resolution, resolved_by: { status: d.status, attempts: n } };
+  }
+  return out;
+}
+
+/**
+ * The open day (pulled intraday, not complete since) with no pull finished for longer than the
+ * limit: its rows are that old. One failed pull is not this (the next one may succeed); the day
+ * stays `partial` with the pull's error, which the message repeats.
+ */
+function openDayStale(f: Freshness, limitSeconds: number): Condition[] {
+  const o = f.export.open_day;
+  if (!o || o.age_seconds <= limitSeconds) return [];
+  const since = o.pulled_at
+    ? `was last pulled ${hours(o.age_seconds)} ago`
+    : `has had no pull finish since it began ${hours(o.age_seconds)} ago`;
+  const error = o.last_error ? redactText(o.last_error.slice(0, 200)) : null;
+  return [
+    {
+      key: 'open_day_stale',
+      kind: 'open_day_stale',
+      severity: ALERT_SEVERITY.open_day_stale,
+      summary: `the open day ${o.day} ${since} (CRS_OPEN_DAY_STALE_AFTER ${hours(limitSeconds)})${error ? `; last error: ${error}` : ''}`,
+      details: {
+        day: o.day,
+        pulled_at: o.pulled_at,
+        age_seconds: o.age_seconds,
+        stale_after_seconds: limitSeconds,
+        error,
+      },
+    },
+  ];
 }
 
 /**

@@ -3,6 +3,7 @@ import type { AlertState } from '../warehouse/types.ts';
 /** The first command to run for each kind of alert (docs/alerts.md says more). */
 export const FIRST_COMMAND: Readonly<Record<string, string>> = {
   day_failed: 'crs-sync status',
+  open_day_stale: 'crs-sync status',
   freshness_late: 'crs-sync status',
   deletes_held: 'crs-sync deletes list',
   quarantine_spike: 'crs-sync rejects list',
@@ -40,12 +41,22 @@ export function escapeMarkup(text: string): string {
   return text.replaceAll('&', '&amp;').replaceAll('<', '&lt;').replaceAll('>', '&gt;');
 }
 
-/** The message: `text` with what comes from the data escaped (`escapeMarkup`); `event` as it is (JSON). */
+/**
+ * The message: `text` with what comes from the data escaped (`escapeMarkup`); `event` as it is
+ * (JSON). A `resolved` message says what resolved the incident (its details' `resolution`, written
+ * when it resolved) rather than repeating the failure; the failure's summary stays in
+ * `event.details.summary`.
+ */
 export function alertPayload(e: Omit<AlertEvent, 'first_command'>): AlertPayload {
   const first = FIRST_COMMAND[e.kind] ?? 'crs-sync alerts list';
   const mark = e.state === 'firing' ? `[${e.severity.toUpperCase()}] firing` : '[RESOLVED]';
+  const resolution = e.state === 'resolved' ? e.details.resolution : undefined;
+  const event =
+    typeof resolution === 'string'
+      ? { ...e, summary: resolution, details: { ...e.details, summary: e.summary } }
+      : e;
   return {
-    text: `crs-sync ${mark} ${escapeMarkup(e.kind)}: ${escapeMarkup(e.summary)}${e.state === 'firing' ? ` (first: \`${first}\`)` : ''}`,
-    event: { ...e, first_command: first },
+    text: `crs-sync ${mark} ${escapeMarkup(e.kind)}: ${escapeMarkup(event.summary)}${e.state === 'firing' ? ` (first: \`${first}\`)` : ''}`,
+    event: { ...event, first_command: first },
   };
 }

@@ -21,6 +21,7 @@ export interface AlertSettings extends CheckSettings {
 /** The alert settings of a configuration. */
 export function alertSettings(cfg: {
   freshnessSlaSeconds: number;
+  openDayStaleAfterSeconds?: number;
   alerts: {
     webhookUrls: readonly string[];
     quarantineShare: number;
@@ -31,6 +32,9 @@ export function alertSettings(cfg: {
 }): AlertSettings {
   return {
     freshnessSlaSeconds: cfg.freshnessSlaSeconds,
+    ...(cfg.openDayStaleAfterSeconds !== undefined
+      ? { openDayStaleAfterSeconds: cfg.openDayStaleAfterSeconds }
+      : {}),
     quarantineShare: cfg.alerts.quarantineShare,
     budgetWaitMs: cfg.alerts.budgetWaitMs,
     urls: cfg.alerts.webhookUrls,
@@ -75,8 +79,13 @@ export function createAlertChecker(db: Executor, s: AlertSettings, log: Logger):
           `${d.setting} differs from the deployment's stored setting: alerts and freshness judge by the stored one (crs-sync alerts settings --store makes this configuration's the stored one)`,
         );
       }
-      const { conditions, freshness } = await evaluateConditions(db, stored);
-      const transitions = await syncIncidents(db, ALERT_KINDS, conditions, s.urls.map(targetOf));
+      // The open day's staleness limit is the process's own (CRS_OPEN_DAY_STALE_AFTER): not stored.
+      const judged =
+        s.openDayStaleAfterSeconds === undefined
+          ? stored
+          : { ...stored, openDayStaleAfterSeconds: s.openDayStaleAfterSeconds };
+      const { conditions, freshness, resolutions } = await evaluateConditions(db, judged);
+      const transitions = await syncIncidents(db, ALERT_KINDS, conditions, s.urls.map(targetOf), resolutions);
       for (const t of transitions) log.info({ incident: t.incident, state: t.state }, 'alert incident');
       const sent = await deliverDue(db, {
         urls: s.urls,

@@ -130,7 +130,7 @@ export function createTransport(o: TransportOptions): Transport {
   ): CrsError {
     if (spec.signal?.aborted) return cancelled(spec.signal);
     if (err instanceof CrsError) return err;
-    const note = last && attempts > 1 ? ` after ${attempts} attempts` : '';
+    const note = last && attempts > 1 ? ` after ${attempts} requests` : '';
     if (timedOut) {
       return new CrsError(
         'HTTP_TIMEOUT',
@@ -267,7 +267,7 @@ export function createTransport(o: TransportOptions): Transport {
           status === 401 && refreshed
             ? 'after refreshing the access token'
             : exhausted
-              ? `after ${attempts} attempts`
+              ? `after ${attempts} requests`
               : undefined,
       });
       const retryAfterMs = parseRetryAfter(headerValue(response.headers, 'retry-after') ?? null);

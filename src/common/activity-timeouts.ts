@@ -15,6 +15,18 @@ export const ENRICH_HEARTBEAT_TIMEOUT_MS = 120_000;
 export const MAX_RETRY_INTERVAL_MS = 300_000;
 
 /**
+ * The retry policy of a day load (workflows/policies.ts `loadProxy`): 5 s, doubling, at most 5
+ * minutes apart, 12 attempts (about an hour of outage). Its activity reads the policy Temporal
+ * gives it to tell its next attempt's time; this is what it assumes when the server gives none.
+ */
+export const LOAD_RETRY = {
+  initialIntervalMs: 5_000,
+  backoffCoefficient: 2,
+  maximumIntervalMs: MAX_RETRY_INTERVAL_MS,
+  maximumAttempts: 12,
+} as const;
+
+/**
  * A live run shows a sign of life (a heartbeat, a batch commit) every few seconds while one of
  * its activities runs. The longest silence of a live one: an attempt on a lost worker noticed
  * after the longest heartbeat timeout, then the longest retry interval before the next attempt

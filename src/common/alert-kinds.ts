@@ -6,6 +6,7 @@
  */
 export const ALERT_KINDS = [
   'day_failed',
+  'open_day_stale',
   'freshness_late',
   'deletes_held',
   'quarantine_spike',
@@ -24,4 +25,5 @@ export const ALERT_SEVERITY: Readonly<Record<AlertKind, 'critical' | 'warning'>>
   schema_drift: 'warning',
   enrichment_stalled: 'warning',
   budget_starved: 'warning',
+  open_day_stale: 'warning',
 };

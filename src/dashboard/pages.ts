@@ -499,7 +499,7 @@ function healthFigures(h: Q.SyncHealth): string {
       figure('lag', 'Lag', lag, '0: current (watermark is yesterday, UTC)'),
       figure('completeDays', 'Complete days', int(h.completeDays)),
       figure('failedDays', 'Failed days', int(h.failedDays)),
-      figure('runningDays', 'Running days', int(h.runningDays)),
+      figure('runningDays', 'Running days', int(h.runningDays), `${int(h.retryingDays)} retrying`),
       figure('pendingDays', 'Pending days', int(h.pendingDays)),
       figure('openRejects', 'Open rejects', int(h.openRejects)),
       figure('heldDeletes', 'Held deletes', int(h.heldDeletes), `${int(h.heldDeleteDays)} day(s)`),
@@ -535,10 +535,42 @@ function failedDaysPart(failed: Q.FailedDay[]): string {
         failed,
         'No failed day.',
       ),
-      'The next sync retries them; the watermark stops at the first.',
+      'Their load stopped retrying (attempts: its attempts). The next sync loads them again; the watermark stops at the first.',
     ),
   );
   return out.join('\n');
+}
+
+function retryingDaysPart(days: Q.RetryingLedgerDay[]): string {
+  return section(
+    'Retrying days',
+    table(
+      'retryingDays',
+      [
+        { title: 'Day', key: 'day', cell: (x) => esc(x.day) },
+        {
+          title: 'Attempt',
+          key: 'attempt',
+          cell: (x) => `${int(x.attempt)}${x.maxAttempts ? ` of ${int(x.maxAttempts)}` : ''}`,
+          numeric: true,
+        },
+        {
+          title: 'Next attempt (UTC)',
+          key: 'nextAttemptAt',
+          cell: (x) => (x.nextAttemptAt ? time(x.nextAttemptAt) : 'running now'),
+        },
+        { title: 'Code', key: 'errorCode', cell: (x) => `<code>${esc(x.errorCode ?? '')}</code>` },
+        {
+          title: 'Last error',
+          key: 'lastError',
+          cell: (x) => `<span class="err">${esc(x.lastError ?? '')}</span>`,
+        },
+      ],
+      days,
+      'No day is retrying.',
+    ),
+    'An attempt of their load failed and Temporal retries it: running, not failed. They fail only when the attempts run out.',
+  );
 }
 
 function heldDeletesPart(held: Q.HeldDeleteDay[]): string {
@@ -702,7 +734,7 @@ function recentRunsPart(runs: Q.RecentRun[]): string {
 function dayStatusCell(x: Q.LedgerDay): string {
   const pill = `<span class="status s-${esc(x.status)}">${esc(x.status)}</span>`;
   if (x.status !== 'partial') return pill;
-  const at = x.finishedAt ? `, last pull ${esc(x.finishedAt.slice(11, 16))} UTC` : '';
+  const at = x.pulledAt ? `, last pull ${esc(x.pulledAt.slice(11, 16))} UTC` : ', no pull finished yet';
   return `${pill} <span class="help" data-figure="partialDay">open day, so far${at}: nothing deleted until it closes</span>`;
 }
 
@@ -747,6 +779,7 @@ const health: PageDef = {
     freshness: (q) => Q.healthViewFreshness(q),
     days: Q.ledgerDays,
     failed: (q) => Q.failedDays(q),
+    retrying: (q) => Q.retryingDays(q),
     held: (q) => Q.heldDeletes(q),
     quarantine: (q) => Q.quarantine(q),
     backlog: (q) => Q.enrichmentBacklog(q),
@@ -766,6 +799,7 @@ const health: PageDef = {
       (f) => `<p class="help" data-figure="freshness">Freshness: ${esc(Q.describeFreshness(f))}.</p>`,
     );
     part<Q.FailedDay[]>('failed', failedDaysPart);
+    part<Q.RetryingLedgerDay[]>('retrying', retryingDaysPart);
     part<Q.HeldDeleteDay[]>('held', heldDeletesPart);
     part<Q.SchemaDrift[]>('drift', schemaDriftPart);
     part<Q.QuarantineCode[]>('quarantine', quarantinePart);

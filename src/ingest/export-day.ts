@@ -3,8 +3,13 @@ import { type ExportBody, notAnExport, type ServiceClient } from '../api/index.t
 import { type LoadCounts, pickCounts } from '../common/counts.ts';
 import type { Config } from '../config.ts';
 import { CrsError, errorMessage, isCrsError } from '../errors.ts';
-import type { Logger } from '../log.ts';
-import { markDayRunning, recordDayDownload, releaseUnfinishedDay } from '../warehouse/days.ts';
+import { type Logger, redactText } from '../log.ts';
+import {
+  type LoadAttempt,
+  markDayRunning,
+  recordDayDownload,
+  releaseUnfinishedDay,
+} from '../warehouse/days.ts';
 import type { Warehouse } from '../warehouse/db.ts';
 import { type LoadProgress, runLoad } from './load.ts';
 
@@ -38,6 +43,12 @@ export interface ExportDayInput {
   partial?: boolean;
   /** False: a partial pull merges every line, none skipped as known (load.ts `knownLines`; bench:intraday compares). */
   knownLines?: boolean;
+  /**
+   * Which attempt of a load Temporal runs and retries (activities/index.ts): recorded in the
+   * ledger, and a failure is left to the caller, which knows whether another attempt follows.
+   * Without it (a direct call) nothing retries the load: a failure releases the day at once.
+   */
+  attempt?: LoadAttempt;
   signal?: AbortSignal;
   onProgress?: (p: LoadProgress) => void;
 }
@@ -59,7 +70,7 @@ export async function loadExportDay(deps: ExportDayDeps, input: ExportDayInput):
   const { warehouse, client, config } = deps;
   const { day, loadId } = input;
   const log = deps.log.child({ day, loadId });
-  const { takenOverFrom } = await markDayRunning(warehouse.db, day, loadId);
+  const { takenOverFrom } = await markDayRunning(warehouse.db, day, loadId, input.attempt);
   if (takenOverFrom)
     log.warn({ takenOverFrom }, 'the day was left running by a load that is gone; this load takes it over');
   // The digest of the last complete download: two equal checksums mean the export of the day
@@ -117,11 +128,15 @@ export async function loadExportDay(deps: ExportDayDeps, input: ExportDayInput):
       elapsedMs: summary.elapsedMs,
     };
   } catch (err) {
-    const cancelled = isCrsError(err) && err.code === 'CANCELLED';
-    await releaseUnfinishedDay(warehouse.db, day, {
-      cancelled,
-      reason: cancelled ? 'cancelled before the day completed' : errorMessage(err),
-    }).catch(() => {});
+    if (input.attempt === undefined) {
+      const cancelled = isCrsError(err) && err.code === 'CANCELLED';
+      await releaseUnfinishedDay(warehouse.db, day, {
+        cancelled,
+        reason: cancelled ? 'cancelled before the day completed' : redactText(errorMessage(err)),
+        code: isCrsError(err) ? err.code : null,
+        ...(input.partial ? { partial: true } : {}),
+      }).catch(() => {});
+    }
     throw err;
   }
 }

@@ -42,7 +42,7 @@ const linesRejected = new Counter({
 });
 const dayLoads = new Counter({
   name: 'crs_sync_day_loads_total',
-  help: 'Day loads that ended in this worker, by outcome (completed; failed: out of retries or not retryable)',
+  help: 'Day loads that ended in this worker, by outcome (completed; failed: the day ended failed, its load out of retries or not retryable)',
   labelNames: ['outcome'],
   registers: [registry],
 });
@@ -92,9 +92,27 @@ export function countDayLoad(c: Readonly<LoadCounts>): void {
   dayLoads.inc({ outcome: 'completed' });
 }
 
-/** A day load ended short of success after its retries (the workflow marked the day failed). */
+/**
+ * A day ended `failed` in the ledger: its load stopped retrying (attempts exhausted, or an error no
+ * retry can fix). Once per day that failed, by whoever released it; never for a failed attempt
+ * that Temporal retries, nor for an intraday pull (its day stays `partial`).
+ */
 export function countDayFailed(): void {
   dayLoads.inc({ outcome: 'failed' });
+}
+
+/** CRS_OPEN_DAY_STALE_AFTER's default (src/alerts/checks.ts), until the worker sets its own. */
+const OPEN_DAY_STALE_AFTER_DEFAULT_SECONDS = 3 * 3600;
+const openDayStaleAfter = new Gauge({
+  name: 'crs_sync_open_day_stale_after_seconds',
+  help: 'CRS_OPEN_DAY_STALE_AFTER of this worker: the open day not pulled for longer is stale (the open_day_stale alert)',
+  registers: [registry],
+});
+openDayStaleAfter.set(OPEN_DAY_STALE_AFTER_DEFAULT_SECONDS);
+
+/** The worker's CRS_OPEN_DAY_STALE_AFTER, which the Prometheus rule compares the open day's age with. */
+export function setOpenDayStaleAfter(seconds: number): void {
+  openDayStaleAfter.set(seconds);
 }
 
 /** An enrichment batch returned its counts. */

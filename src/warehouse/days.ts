@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import type pg from 'pg';
 import type { LoadCounts } from '../common/counts.ts';
-import type { Executor, SyncDay } from './types.ts';
+import type { DayStatus, Executor, SyncDay } from './types.ts';
 
 /**
  * The days of the ledger (`sync_days`): one row per UTC day of the export, and every transition
@@ -16,16 +16,32 @@ import type { Executor, SyncDay } from './types.ts';
 export type LoaderClient = Pick<pg.ClientBase, 'query'>;
 
 /**
- * Marks a day as loading under a load id; counts one more attempt. A day still `running` under
- * another load id is taken over: only one load of a day runs at a time (its workflow id), so that
- * load died without closing the day (terminated, its worker gone). Its id is kept in
- * `taken_over_from` and returned.
+ * Which attempt of its load a day load is: Temporal's activity attempt number and the retry
+ * policy's limit. A load outside Temporal (an import, a direct call) is attempt 1 of 1.
+ */
+export interface LoadAttempt {
+  number: number;
+  /** The most attempts the load gets; null: no limit known. */
+  maxAttempts: number | null;
+}
+
+const FIRST_ATTEMPT: LoadAttempt = { number: 1, maxAttempts: null };
+
+/**
+ * Marks a day as loading under a load id; counts one more attempt in `attempts` (every attempt
+ * of every load) and records which attempt of its load this is in `attempt`. A retry of the same
+ * load keeps the error its last attempt left (the day reads "retrying" until it loads); a new
+ * load starts clean. A day still `running` under another load id is taken over: only one load of
+ * a day runs at a time (its workflow id), so that load died without closing the day (terminated,
+ * its worker gone). Its id is kept in `taken_over_from` and returned.
  */
 export async function markDayRunning(
   db: Executor,
   day: string,
   loadId: string,
+  attempt: LoadAttempt = FIRST_ATTEMPT,
 ): Promise<{ takenOverFrom: string | null }> {
+  const retry = sql<boolean>`(${attempt.number}::int > 1 and sync_days._load_id = ${loadId}::text)`;
   const r = await db
     .insertInto('sync_days')
     .values({
@@ -34,6 +50,8 @@ export async function markDayRunning(
       _load_id: loadId,
       started_at: new Date(),
       attempts: 1,
+      attempt: attempt.number,
+      max_attempts: attempt.maxAttempts,
       progress_at: sql`now()`,
     })
     .onConflict((oc) =>
@@ -42,8 +60,13 @@ export async function markDayRunning(
         _load_id: loadId,
         started_at: new Date(),
         finished_at: null,
-        last_error: null,
+        last_error: sql`case when ${retry} then sync_days.last_error end`,
+        last_error_code: sql`case when ${retry} then sync_days.last_error_code end`,
+        last_error_at: sql`case when ${retry} then sync_days.last_error_at end`,
+        next_attempt_at: null,
         attempts: eb('sync_days.attempts', '+', 1),
+        attempt: attempt.number,
+        max_attempts: attempt.maxAttempts,
         progress_at: sql`now()`,
         taken_over_from: sql`case when sync_days.status = 'running' and sync_days._load_id is distinct from ${loadId}::text
           then sync_days._load_id end`,
@@ -65,14 +88,64 @@ export async function touchDay(db: Executor, day: string, loadId: string): Promi
     .execute();
 }
 
+/** An attempt of a day's load that failed: what failed, and which attempt it was. */
+export interface FailedAttempt {
+  loadId: string;
+  /** Kept as the day's `last_error` (its first 2000 characters). */
+  error: string;
+  /** The error's code (a CrsError code, the failure's type); null when it has none. */
+  code: string | null;
+  attempt: LoadAttempt;
+  /** An intraday pull of the open day: the day stays `partial` (its rows so far) whatever failed. */
+  partial?: boolean;
+}
+
+/**
+ * A failed attempt that Temporal retries in `retryInMs`: the day stays `running` (an intraday
+ * pull's open day goes back to `partial`, its rows those of its last pull) with the error, the
+ * attempt and when the next one runs. Only while the day is still running under that load.
+ * Returns whether the day's row changed.
+ */
+export async function recordDayRetry(
+  db: Executor,
+  day: string,
+  a: FailedAttempt & { retryInMs: number },
+): Promise<boolean> {
+  const r = await db
+    .updateTable('sync_days')
+    .set({
+      status: a.partial ? 'partial' : 'running',
+      ...(a.partial ? { finished_at: sql`now()` } : {}),
+      last_error: a.error.slice(0, 2000),
+      last_error_code: a.code,
+      last_error_at: sql`now()`,
+      attempt: a.attempt.number,
+      max_attempts: a.attempt.maxAttempts,
+      next_attempt_at: sql`now() + ${Math.max(0, Math.round(a.retryInMs))} * interval '1 millisecond'`,
+      progress_at: sql`now()`,
+    })
+    .where('day', '=', day)
+    .where('_load_id', '=', a.loadId)
+    .where('status', '=', 'running')
+    .executeTakeFirst();
+  return Number(r.numUpdatedRows) > 0;
+}
+
 export interface UnfinishedLoad {
   /** Cancelled: nothing is wrong with the day. Otherwise the load failed. */
   cancelled: boolean;
   /** Kept as the day's `last_error` (its first 2000 characters). */
   reason: string;
+  /** The error's code; without one, `CANCELLED` for a cancelled load, else the day's is cleared. */
+  code?: string | null;
+  /** The attempt that ended the load; without it the one `markDayRunning` recorded stands. */
+  attempt?: LoadAttempt;
+  /** An intraday pull of the open day: the day stays `partial` (its rows so far, nothing deleted). */
+  partial?: boolean;
   /**
    * Only while the day is still running under this load id (a later load may have taken it over
-   * meanwhile); without it the day is released whatever its state.
+   * meanwhile), or is an open day waiting for this load's next attempt; without it the day is
+   * released whatever its state.
    */
   loadId?: string;
 }
@@ -80,20 +153,43 @@ export interface UnfinishedLoad {
 /**
  * Closes a day whose load ended without finishing: a cancelled one goes back to pending, a failed
  * one becomes failed, so that the watermark stops at it and the next scheduled sync retries it.
- * Returns whether the day's row changed.
+ * An intraday pull of the open day leaves it `partial` either way: its rows are those of its last
+ * pull, and a failed pull is not a failed day (a cancelled one keeps the error its attempts left).
+ * Returns the status the day now has, or null when its row did not change.
  */
-export async function releaseUnfinishedDay(db: Executor, day: string, end: UnfinishedLoad): Promise<boolean> {
+export async function releaseUnfinishedDay(
+  db: Executor,
+  day: string,
+  end: UnfinishedLoad,
+): Promise<DayStatus | null> {
+  const status: DayStatus = end.partial ? 'partial' : end.cancelled ? 'pending' : 'failed';
+  const keepError = end.partial === true && end.cancelled;
+  const error = end.reason.slice(0, 2000);
+  const code = end.code ?? (end.cancelled ? 'CANCELLED' : null);
   let q = db
     .updateTable('sync_days')
     .set({
-      status: end.cancelled ? 'pending' : 'failed',
-      last_error: end.reason.slice(0, 2000),
+      status,
+      last_error: keepError ? sql`coalesce(last_error, ${error})` : error,
+      last_error_code: keepError ? sql`coalesce(last_error_code, ${code})` : code,
+      last_error_at: keepError ? sql`coalesce(last_error_at, now())` : sql`now()`,
       finished_at: new Date(),
+      next_attempt_at: null,
+      ...(end.attempt ? { attempt: end.attempt.number, max_attempts: end.attempt.maxAttempts } : {}),
     })
     .where('day', '=', day);
-  if (end.loadId !== undefined) q = q.where('_load_id', '=', end.loadId).where('status', '=', 'running');
+  if (end.loadId !== undefined) {
+    q = q
+      .where('_load_id', '=', end.loadId)
+      .where((eb) =>
+        eb.or([
+          eb('status', '=', 'running'),
+          eb.and([eb('status', '=', 'partial'), eb('next_attempt_at', 'is not', null)]),
+        ]),
+      );
+  }
   const r = await q.executeTakeFirst();
-  return Number(r.numUpdatedRows) > 0;
+  return Number(r.numUpdatedRows) > 0 ? status : null;
 }
 
 /** What a complete download of a day's export was: its digest and its size. */
@@ -230,15 +326,18 @@ export async function recordDayLoaded(
 ): Promise<void> {
   await client.query(
     `insert into sync_days (day, status, rows_read, rows_inserted, rows_updated, rows_unchanged, rows_rejected,
-       rows_deleted, bytes, lines_committed, started_at, finished_at, _load_id, attempts, pulled_at)
-     values ($1, $2, $3, $4, $5, $6, $7, ${deletedRowsOf('$1::date')}, $8, $9, now(), now(), $10, 1,
+       rows_deleted, bytes, lines_committed, started_at, finished_at, _load_id, attempts, attempt, pulled_at)
+     values ($1, $2, $3, $4, $5, $6, $7, ${deletedRowsOf('$1::date')}, $8, $9, now(), now(), $10, 1, 1,
        case when $2 = 'partial' then now() end)
      on conflict (day) do update set status = excluded.status, rows_read = excluded.rows_read,
        rows_inserted = excluded.rows_inserted, rows_updated = excluded.rows_updated,
        rows_unchanged = excluded.rows_unchanged, rows_rejected = excluded.rows_rejected,
        rows_deleted = excluded.rows_deleted, bytes = excluded.bytes,
        lines_committed = greatest(sync_days.lines_committed, excluded.lines_committed),
-       finished_at = now(), last_error = null, _load_id = excluded._load_id, _loaded_at = now(),
+       finished_at = now(), last_error = null, last_error_code = null, last_error_at = null,
+       next_attempt_at = null,
+       attempt = case when sync_days._load_id is distinct from excluded._load_id then 1 else sync_days.attempt end,
+       _load_id = excluded._load_id, _loaded_at = now(),
        pulled_at = coalesce(excluded.pulled_at, sync_days.pulled_at)`,
     [
       d.day,

@@ -41,14 +41,16 @@ export interface Transition {
 
 /**
  * Brings the incidents of `kinds` in line with `conditions`: a condition without an open
- * incident opens one, an open incident of those kinds whose condition is gone resolves. Only the
- * transitions this caller made are returned, each with a delivery row per target enqueued.
+ * incident opens one, an open incident of those kinds whose condition is gone resolves, with what
+ * resolved it (`resolutions`, by key) merged into its details. Only the transitions this caller
+ * made are returned, each with a delivery row per target enqueued.
  */
 export async function syncIncidents(
   db: Executor,
   kinds: readonly string[],
   conditions: readonly Condition[],
   targets: readonly string[],
+  resolutions: Readonly<Record<string, Record<string, unknown>>> = {},
 ): Promise<Transition[]> {
   const out: Transition[] = [];
   for (const c of conditions) {
@@ -77,7 +79,10 @@ export async function syncIncidents(
     const keys = conditions.map((c) => c.key);
     let q = db
       .updateTable('alert_incidents')
-      .set({ resolved_at: sql`now()` })
+      .set({
+        resolved_at: sql`now()`,
+        details: sql`alert_incidents.details || coalesce(${JSON.stringify(resolutions)}::jsonb -> alert_incidents.key, '{}'::jsonb)`,
+      })
       .where('resolved_at', 'is', null)
       .where('kind', 'in', [...kinds]);
     if (keys.length > 0) q = q.where('key', 'not in', keys);

@@ -144,6 +144,18 @@ export interface SyncDaysTable extends Counters {
    */
   pulled_at: ColumnType<Date | null, never, never>;
   last_error: string | null;
+  /**
+   * The attempt number of the day's current or last load: Temporal's activity attempt number, 1
+   * for a load outside Temporal (migration 2026-11-28T10). `attempts` counts every attempt of every load.
+   */
+  attempt: Generated<number>;
+  /** The current load's retry limit (its activity's retry policy); null: none known. */
+  max_attempts: number | null;
+  /** The code of `last_error` (a CrsError code, or the failure's type) and when it happened. */
+  last_error_code: string | null;
+  last_error_at: Timestamp | null;
+  /** When Temporal runs the next attempt of the day's load; null unless one is awaited. */
+  next_attempt_at: Timestamp | null;
   _load_id: string | null;
   _loaded_at: GeneratedTimestamp;
   /** Last sign of life of the day's load (its start and its heartbeats; batch commits: load_checkpoints). */

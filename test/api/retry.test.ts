@@ -65,7 +65,7 @@ describe('retries', () => {
       retryable: true,
       details: { status: 503, attempts: 3 },
     });
-    expect((err as Error).message).toBe('listThreads failed: HTTP 503 Server Error (after 3 attempts): down');
+    expect((err as Error).message).toBe('listThreads failed: HTTP 503 Server Error (after 3 requests): down');
     expect(server.seen).toHaveLength(3);
   });
 

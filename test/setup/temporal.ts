@@ -30,6 +30,7 @@ export const TEST_NAMESPACES = [
   'churn',
   'metrics',
   'intraday',
+  'retries',
 ];
 
 export const SUGGEST_CONTINUE_AS_NEW_AFTER = 30;

@@ -8,6 +8,8 @@ import { ACTIVITY_NAMES } from '../../contract/activities.ts';
 import { createServiceClient } from '../../src/api/index.ts';
 import { parseConfig } from '../../src/config.ts';
 import { CrsError } from '../../src/errors.ts';
+import { pipelineMetricsText } from '../../src/metrics/pipeline.ts';
+import { markDayRunning } from '../../src/warehouse/days.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 import { testLog } from './harness.ts';
 
@@ -168,6 +170,106 @@ describe('activities', () => {
     expect(f).toMatchObject({ nonRetryable: false });
   });
 
+  describe('a day load attempt that fails', () => {
+    /** A loader that marks the day running (as the real one does) and then fails with `err`. */
+    const failing = (err: Error) =>
+      activities({
+        async loadDay({ day, loadId, attempt }) {
+          await markDayRunning(tw.w.db, day, loadId, attempt);
+          throw err;
+        },
+      });
+    const row = (day: string) =>
+      tw.w.db.selectFrom('sync_days').selectAll().where('day', '=', day).executeTakeFirstOrThrow();
+    const failedLoads = async () =>
+      Number(/^crs_sync_day_loads_total\{outcome="failed"\} (\d+)$/m.exec(await pipelineMetricsText())?.[1]);
+    const outage = () =>
+      new CrsError('HTTP_NETWORK', 'exportMessages failed: network error (ECONNREFUSED)', {
+        retryable: true,
+      });
+
+    it('when attempt 4 of 12 fails retryably, then the day stays running with the error, attempt 4 of 12 and the next attempt 40 s on (the policy), and nothing counts as failed', async () => {
+      const before = await failedLoads();
+      const err = await new MockActivityEnvironment({ attempt: 4 })
+        .run(failing(outage()).loadExportDay, { day: '2026-04-01', loadId: 'retry-1' })
+        .catch((e: unknown) => e);
+      expect(err).toMatchObject({ type: 'HTTP_NETWORK', nonRetryable: false });
+      const r = await row('2026-04-01');
+      expect(r).toMatchObject({
+        status: 'running',
+        attempt: 4,
+        max_attempts: 12,
+        last_error: 'exportMessages failed: network error (ECONNREFUSED)',
+        last_error_code: 'HTTP_NETWORK',
+      });
+      // 5 s × 2^(4 − 1) = 40 s, within the 5 min cap.
+      expect(r.next_attempt_at!.getTime() - r.last_error_at!.getTime()).toBe(40_000);
+      expect(await failedLoads()).toBe(before);
+
+      // The next attempt starts: still running, the error kept until it loads.
+      await markDayRunning(tw.w.db, '2026-04-01', 'retry-1', { number: 5, maxAttempts: 12 });
+      expect(await row('2026-04-01')).toMatchObject({
+        status: 'running',
+        attempt: 5,
+        last_error_code: 'HTTP_NETWORK',
+        next_attempt_at: null,
+      });
+    });
+
+    it('when the service asks to wait (Retry-After), then the next attempt is that far on', async () => {
+      const throttled = new CrsError('HTTP_THROTTLED', 'export failed: HTTP 429', {
+        retryable: true,
+        details: { retryAfterMs: 90_000 },
+      });
+      await new MockActivityEnvironment({ attempt: 1 })
+        .run(failing(throttled).loadExportDay, { day: '2026-04-02', loadId: 'retry-2' })
+        .catch(() => {});
+      const r = await row('2026-04-02');
+      expect(r.status).toBe('running');
+      expect(r.next_attempt_at!.getTime() - r.last_error_at!.getTime()).toBe(90_000);
+    });
+
+    it('when the last of the 12 attempts fails, then the day is failed with attempt 12 and counted once as a failed day', async () => {
+      const before = await failedLoads();
+      await new MockActivityEnvironment({ attempt: 12 })
+        .run(failing(outage()).loadExportDay, { day: '2026-04-03', loadId: 'retry-3' })
+        .catch(() => {});
+      expect(await row('2026-04-03')).toMatchObject({
+        status: 'failed',
+        attempt: 12,
+        max_attempts: 12,
+        last_error_code: 'HTTP_NETWORK',
+        next_attempt_at: null,
+      });
+      expect(await failedLoads()).toBe(before + 1);
+      // The workflow's release after the last attempt finds the day released: not counted again.
+      const a = activities({});
+      expect(
+        await new MockActivityEnvironment().run(a.releaseDay, {
+          day: '2026-04-03',
+          loadId: 'retry-3',
+          reason: 'load failed after retries: network error',
+        }),
+      ).toBe(false);
+      expect(await failedLoads()).toBe(before + 1);
+    });
+
+    it('when an intraday pull of the open day fails for good, then the day stays partial with the error and no day counts as failed', async () => {
+      const before = await failedLoads();
+      const denied = new CrsError('HTTP_UNAUTHORIZED', 'export failed: HTTP 401 Unauthorized');
+      await new MockActivityEnvironment({ attempt: 1 })
+        .run(failing(denied).loadExportDay, { day: '2026-04-04', loadId: 'pull-1', partial: true })
+        .catch(() => {});
+      expect(await row('2026-04-04')).toMatchObject({
+        status: 'partial',
+        attempt: 1,
+        last_error_code: 'HTTP_UNAUTHORIZED',
+        next_attempt_at: null,
+      });
+      expect(await failedLoads()).toBe(before);
+    });
+  });
+
   it('when a load ends short of success, then a day still running under its load id is released, and no other', async () => {
     await tw.w.db
       .insertInto('sync_days')
@@ -184,7 +286,12 @@ describe('activities', () => {
     expect(await env.run(a.releaseDay, { day: '2026-03-02', loadId: 'mine', reason: 'cancelled' })).toBe(
       false,
     );
-    const rows = await tw.w.db.selectFrom('sync_days').select(['day', 'status']).orderBy('day').execute();
+    const rows = await tw.w.db
+      .selectFrom('sync_days')
+      .select(['day', 'status'])
+      .where('day', 'in', ['2026-03-01', '2026-03-02'])
+      .orderBy('day')
+      .execute();
     expect(rows).toEqual([
       { day: '2026-03-01', status: 'failed' },
       { day: '2026-03-02', status: 'running' },

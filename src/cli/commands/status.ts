@@ -19,7 +19,9 @@ export function registerStatus(program: Command): void {
         'export was not known complete, threads by enrichment status and whether the thread list\n' +
         '(thread names, threads queued again when their history grew) could be read. Runs and days\n' +
         'still marked running with no sign of life for 14 minutes (terminated, worker gone) are shown\n' +
-        'as abandoned.',
+        'as abandoned; days whose load failed an attempt that Temporal retries are shown as retrying,\n' +
+        'with the error, the attempt and when the next one runs. A day is failed only when its load\n' +
+        'stopped retrying.',
     )
     .option('--json', 'print the status as JSON')
     .action(async (opts: { json?: boolean }) => {
@@ -73,13 +75,29 @@ function describeThreadList(t: ThreadListReads): string {
   return `read ok ${utc(t.lastOkAt)} UTC${total}`;
 }
 
-/** The tables of the status, in the order shown. */
+/** The tables of the status, in the order shown. Long: one entry per table, each its title, head and rows. */
 function sections(s: WarehouseStatus): { title: string; head: string[]; rows: (string | number)[][] }[] {
   return [
     {
-      title: 'Failed days:',
-      head: ['day', 'attempts', 'last error'],
-      rows: s.failedDays.map((f) => [f.day, f.attempts, (f.lastError ?? '').slice(0, 100)]),
+      title: 'Failed days (their load stopped retrying; the next sync loads them again):',
+      head: ['day', 'attempts', 'code', 'last error'],
+      rows: s.failedDays.map((f) => [
+        f.day,
+        f.attempts,
+        f.errorCode ?? '',
+        (f.lastError ?? '').slice(0, 100),
+      ]),
+    },
+    {
+      title: 'Retrying days (an attempt of their load failed; Temporal retries it, the day is not failed):',
+      head: ['day', 'attempt', 'next attempt (UTC)', 'code', 'last error'],
+      rows: s.retryingDays.map((d) => [
+        d.day,
+        d.maxAttempts ? `${d.attempt} of ${d.maxAttempts}` : d.attempt,
+        d.nextAttemptAt ? utc(d.nextAttemptAt) : 'running now',
+        d.errorCode ?? '',
+        (d.lastError ?? '').slice(0, 100),
+      ]),
     },
     {
       title: `Abandoned days (marked running, no sign of life for ${s.staleAfterMinutes} min; the next load of each takes it over):`,
@@ -101,8 +119,16 @@ function sections(s: WarehouseStatus): { title: string; head: string[]; rows: (s
     {
       title:
         'Partial days (the open UTC day, pulled intraday: rows so far, nothing deleted, not in the watermark until its closed-day pull):',
-      head: ['day', 'status', 'last pull (UTC)', 'rows'],
-      rows: s.partialDays.map((d) => [d.day, 'partial', utc(d.lastPullAt ?? ''), d.rows]),
+      head: ['day', 'status', 'last pull (UTC)', 'rows', 'last pull failed'],
+      rows: s.partialDays.map((d) => [
+        d.day,
+        'partial',
+        d.lastPullAt ? utc(d.lastPullAt) : '(none finished)',
+        d.rows,
+        d.lastError
+          ? `${d.errorCode ? `${d.errorCode}: ` : ''}${d.lastError.slice(0, 80)}${d.nextAttemptAt ? ` (attempt ${d.attempt}; next ${utc(d.nextAttemptAt)})` : ''}`
+          : '',
+      ]),
     },
     {
       title: 'Exports not known complete (loaded, nothing of the day deleted):',

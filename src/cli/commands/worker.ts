@@ -12,6 +12,7 @@ import {
   countAlertSent,
   type SchemaDriftCount,
   setFreshnessReader,
+  setOpenDayStaleAfter,
   setSchemaDriftReader,
   setWarehouseReader,
 } from '../../metrics/pipeline.ts';
@@ -83,7 +84,14 @@ export function registerWorker(program: Command): void {
         const opened = await openConfiguredWarehouse(ctx, {
           connections: dayLoads * config.loadConnections + config.enrichConcurrency,
         });
-        const metrics = await startMetrics(opened, settings, sdkMetrics, log, config.freshnessSlaSeconds);
+        const metrics = await startMetrics(
+          opened,
+          settings,
+          sdkMetrics,
+          log,
+          config.freshnessSlaSeconds,
+          config.openDayStaleAfterSeconds,
+        );
         try {
           // CRS_RATE_LIMIT_RPS is the tenant's: shared with every worker through the warehouse.
           const { client, close: closeBudget } = createDeploymentClient(config, opened.warehouse, log);
@@ -151,6 +159,7 @@ async function startMetrics(
   sdkAddress: string | undefined,
   log: Logger,
   freshnessSlaSeconds: number,
+  openDayStaleAfterSeconds: number,
 ): Promise<{ url: string; close(): Promise<void> } | undefined> {
   if (!settings.metrics) return undefined;
   const options = opened.warehouse.options;
@@ -172,6 +181,7 @@ async function startMetrics(
       );
     },
   });
+  setOpenDayStaleAfter(openDayStaleAfterSeconds);
   // The same freshness rule as status and the alerts (the deployment's stored SLA, this
   // configuration's before any check stored one), and the drifts `schema changes` lists.
   setFreshnessReader(async () => {

@@ -7,7 +7,7 @@ import type { Executor } from '../types.ts';
  *
  * - export: its age runs from the end (midnight UTC) of the watermark's day, the newest day known
  *   complete with every day before it. `failing` while a day after the watermark is `failed` (its
- *   load ran out of retries: the watermark cannot move until it loads); `no_data` while no day is
+ *   load stopped retrying: the watermark cannot move until it loads); `no_data` while no day is
  *   complete and the deployment's first alert check is less than the SLA ago (a new deployment
  *   is given one SLA for its first day; before any check: `no_data` too), `no_data_until` saying
  *   until when; `late` when the age passes the SLA, or no day is complete past that; `on_time`
@@ -35,10 +35,12 @@ export interface SourceFreshness {
 /** The open day as intraday pulls left it: its rows are the export as of `pulled_at`. */
 export interface OpenDayPull {
   day: string;
-  /** When the day's last intraday pull finished (ISO). */
-  pulled_at: string;
-  /** Whole seconds since then. */
+  /** When the day's last intraday pull finished (ISO); null when none has yet (its pulls failed). */
+  pulled_at: string | null;
+  /** Whole seconds since then; with no pull finished, since the day began. */
   age_seconds: number;
+  /** Present when the day's last pull failed: its error (the day keeps the rows of the pull before). */
+  last_error?: string;
 }
 
 export interface ExportFreshness extends SourceFreshness {
@@ -118,23 +120,27 @@ export async function readFreshness(
 /**
  * The newest day pulled intraday and not complete since (`sync_days.pulled_at`: a day stays
  * the open day while its next pull runs, and after a pull that failed, with the time of the last
- * one that finished), or null. The metrics' open-day gauge reads it too.
+ * one that finished), or a `partial` day none of whose pulls finished yet (its age then runs from
+ * the start of the day), or null. The metrics' open-day gauge and the `open_day_stale` alert read
+ * it too; the `sync_health` view says the same (migration 2026-11-28T10-00-00).
  */
 export async function readOpenDayPull(db: Executor, now = new Date()): Promise<OpenDayPull | null> {
   const r = await db
     .selectFrom('sync_days')
-    .select(['day', 'pulled_at'])
-    .where('pulled_at', 'is not', null)
+    .select(['day', 'pulled_at', 'last_error'])
+    .where((eb) => eb.or([eb('pulled_at', 'is not', null), eb('status', '=', 'partial')]))
     .where('status', '<>', 'complete')
     .orderBy('day', 'desc')
     .limit(1)
     .executeTakeFirst();
-  if (!r?.pulled_at) return null;
-  const pulledAt = new Date(r.pulled_at);
+  if (!r) return null;
+  const pulledAt = r.pulled_at ? new Date(r.pulled_at) : null;
+  const since = pulledAt ?? new Date(`${r.day}T00:00:00Z`);
   return {
     day: r.day,
-    pulled_at: pulledAt.toISOString(),
-    age_seconds: Math.max(0, Math.floor((now.getTime() - pulledAt.getTime()) / 1000)),
+    pulled_at: pulledAt ? pulledAt.toISOString() : null,
+    age_seconds: Math.max(0, Math.floor((now.getTime() - since.getTime()) / 1000)),
+    ...(r.last_error ? { last_error: r.last_error } : {}),
   };
 }
 
@@ -149,7 +155,8 @@ export async function healthViewFreshness(q: RowQueryable): Promise<Freshness> {
     `select freshness_sla_seconds::int as sla, export_age_seconds::float8 as export_age, export_freshness,
             enrichment_age_seconds::float8 as enrichment_age, enrichment_freshness,
             open_day::text as open_day, open_day_pulled_at, open_day_age_seconds::float8 as open_day_age,
-            export_no_data_until
+            export_no_data_until,
+            open_day_last_error
        from sync_health`,
   );
   const h = rows[0] as
@@ -163,6 +170,7 @@ export async function healthViewFreshness(q: RowQueryable): Promise<Freshness> {
         open_day_pulled_at: Date | string | null;
         open_day_age: number | null;
         export_no_data_until: Date | string | null;
+        open_day_last_error: string | null;
       }
     | undefined;
   if (!h) throw new Error('the sync_health view returned no row');
@@ -172,12 +180,13 @@ export async function healthViewFreshness(q: RowQueryable): Promise<Freshness> {
       state: h.export_freshness,
       age_seconds: h.export_age,
       open_day:
-        h.open_day === null || h.open_day_pulled_at === null
+        h.open_day === null
           ? null
           : {
               day: h.open_day,
-              pulled_at: new Date(h.open_day_pulled_at).toISOString(),
+              pulled_at: h.open_day_pulled_at === null ? null : new Date(h.open_day_pulled_at).toISOString(),
               age_seconds: Number(h.open_day_age),
+              ...(h.open_day_last_error ? { last_error: h.open_day_last_error } : {}),
             },
       no_data_until: h.export_no_data_until === null ? null : new Date(h.export_no_data_until).toISOString(),
     },
@@ -187,7 +196,8 @@ export async function healthViewFreshness(q: RowQueryable): Promise<Freshness> {
 
 /**
  * One line: `export on_time (age 5h 2m), enrichment late (age 27h 0m); SLA 26h`, and with an
- * intraday pull `; open day 2026-11-26 pulled intraday 0h 12m ago`. A new deployment:
+ * intraday pull `; open day 2026-11-26 pulled intraday 0h 12m ago` (`, its last pull failed`
+ * when it did; `no intraday pull finished yet` when none has). A new deployment:
  * `export no_data (no complete day yet; late from 2026-11-29 11:00 UTC if none is)`.
  */
 export function describeFreshness(f: Freshness): string {
@@ -201,6 +211,8 @@ export function describeFreshness(f: Freshness): string {
     : one('export', f.export);
   return (
     `${exp}, ${one('enrichment', f.enrichment)}; SLA ${Math.round(f.sla_seconds / 360) / 10}h` +
-    (open ? `; open day ${open.day} pulled intraday ${hm(open.age_seconds)} ago` : '')
+    (open
+      ? `; open day ${open.day} ${open.pulled_at ? `pulled intraday ${hm(open.age_seconds)} ago` : `no intraday pull finished yet (${hm(open.age_seconds)} since it began)`}${open.last_error ? ', its last pull failed' : ''}`
+      : '')
   );
 }

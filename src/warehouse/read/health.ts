@@ -26,6 +26,8 @@ export interface SyncHealth {
   heldDeletes: number;
   heldDeleteDays: number;
   incompleteExportDays: number;
+  /** Days running whose load failed an attempt and is retried (counted in runningDays too). */
+  retryingDays: number;
 }
 
 /** The one row of the `sync_health` view. */
@@ -41,7 +43,7 @@ export async function syncHealth(q: Queryable): Promise<SyncHealth> {
             to_json(last_success_at)#>>'{}' as "lastSuccessAt", open_rejects as "openRejects",
             threads_pending as "threadsPending", threads_failed as "threadsFailed",
             held_deletes as "heldDeletes", held_delete_days as "heldDeleteDays",
-            incomplete_export_days as "incompleteExportDays"
+            incomplete_export_days as "incompleteExportDays", retrying_days as "retryingDays"
        from sync_health`,
   );
   if (!h) throw new Error('the sync_health view returned no row');
@@ -57,8 +59,10 @@ export interface LedgerDay {
   rejected: number;
   deleted: number;
   attempts: number;
-  /** When the day's last load ended: for a `partial` day (the open day, pulled intraday), its last pull. */
+  /** When the day's last load ended (or its last attempt failed). */
   finishedAt: string | null;
+  /** For a `partial` day (the open day, pulled intraday): when its last pull finished; null: none yet. */
+  pulledAt: string | null;
 }
 
 /** The ledger's days in the range, newest first. */
@@ -67,7 +71,8 @@ export async function ledgerDays(q: Queryable, r: DayRange): Promise<LedgerDay[]
     q,
     `select day::text as day, status, rows_read as "rowsRead", rows_inserted as inserted,
             rows_updated as updated, rows_rejected as rejected, rows_deleted as deleted, attempts,
-            to_char(finished_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "finishedAt"
+            to_char(finished_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "finishedAt",
+            to_char(pulled_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "pulledAt"
        from sync_days where day between $1::date and $2::date order by day desc`,
     [r.from, r.to],
   );
@@ -94,11 +99,33 @@ export interface FailedDay {
   finishedAt: string | null;
 }
 
+/** Days whose load stopped retrying; `attempts`: that load's (Temporal's attempt count). */
 export async function failedDays(q: Queryable, limit = TOP_N): Promise<FailedDay[]> {
   return rowsOf<FailedDay>(
     q,
-    `select day::text as day, attempts, last_error as "lastError", to_json(finished_at)#>>'{}' as "finishedAt"
+    `select day::text as day, attempt as attempts, last_error as "lastError", to_json(finished_at)#>>'{}' as "finishedAt"
        from sync_days where status = 'failed' order by day desc limit $1`,
+    [limit],
+  );
+}
+
+export interface RetryingLedgerDay {
+  day: string;
+  attempt: number;
+  maxAttempts: number | null;
+  lastError: string | null;
+  errorCode: string | null;
+  /** When the next attempt runs; null while one runs. */
+  nextAttemptAt: string | null;
+}
+
+/** Days running whose load failed an attempt that Temporal retries (not failed days). */
+export async function retryingDays(q: Queryable, limit = TOP_N): Promise<RetryingLedgerDay[]> {
+  return rowsOf<RetryingLedgerDay>(
+    q,
+    `select day::text as day, attempt, max_attempts as "maxAttempts", last_error as "lastError",
+            last_error_code as "errorCode", to_json(next_attempt_at)#>>'{}' as "nextAttemptAt"
+       from sync_days where status = 'running' and last_error is not null order by day limit $1`,
     [limit],
   );
 }

@@ -1,6 +1,14 @@
 import { citationTypesDaily, citationTypeTotals, topCitationSources } from './citations.ts';
 import { dataExtent } from './extent.ts';
-import { enrichmentBacklog, failedDays, heldDeletes, ledgerDays, quarantine, syncHealth } from './health.ts';
+import {
+  enrichmentBacklog,
+  failedDays,
+  heldDeletes,
+  ledgerDays,
+  quarantine,
+  retryingDays,
+  syncHealth,
+} from './health.ts';
 import type { DayRange, Queryable } from './queryable.ts';
 import { recentRuns } from './runs.ts';
 import type { Source } from './source.ts';
@@ -15,6 +23,7 @@ const STATE_QUERIES: Record<string, Query> = {
   syncHealth: (q) => syncHealth(q),
   ledgerDays,
   failedDays: (q) => failedDays(q),
+  retryingDays: (q) => retryingDays(q),
   heldDeletes: (q) => heldDeletes(q),
   quarantine: (q) => quarantine(q),
   enrichmentBacklog: (q) => enrichmentBacklog(q),

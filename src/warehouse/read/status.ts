@@ -15,9 +15,28 @@ export interface WarehouseStatus {
   watermark: string | null;
   /** Whole days between the watermark and yesterday (UTC); null with no watermark. */
   lagDays: number | null;
-  /** Days by status; `abandoned`: marked running, with no sign of life for staleAfterMinutes. */
+  /**
+   * Days by status; `abandoned`: marked running, with no sign of life for staleAfterMinutes;
+   * `retrying`: marked running, with a failed attempt of their load behind them (retryingDays).
+   */
   days: Record<string, number>;
-  failedDays: { day: string; attempts: number; lastError: string | null }[];
+  /**
+   * Days whose load stopped retrying: `attempts` of that load (Temporal's attempt count), the
+   * error that ended it and its code.
+   */
+  failedDays: {
+    day: string;
+    attempts: number;
+    lastError: string | null;
+    errorCode: string | null;
+    failedAt: string | null;
+  }[];
+  /**
+   * Days marked running whose load failed an attempt and is retried by Temporal: the attempt
+   * (the one that failed, or the retry running now), its limit, the last error and its code,
+   * when it happened and when the next attempt runs (null while one runs).
+   */
+  retryingDays: RetryingDay[];
   /** Days marked running whose load is gone (terminated, its worker lost): the next load takes them over. */
   abandonedDays: { day: string; loadId: string | null; attempts: number; lastSignOfLife: string | null }[];
   /** How long a running run or day may show no sign of life before it is shown as abandoned. */
@@ -35,7 +54,18 @@ export interface WarehouseStatus {
    * Days pulled while open (intraday pulls): loaded up to their last pull, nothing deleted, not
    * complete, so the watermark does not count them; the closed-day pull makes them complete.
    */
-  partialDays: { day: string; lastPullAt: string | null; rows: number }[];
+  partialDays: {
+    day: string;
+    /** When its last pull finished; null when none has (its pulls failed). */
+    lastPullAt: string | null;
+    rows: number;
+    /** Present when its last pull failed: what failed (the rows are the pull's before). */
+    lastError?: string;
+    errorCode?: string | null;
+    attempt?: number;
+    /** When the failed pull's next attempt runs; null when it stopped retrying. */
+    nextAttemptAt?: string | null;
+  }[];
   /** Days whose last export was not known complete (nothing of them deleted), and why; partial days are not listed. */
   incompleteExports: { day: string; reason: string | null; loadId: string | null }[];
   /** The export's and the enrichment's state and age against the SLA (freshness.ts). */
@@ -43,6 +73,19 @@ export interface WarehouseStatus {
   /** Schema drift not accepted yet (`crs-sync schema changes`, `crs-sync schema accept`). */
   schemaDrift: SchemaDrift[];
 }
+
+export interface RetryingDay {
+  day: string;
+  loadId: string | null;
+  attempt: number;
+  maxAttempts: number | null;
+  lastError: string | null;
+  errorCode: string | null;
+  failedAt: string | null;
+  nextAttemptAt: string | null;
+}
+
+const iso = (d: Date | string | null) => (d === null ? null : new Date(d).toISOString());
 
 /** Reads every section of the status, in the order `crs-sync status` shows them. */
 export async function readStatus(
@@ -88,13 +131,6 @@ export async function readStatus(
     .orderBy('day', 'desc')
     .limit(20)
     .execute();
-  const partial = await db
-    .selectFrom('sync_days')
-    .select(['day', 'finished_at', 'rows_read'])
-    .where('status', '=', 'partial')
-    .orderBy('day', 'desc')
-    .limit(20)
-    .execute();
   return {
     watermark,
     lagDays,
@@ -111,11 +147,7 @@ export async function readStatus(
     threadList: await readThreadListReads(queryable(db)),
     messages: { live: Number(msgs.live), deleted: Number(msgs.deleted) },
     heldDeletes,
-    partialDays: partial.map((d) => ({
-      day: d.day,
-      lastPullAt: d.finished_at?.toISOString() ?? null,
-      rows: Number(d.rows_read),
-    })),
+    partialDays: await readPartialDays(db),
     incompleteExports: incomplete.map((d) => ({
       day: d.day,
       reason: d.export_incomplete_reason,
@@ -125,6 +157,30 @@ export async function readStatus(
     freshness: await readFreshness(db, await deploymentFreshnessSla(db, freshnessSlaSeconds), now),
     schemaDrift: await openSchemaDrift(queryable(db)),
   };
+}
+
+/** The partial days (the open day, pulled intraday), newest first, with their last pull's error. */
+async function readPartialDays(db: Executor): Promise<WarehouseStatus['partialDays']> {
+  const partial = await db
+    .selectFrom('sync_days')
+    .select(['day', 'pulled_at', 'rows_read', 'last_error', 'last_error_code', 'attempt', 'next_attempt_at'])
+    .where('status', '=', 'partial')
+    .orderBy('day', 'desc')
+    .limit(20)
+    .execute();
+  return partial.map((d) => ({
+    day: d.day,
+    lastPullAt: iso(d.pulled_at),
+    rows: Number(d.rows_read),
+    ...(d.last_error
+      ? {
+          lastError: d.last_error,
+          errorCode: d.last_error_code,
+          attempt: d.attempt,
+          nextAttemptAt: iso(d.next_attempt_at),
+        }
+      : {}),
+  }));
 }
 
 /**
@@ -137,10 +193,13 @@ export async function abandonedAfterMinutes(db: Executor): Promise<number> {
   return Number(r.rows[0]?.minutes);
 }
 
-/** Days by status (running ones with no sign of life counted as abandoned), failed and abandoned days. */
+/**
+ * Days by status (running ones with no sign of life counted as abandoned, those retrying after a
+ * failed attempt as retrying), failed, retrying and abandoned days.
+ */
 async function readDays(
   db: Executor,
-): Promise<Pick<WarehouseStatus, 'days' | 'failedDays' | 'abandonedDays'>> {
+): Promise<Pick<WarehouseStatus, 'days' | 'failedDays' | 'retryingDays' | 'abandonedDays'>> {
   const days = await db
     .selectFrom('sync_days')
     .select(['status', (eb) => eb.fn.countAll<number>().as('n')])
@@ -150,24 +209,55 @@ async function readDays(
   const running = await db
     .selectFrom('sync_days as d')
     .innerJoin('day_liveness as l', 'l.day', 'd.day')
-    .select(['d.day', 'd._load_id', 'd.attempts', 'l.alive_at', 'l.abandoned'])
+    .select([
+      'd.day',
+      'd._load_id',
+      'd.attempts',
+      'd.attempt',
+      'd.max_attempts',
+      'd.last_error',
+      'd.last_error_code',
+      'd.last_error_at',
+      'd.next_attempt_at',
+      'l.alive_at',
+      'l.abandoned',
+    ])
     .where('d.status', '=', 'running')
     .orderBy('d.day')
     .execute();
   const abandonedDays = running.filter((d) => d.abandoned);
+  const retrying = running.filter((d) => !d.abandoned && d.last_error !== null);
   const dayCounts: Record<string, number> = Object.fromEntries(days.map((d) => [d.status, Number(d.n)]));
-  if (running.length > abandonedDays.length) dayCounts.running = running.length - abandonedDays.length;
+  const live = running.length - abandonedDays.length - retrying.length;
+  if (live > 0) dayCounts.running = live;
+  if (retrying.length > 0) dayCounts.retrying = retrying.length;
   if (abandonedDays.length > 0) dayCounts.abandoned = abandonedDays.length;
   const failed = await db
     .selectFrom('sync_days')
-    .select(['day', 'attempts', 'last_error'])
+    .select(['day', 'attempt', 'last_error', 'last_error_code', 'finished_at'])
     .where('status', '=', 'failed')
     .orderBy('day')
     .limit(20)
     .execute();
   return {
     days: dayCounts,
-    failedDays: failed.map((f) => ({ day: f.day, attempts: f.attempts, lastError: f.last_error })),
+    failedDays: failed.map((f) => ({
+      day: f.day,
+      attempts: f.attempt,
+      lastError: f.last_error,
+      errorCode: f.last_error_code,
+      failedAt: iso(f.finished_at),
+    })),
+    retryingDays: retrying.slice(0, 20).map((d) => ({
+      day: d.day,
+      loadId: d._load_id,
+      attempt: d.attempt,
+      maxAttempts: d.max_attempts,
+      lastError: d.last_error,
+      errorCode: d.last_error_code,
+      failedAt: iso(d.last_error_at),
+      nextAttemptAt: iso(d.next_attempt_at),
+    })),
     abandonedDays: abandonedDays.slice(0, 20).map((d) => ({
       day: d.day,
       loadId: d._load_id,
