@@ -144,6 +144,16 @@ describe('every command, when something is wrong', () => {
     },
   );
 
+  it('when an error message quotes data holding terminal control characters, then they are shown escaped', async () => {
+    const r = await run(['import', '/no/such/\u001b]0;owned\u0007\u001b[2K\rfile.jsonl'], db());
+    expect(r.code).toBe(1);
+    expect(r.stderr).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/);
+    expect(said(r)).toContain(
+      'crs-sync: cannot read /no/such/\\x1b]0;owned\\x07\\x1b[2K\\rfile.jsonl: ' +
+        "ENOENT: no such file or directory, stat '/no/such/\\x1b]0;owned\\x07\\x1b[2K\\rfile.jsonl'",
+    );
+  });
+
   it('when the reader of its output goes away (| head), then it exits quietly', async () => {
     const child = spawn(process.execPath, [bin, 'sim', '--help'], { stdio: ['ignore', 'pipe', 'pipe'] });
     let stderr = '';
