@@ -125,6 +125,21 @@ describe('every command, when something is wrong', () => {
     ['demo, bad option', ['demo', '--days', 'abc'], () => ({}), 2, /--days/],
     ['any command, unknown option', ['status', '--frobnicate'], db, 2, /unknown option '--frobnicate'/],
     ['any command, bad setting', ['status'], () => ({ CRS_LOOKBACK_DAYS: 'x' }), 2, /CRS_LOOKBACK_DAYS/],
+    // Number() would read these as 16 and 1000: refused by name instead.
+    [
+      'any command, a hex number',
+      ['status'],
+      () => ({ CRS_DELETE_GUARD: '0x10' }),
+      2,
+      /^\s+- CRS_DELETE_GUARD: must be a number from 0 to 100, in decimal digits/,
+    ],
+    [
+      'any command, an exponent',
+      ['status'],
+      () => ({ CRS_BATCH_SIZE: '1e3' }),
+      2,
+      /^\s+- CRS_BATCH_SIZE: must be a whole number from 1 to 50000, in decimal digits only/,
+    ],
   ];
 
   it.each(cases)(
