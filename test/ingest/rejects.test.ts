@@ -84,7 +84,7 @@ describe('rejects replay', () => {
  * The quarantine as intraday pulls, imports and replays meet the same bad line again: one open
  * reject per line, counting the loads that read it. Pulls are run through the loader as the
  * intraday activity runs them (an export of the open day, partial, its ledger day), with the
- * day's export growing between pulls so the bad line moves down.
+ * day's export growing between pulls and records arriving before the bad line, so it moves down.
  */
 describe('one open reject per line', () => {
   const DAY = '2026-11-20';
@@ -100,8 +100,8 @@ describe('one open reject per line', () => {
     await tw?.dispose();
   });
 
-  /** The day's export after `n` records: the bad line after the first three. */
-  const exportAfter = (n: number) => [...good.slice(0, 3), bad, ...good.slice(3, n)];
+  /** The day's export after `n` records, the bad line after the first `at` (default 3). */
+  const exportAfter = (n: number, at = 3) => [...good.slice(0, at), bad, ...good.slice(at, n)];
 
   /** The export in chunks of 2 lines; a first run told to die throws once it passes `dieAt` lines. */
   function pull(loadId: string, lines: unknown[], dieAt?: number) {
@@ -146,7 +146,7 @@ describe('one open reject per line', () => {
   it('when four intraday pulls of a day read the same bad line, then it is one open reject seen 4 times with the last pull, and every figure counts one line', async () => {
     const pulls = ['pull-1', 'pull-2', 'pull-3', 'pull-4'];
     for (const [i, loadId] of pulls.entries()) {
-      const s = await intraday(loadId, exportAfter(10 + 5 * i));
+      const s = await intraday(loadId, exportAfter(10 + 5 * i, 3 + i));
       // Each pull's own count is what it read: one quarantined line.
       expect([loadId, s.rejected]).toEqual([loadId, 1]);
       expect(s.days.find((d) => d.day === DAY)?.rejected).toBe(1);
