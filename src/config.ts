@@ -69,9 +69,81 @@ const urlList = z
     return entries;
   });
 
-function intSetting(def: number, min: number, max: number) {
-  return z.coerce.number().int().min(min).max(max).default(def);
+/** What a numeric setting accepts: the range, and whether it takes whole numbers only. */
+export interface NumberRule {
+  min: number;
+  max: number;
+  /** Whole numbers only (a count, milliseconds, a port); otherwise a fraction is allowed too. */
+  whole: boolean;
+  /** `min` itself is not allowed (a share or a rate above 0). */
+  aboveMin?: boolean;
 }
+
+const WHOLE = /^\d+$/;
+const DECIMAL = /^(?:\d+(?:\.\d+)?|\.\d+)$/;
+
+/**
+ * A numeric setting's value from its text: undefined when it is blank (unset, so its default
+ * applies: the rule of every other setting), else the number, or the reason it is not one.
+ * Decimal digits only: `Number()` would read `0x10` as 16, `1e3` as 1000, `+5` as 5 and `5.0`
+ * as a whole 5, and a blank as 0 (a timeout, a guard, a port silently turned off); none of those
+ * is what someone who wrote it can be assumed to mean, so each is refused by name.
+ */
+export function readNumber(
+  raw: string | undefined,
+  rule: NumberRule,
+): { value: number | undefined } | { problem: string } {
+  const text = raw?.trim() ?? '';
+  if (text === '') return { value: undefined };
+  const range = `${rule.aboveMin ? `above ${rule.min} and up` : `from ${rule.min}`} to ${rule.max}`;
+  const problem = rule.whole
+    ? `must be a whole number ${range}, in decimal digits only (no sign, fraction, exponent or 0x)`
+    : `must be a number ${range}, in decimal digits with an optional fraction (no sign, exponent or 0x)`;
+  if (!(rule.whole ? WHOLE : DECIMAL).test(text)) return { problem };
+  const value = Number(text);
+  const low = rule.aboveMin ? value <= rule.min : value < rule.min;
+  return low || value > rule.max ? { problem } : { value };
+}
+
+/** A numeric setting (readNumber's rule) that is optional: undefined when unset or blank. */
+export function optionalNumberSetting(rule: NumberRule) {
+  return z
+    .string()
+    .optional()
+    .transform((v, ctx) => {
+      const r = readNumber(v, rule);
+      if ('problem' in r) {
+        ctx.addIssue({ code: 'custom', message: r.problem });
+        return z.NEVER;
+      }
+      return r.value;
+    });
+}
+
+/** A numeric setting with a default (for unset and blank alike). */
+export function numberSetting(def: number, rule: NumberRule) {
+  return optionalNumberSetting(rule).transform((v) => v ?? def);
+}
+
+function intSetting(def: number, min: number, max: number) {
+  return numberSetting(def, { min, max, whole: true });
+}
+
+/**
+ * The most live rows an intraday pull reads the line hashes of (CRS_KNOWN_LINES_MAX). The read
+ * returns them as one text of 48 characters a row (src/ingest/known-lines.ts), and one string in
+ * V8 holds at most 2^29 - 24 characters (~11.18M rows): past that the client fails outside the
+ * query's promise and the worker dies on every pull. 10M rows is 480M characters, ~11 % under it
+ * (and under PostgreSQL's 1 GB for one value).
+ */
+export const KNOWN_LINES_CEILING = 10_000_000;
+
+/**
+ * The longest export line and the largest JSON answer accepted: each is decoded into one string
+ * (at most 2^29 - 24 characters in V8, just under 512 MiB) and parsed whole, which holds it at
+ * least twice more; 256 MiB leaves room for that.
+ */
+const MAX_TEXT_BYTES = 256 * 1024 * 1024;
 
 const envSchema = z.object({
   DATABASE_URL: optionalString.pipe(
@@ -106,7 +178,7 @@ const envSchema = z.object({
   TEMPORAL_TLS_CA_PATH: optionalString,
   TEMPORAL_TLS_SERVER_NAME: optionalString,
   CRS_LOOKBACK_DAYS: intSetting(3, 0, 365),
-  CRS_RATE_LIMIT_RPS: z.coerce.number().positive().max(10_000).default(10),
+  CRS_RATE_LIMIT_RPS: numberSetting(10, { min: 0, max: 10_000, whole: false, aboveMin: true }),
   // The shared request budget's name in the warehouse (every worker with the same name shares
   // CRS_RATE_LIMIT_RPS); "off" gives each process a budget of its own.
   CRS_RATE_BUDGET: z
@@ -115,26 +187,24 @@ const envSchema = z.object({
     .default('crs')
     .refine((v) => /^[A-Za-z0-9_.:-]{1,100}$/.test(v), 'must be 1-100 of A-Z a-z 0-9 _ . : - (or "off")'),
   // The shared budget's limit for the whole deployment, whatever each worker's CRS_RATE_LIMIT_RPS.
-  CRS_RATE_BUDGET_RPS: optionalString.pipe(
-    z.coerce.number<string | undefined>().positive().max(10_000).optional(),
-  ),
+  CRS_RATE_BUDGET_RPS: optionalNumberSetting({ min: 0, max: 10_000, whole: false, aboveMin: true }),
   CRS_ENRICH_CONCURRENCY: intSetting(8, 1, 256),
   CRS_HTTP_TIMEOUT_MS: intSetting(60_000, 100, 3_600_000),
   // Largest JSON answer read (a history page, an artifact, the thread list, a token): a hostile or
   // broken server must not fill the worker's memory. The export streams line by line instead.
-  CRS_MAX_RESPONSE_BYTES: intSetting(128 * 1024 * 1024, 64 * 1024, 512 * 1024 * 1024),
-  CRS_MAX_LINE_BYTES: intSetting(16 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
+  CRS_MAX_RESPONSE_BYTES: intSetting(128 * 1024 * 1024, 64 * 1024, MAX_TEXT_BYTES),
+  CRS_MAX_LINE_BYTES: intSetting(16 * 1024 * 1024, 1024, MAX_TEXT_BYTES),
   CRS_BATCH_SIZE: intSetting(1000, 1, 50_000),
   CRS_LOAD_CONNECTIONS: intSetting(4, 1, 64),
-  CRS_KNOWN_LINES_MAX: intSetting(2_000_000, 0, 50_000_000),
+  CRS_KNOWN_LINES_MAX: intSetting(2_000_000, 0, KNOWN_LINES_CEILING),
   // A complete export that would soft-delete more than this percent of a day's live rows has
   // its deletes held for review (a normal day deletes a handful; 100 turns the guard off).
-  CRS_DELETE_GUARD: z.coerce.number().min(0).max(100).default(10),
+  CRS_DELETE_GUARD: numberSetting(10, { min: 0, max: 100, whole: false }),
   // The same over a load of several complete days (a file imported with --from/--to): the share
   // of all their live rows it may soft-delete. Lower than the per-day guard, because a whole
   // load's share is the average of its days' shares: at the per-day figure it could delete just
   // under 10 % of every day of a year and never be held.
-  CRS_DELETE_GUARD_LOAD: z.coerce.number().min(0).max(100).default(2),
+  CRS_DELETE_GUARD_LOAD: numberSetting(2, { min: 0, max: 100, whole: false }),
   // What a record that differs from the known contract (a new field, a field of another JSON
   // type) does: `evolve` loads it as before and records the drift; `freeze` quarantines it
   // (`schema_drift`) until the drift is accepted (`crs-sync schema accept`).
@@ -159,7 +229,7 @@ const envSchema = z.object({
   CRS_OPEN_DAY_STALE_AFTER: durationSetting('3h', 60_000, 7 * 86_400_000),
   CRS_ALERT_WEBHOOK_URL: urlList,
   // A day whose open rejects exceed this share of its lines read is a quarantine spike.
-  CRS_ALERT_QUARANTINE_SHARE: z.coerce.number().gt(0).max(1).default(0.01),
+  CRS_ALERT_QUARANTINE_SHARE: numberSetting(0.01, { min: 0, max: 1, whole: false, aboveMin: true }),
   // How often each worker checks the alert conditions and sends what is due.
   CRS_ALERT_CHECK_INTERVAL: durationSetting('1m', 1_000, 86_400_000),
   // A receiver that has not answered within this is cut off; the message is retried later.

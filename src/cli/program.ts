@@ -1,4 +1,5 @@
 import { Command, CommanderError } from 'commander';
+import { terminalText } from '../common/terminal-text.ts';
 import { EXIT_FAILURE, EXIT_USAGE, errorMessage, isCrsError } from '../errors.ts';
 import { redactText } from '../log.ts';
 
@@ -6,7 +7,7 @@ import { redactText } from '../log.ts';
 function describeUnexpected(err: unknown): string {
   const level = (process.env.LOG_LEVEL ?? '').toLowerCase();
   const stack = err instanceof Error && (level === 'debug' || level === 'trace') ? err.stack : undefined;
-  return redactText(stack ?? (errorMessage(err) || String(err)));
+  return terminalText(redactText(stack ?? (errorMessage(err) || String(err))));
 }
 
 // The last resort for what no command catches (a stream's 'error' event nobody listens to, a
@@ -80,7 +81,8 @@ try {
     // A configuration problem names a variable and a rule, never a value; masking would turn
     // "CRS_CLIENT_SECRET: required …" into "CRS_CLIENT_SECRET: [redacted] …".
     const text = err.code === 'CONFIG_INVALID' ? err.message : redactText(err.message);
-    process.stderr.write(`crs-sync: ${text}\n`);
+    // A message may quote data (a path, a server's answer): no control character of it reaches the terminal raw.
+    process.stderr.write(`crs-sync: ${terminalText(text)}\n`);
     process.exitCode = err.code === 'CONFIG_INVALID' || err.code === 'USAGE' ? EXIT_USAGE : EXIT_FAILURE;
   } else {
     process.stderr.write(`crs-sync: unexpected error: ${describeUnexpected(err)}\n`);

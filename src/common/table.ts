@@ -1,8 +1,16 @@
 import { itemAt } from './checked.ts';
+import { escapeControls } from './terminal-text.ts';
 
-/** A plain text table for command summaries (no colours: the output is often piped to a file). */
+/**
+ * A plain text table for command summaries (no colours: the output is often piped to a file).
+ * Cells often hold data (a field name, an error a server sent): control characters in them are
+ * shown escaped (terminal-text.ts), never written raw.
+ */
 export function renderTable(headers: string[], rows: (string | number)[][]): string {
-  const cells = [headers, ...rows.map((r) => r.map((c) => (typeof c === 'number' ? formatNumber(c) : c)))];
+  const cells = [
+    headers.map(escapeControls),
+    ...rows.map((r) => r.map((c) => (typeof c === 'number' ? formatNumber(c) : escapeControls(c)))),
+  ];
   const widths = headers.map((_, i) => Math.max(...cells.map((r) => displayWidth(r[i] ?? ''))));
   const numeric = headers.map((_, i) => rows.length > 0 && rows.every((r) => typeof r[i] === 'number'));
   const pad = (c: string, w: number) => ' '.repeat(Math.max(0, w - displayWidth(c)));

@@ -469,6 +469,11 @@ async function handle(
   }
   const api = p.startsWith('/api/');
   const name = (api ? p.slice('/api/'.length).replace(/\.json$/, '') : p.slice(1)) as PageName;
+  if ((api || p === '/api') && !PAGE_ORDER.includes(name)) {
+    // A script reading /api/ parses what it gets: an unknown address answers JSON too.
+    const body = JSON.stringify({ error: 'not found', path: p, pages: PAGE_ORDER.map((x) => `/api/${x}`) });
+    return send(res, 404, 'application/json; charset=utf-8', body, head);
+  }
   if (!PAGE_ORDER.includes(name)) {
     const body = layout(
       opts,

@@ -9,7 +9,7 @@ import { refreshRollups } from '../warehouse/rollups/refresh.ts';
 import { threadTotalsFromRollups } from '../warehouse/rollups/status.ts';
 import { drainThreadQueue, refreshQueuedThreads } from '../warehouse/threads.ts';
 import { settleHeld } from './held-seen.ts';
-import { REJECTED_ID } from './rejected-id.ts';
+import type { RejectsSeen } from './rejects-seen.ts';
 
 /**
  * What a load does once every line is merged: soft-deletes rows of complete days that the
@@ -41,6 +41,11 @@ export interface FinalizeInput {
   seen: boolean;
   /** How many ids the load spilled there (duplicates included), to prove none was lost. */
   seenCount?: number;
+  /**
+   * What the load's quarantined lines tell the delete step (their readable ids are in
+   * `load_seen` with the records'); none when absent.
+   */
+  rejects?: Pick<RejectsSeen, 'unreadableDays' | 'unreadableAnyDay' | 'dayless'>;
   /** Why the source is not known whole: then nothing is deleted. */
   incompleteReason?: string | null;
   /** Percent of a day's live rows above which its deletes are held (default DEFAULT_DELETE_GUARD_PCT). */
@@ -200,23 +205,16 @@ async function committedCounts(
   );
   // An aggregate without group by: always one row.
   const t = tot.rows[0] ?? { r: 0, i: 0, u: 0, n: 0, j: 0 };
-  const perDay = await pool.query<{ day: string; r: number; i: number; u: number; n: number }>(
+  // A line a load quarantines is counted on its day with the checkpoint (merge.ts): the
+  // quarantine holds one row per line, whichever loads read it.
+  const perDay = await pool.query<Sums & { day: string }>(
     `select day::text, sum(rows_read)::bigint r, sum(rows_inserted)::bigint i, sum(rows_updated)::bigint u,
-            sum(rows_unchanged)::bigint n
+            sum(rows_unchanged)::bigint n, sum(rows_rejected)::bigint j
      from load_day_counts where load_key = $1 group by day order by day`,
     [f.loadKey],
   );
-  const rejectsPerDay = await pool.query<{ day: string; j: number }>(
-    `select day::text, count(*)::bigint j from rejected_records
-     where _load_id = $1 and day is not null group by day`,
-    [f.loadId],
-  );
-  const rej = new Map(rejectsPerDay.rows.map((r) => [r.day, r.j]));
   const days = new Map<string, DaySummary>();
-  for (const r of perDay.rows) {
-    const j = rej.get(r.day) ?? 0;
-    days.set(r.day, daySummary(r.day, { ...r, r: r.r + j, j }));
-  }
+  for (const r of perDay.rows) days.set(r.day, daySummary(r.day, { ...r, r: r.r + r.j }));
   // Every line of a day's export belongs to that day, rejected ones included.
   if (f.ledgerDay) days.set(f.ledgerDay, daySummary(f.ledgerDay, t));
   return { t, days };
@@ -296,8 +294,8 @@ async function finalizeDay(
 }
 
 /**
- * The live rows of the complete days that the load did not see (`load_seen`) and that are not
- * the id of a line it quarantined: the candidates for deletion, into the session's `crs_gone`.
+ * The live rows of the complete days that the load did not see (`load_seen`, which holds the ids
+ * of the lines it quarantined too): the candidates for deletion, into the session's `crs_gone`.
  * Returns what the delete step must know of the whole load.
  */
 async function findGone(
@@ -331,10 +329,8 @@ async function findGone(
     `create temp table crs_gone as
      select m.message_id, m.message_date from analytics_messages m
      where m.message_date between $1 and $2 and m._deleted_at is null
-       and not exists (select 1 from load_seen s where s.load_key = $3 and s.message_id = m.message_id)
-       and m.message_id not in (
-         select ${REJECTED_ID} from rejected_records r where r._load_id = $4 and ${REJECTED_ID} is not null)`,
-    [from, to, f.seen ? f.loadKey : '', f.loadId],
+       and not exists (select 1 from load_seen s where s.load_key = $3 and s.message_id = m.message_id)`,
+    [from, to, f.seen ? f.loadKey : ''],
   );
   const n = await client.query<{ gone: number; live: number }>(
     `select (select count(*) from crs_gone)::bigint as gone,
@@ -344,17 +340,13 @@ async function findGone(
   );
   const gone = Number(n.rows[0]?.gone ?? 0);
   const live = Number(n.rows[0]?.live ?? 0);
-  const unreadable = await client.query<{ day: string | null }>(
-    `select distinct r.day::text as day from rejected_records r where r._load_id = $1 and ${REJECTED_ID} is null`,
-    [f.loadId],
-  );
   return {
     overGuard:
       complete.length > 1 && overGuard(gone, live, loadPct)
         ? `this load's deletes over its ${complete.length} complete days, ${gone} of ${live} live rows (${pctOf(gone, live)}%), are more than CRS_DELETE_GUARD_LOAD=${loadPct}%`
         : null,
-    unreadableDays: new Set(unreadable.rows.flatMap((r) => (r.day === null ? [] : [r.day]))),
-    unreadableAnyDay: unreadable.rows.some((r) => r.day === null),
+    unreadableDays: new Set(f.rejects?.unreadableDays ?? []),
+    unreadableAnyDay: f.rejects?.unreadableAnyDay ?? false,
   };
 }
 

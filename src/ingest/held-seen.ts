@@ -1,13 +1,14 @@
 import type pg from 'pg';
 import { recountHeld, requireForce } from '../warehouse/held-deletes.ts';
-import { REJECTED_ID } from './rejected-id.ts';
+import type { RejectsSeen } from './rejects-seen.ts';
 
 /**
  * Held deletes against what later loads see. A held id is a row one export lacked; any later load
- * that reads it again (changed or not, complete or not, an import, a sync, a replay) shows the
- * source still holds it, so the load's finalize takes it out of the held set: `deletes apply` can
- * then never delete it. What a load cannot prove it did not see (a quarantined line without a
- * readable id) makes the held days it may belong to need `deletes apply --force`.
+ * that reads it again (changed or not, complete or not, an import, a sync, a replay; as a record
+ * or as a quarantined line with a readable id) shows the source still holds it, so the load's
+ * finalize takes it out of the held set: `deletes apply` can then never delete it. What a load
+ * cannot prove it did not see (a quarantined line without a readable id) makes the held days it
+ * may belong to need `deletes apply --force`.
  *
  * A load notes the ids it sees (`load_seen`) when it has complete days or when `held_deletes` has
  * rows at its start (`watchesHeld`): a first load of an empty warehouse pays nothing. A load that
@@ -25,14 +26,18 @@ export async function watchesHeld(pool: pg.Pool, hasCompleteDays: boolean): Prom
 export interface SeenLoad {
   loadId: string;
   loadKey: string;
-  /** Whether `load_seen` holds every id the load saw under its load key. */
+  /** Whether `load_seen` holds every id the load saw under its load key (its quarantined lines' too). */
   seen: boolean;
+  /** The load's quarantined lines whose id or day cannot be read (rejects-seen.ts); none when absent. */
+  rejects?: Pick<RejectsSeen, 'unreadableDays' | 'unreadableAnyDay' | 'dayless'> | undefined;
 }
 
 /**
- * After the load's delete step, in one transaction: the held ids it saw (or quarantined with a
- * readable id) leave the hold; held days it may have read unnoted ids of need --force; the
+ * After the load's delete step, in one transaction: the held ids it saw (as records or quarantined
+ * lines, `load_seen`) leave the hold; held days it may have read unnoted ids of need --force; the
  * ledger's held figures of those days follow. Idempotent (a retried finalize changes nothing more).
+ * A load that did not note its ids releases none: it started with nothing held, and the held
+ * days it read rows of need --force instead (`blockUnnoted`).
  */
 export async function settleHeld(pool: pg.Pool, l: SeenLoad): Promise<void> {
   const c = await pool.connect();
@@ -41,10 +46,9 @@ export async function settleHeld(pool: pg.Pool, l: SeenLoad): Promise<void> {
     await c.query('begin');
     const released = await c.query<{ day: string }>(
       `delete from held_deletes h
-       where ($3 and exists (select 1 from load_seen s where s.load_key = $1 and s.message_id = h.message_id))
-         or h.message_id in (select ${REJECTED_ID} from rejected_records r where r._load_id = $2)
+       where $2 and exists (select 1 from load_seen s where s.load_key = $1 and s.message_id = h.message_id)
        returning h.day::text as day`,
-      [l.loadKey, l.loadId, l.seen],
+      [l.loadKey, l.seen],
     );
     const blocked = await blockUnreadable(c, l);
     const unnoted = l.seen ? [] : await blockUnnoted(c, l);
@@ -67,9 +71,8 @@ export async function settleHeld(pool: pg.Pool, l: SeenLoad): Promise<void> {
 async function blockUnreadable(c: pg.PoolClient, l: SeenLoad): Promise<string[]> {
   const r = await c.query<{ day: string }>(
     `select distinct h.day::text as day from held_deletes h
-     join rejected_records r on r._load_id = $1 and ${REJECTED_ID} is null and (r.day is null or r.day = h.day)
-     where h.load_id <> $1`,
-    [l.loadId],
+     where h.load_id <> $1 and ($2 or h.day = any($3::date[]))`,
+    [l.loadId, l.rejects?.unreadableAnyDay ?? false, [...(l.rejects?.unreadableDays ?? [])]],
   );
   const days = r.rows.map((x) => x.day);
   await requireForce(
@@ -80,14 +83,17 @@ async function blockUnreadable(c: pg.PoolClient, l: SeenLoad): Promise<string[]>
   return days;
 }
 
-/** Held days the load read rows of without noting their ids (it overlapped the load that held them). */
+/**
+ * Held days the load read rows of without noting their ids (it overlapped the load that held
+ * them): the days of its records and of its quarantined lines (`load_day_counts`), every held day
+ * when one of those lines has no readable day.
+ */
 async function blockUnnoted(c: pg.PoolClient, l: SeenLoad): Promise<string[]> {
   const r = await c.query<{ day: string }>(
     `select distinct h.day::text as day from held_deletes h
      where h.load_id <> $2
-       and (exists (select 1 from load_day_counts d where d.load_key = $1 and d.day = h.day)
-            or exists (select 1 from rejected_records r where r._load_id = $2 and (r.day is null or r.day = h.day)))`,
-    [l.loadKey, l.loadId],
+       and ($3 or exists (select 1 from load_day_counts d where d.load_key = $1 and d.day = h.day))`,
+    [l.loadKey, l.loadId, l.rejects?.dayless ?? false],
   );
   const days = r.rows.map((x) => x.day);
   await requireForce(

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { KNOWN_LINES_CEILING } from '../config.ts';
 
 /**
  * The lines of the open day the warehouse already holds, by content: the sha1 of each live row's
@@ -117,13 +118,16 @@ export async function readKnownLines(
   day: string,
   max = KNOWN_LINES_MAX,
 ): Promise<KnownLines | null> {
+  // One text of 48 characters a row: past KNOWN_LINES_CEILING rows it would not fit in one string
+  // (CRS_KNOWN_LINES_MAX is refused above it; a caller's own figure is held to it too).
+  const limit = Math.min(max, KNOWN_LINES_CEILING);
   const r = await client.query<{ n: number; t: string | null }>({
     name: 'crs_known_lines',
     text: KNOWN_LINES_SQL,
-    values: [day, max + 1],
+    values: [day, limit + 1],
   });
   const row = r.rows[0];
-  if (!row?.t || row.n > max) return null;
+  if (!row?.t || row.n > limit) return null;
   return new KnownLines(entriesOf(row.t, row.n));
 }
 

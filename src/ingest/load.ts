@@ -14,6 +14,7 @@ import { KNOWN_LINES_MAX, type KnownLines, readKnownLines } from './known-lines.
 import { type SplitStats, splitLines } from './line-splitter.ts';
 import { Partition } from './partition.ts';
 import { exportContract } from './record-parser.ts';
+import { RejectsSeen } from './rejects-seen.ts';
 import { type Checkpoints, LineDigest, openCheckpoints } from './resume.ts';
 import { LineRouter } from './router.ts';
 import { removeDeadSpills, SeenSpill } from './seen-spill.ts';
@@ -84,6 +85,11 @@ export interface LoadRequest {
   maxLineBytes: number;
   /** CRS_SCHEMA_CONTRACT: `freeze` quarantines records that drift from the contract (default evolve). */
   schemaContract?: 'evolve' | 'freeze';
+  /**
+   * Quarantine this load's rejects as rows of its own, not as the one open reject of each line
+   * (merge.ts `rejectsPerLoad`): `rejects replay`.
+   */
+  rejectsPerLoad?: boolean;
   /** How often a cut stream is reopened before the load fails (retryably). */
   maxReopens?: number;
   signal?: AbortSignal;
@@ -194,6 +200,7 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
   // Ids left by loads that died (their lock is gone with their session): nothing else removes them.
   await removeDeadSpills(pool, lockPrefix(warehouse.schema));
   const seen = (await watchesHeld(pool, Boolean(req.completeDays))) ? new SeenSpill(pool, req.loadKey) : null;
+  const rejectsSeen = new RejectsSeen(seen);
   const gate = new FastPathGate(20 * req.batchSize * cp.parts, req.fastPath !== false);
   const ledgerDay = req.ledgerDay ?? null;
   // The contract as widened by the drift operators accepted, read once per load.
@@ -210,6 +217,8 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
       ledgerDay,
       contract,
       onSeen: seen ? (id) => seen.add(id) : undefined,
+      onReject: (rej) => rejectsSeen.note(rej),
+      rejectsPerLoad: req.rejectsPerLoad === true,
       marksWaitDay: ledgerDay,
     },
     batchSize: req.batchSize,
@@ -232,6 +241,7 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
     ledgerDay,
     contract,
     known,
+    rejectsSeen,
   });
 
   await mergeSource({ req, first, partitions, seen, writer, router, read, report });
@@ -247,6 +257,7 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
     loadKey: req.loadKey,
     seen: seen !== null,
     ...(seen ? { seenCount: seen.count } : {}),
+    rejects: rejectsSeen,
     incompleteReason: req.incompleteReason?.() ?? null,
     deleteGuardPct: req.deleteGuardPct,
     deleteGuardLoadPct: req.deleteGuardLoadPct,

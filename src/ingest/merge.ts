@@ -77,6 +77,17 @@ export interface BatchTarget {
   /** Called with the id and UTC date of every fast-path record of the batch. */
   onSeen?: ((id: string, day: string) => void) | undefined;
   /**
+   * Called with every reject the merge finds (a fast-path line that does not parse), again if the
+   * batch is merged again: what the load's finalize must know of its quarantined lines (rejects-seen.ts).
+   */
+  onReject?: ((rej: PendingReject) => void) | undefined;
+  /**
+   * Quarantine the batch's rejects as rows of this load alone (unique per load and line number),
+   * not as the one open reject of each line: `rejects replay`, whose lines that fail again are
+   * reported against the rejects they came from and then removed (replay.ts).
+   */
+  rejectsPerLoad?: boolean;
+  /**
    * The day of a pull of one export day (daily, backfill, intraday): the batch's writes of that
    * day wait for the pull's finalize instead of marking the day for the rollups
    * (src/warehouse/rollups/mark.ts `marksWaitSql`), so readers go on reading the day from its
@@ -91,13 +102,16 @@ export interface BatchCounts
   /** Fast-path lines of the batch, and how many of them were unchanged without parsing. */
   fastTries: number;
   fastHits: number;
-  /** Per UTC day of the records: read, inserted, updated, unchanged. */
-  days: Map<string, [number, number, number, number]>;
+  /** Per UTC day of the records: read, inserted, updated, unchanged; and lines quarantined (with a day). */
+  days: Map<string, DayCounts>;
   /** Threads appended to the queue by this batch (once it has committed). */
   threadIds: string[];
   /** How many of the batch's keys the lookup found stored; null when there was no lookup. */
   found: number | null;
 }
+
+/** A day's counts in a batch: records read, inserted, updated, unchanged; lines quarantined. */
+type DayCounts = [number, number, number, number, number];
 
 const COLUMN_LIST = TUPLE_COLUMNS.join(',');
 const COPY_TARGET_SQL = `copy analytics_messages (${COLUMN_LIST}) from stdin (format binary)`;
@@ -132,7 +146,26 @@ const THREADS_SQL = `
   insert into thread_queue (thread_id, user_id, load_id)
   select t.thread_id, t.user_id, $3 from unnest($1::uuid[], $2::uuid[]) as t(thread_id, user_id)`;
 
+// One open reject per line (its source, day and digest): a line that a later load reads again
+// counts that load once (however many times it holds the line) and notes it as the last; the first
+// load, line and time stay. The batch's lines go in the order of their key (writeRejects), so
+// two partitions of a load holding the same lines lock their rows in one order. A batch merged
+// again after a rollback writes as if for the first time, and a line an earlier attempt committed
+// is never sent again (router.ts): a resumed load counts once.
 const REJECTS_SQL = `
+  insert into rejected_records as r (_load_id, last_load_id, source, source_name, day, line_no, raw, raw_bytes,
+    raw_length, error_code, error_detail, message_id, line_digest)
+  select $1, $1, $2, $3, x.day, x.line_no, x.raw, x.raw_bytes, x.raw_length, x.code, x.detail, x.message_id, x.digest
+  from unnest($4::date[], $5::bigint[], $6::text[], $7::bytea[], $8::bigint[], $9::text[], $10::text[], $11::uuid[],
+    $12::bytea[]) with ordinality as x(day, line_no, raw, raw_bytes, raw_length, code, detail, message_id, digest, n)
+  order by x.n
+  on conflict (source, coalesce(day, 'infinity'::date), line_digest) where line_digest is not null and replayed_at is null
+  do update set times_seen = r.times_seen + (r.last_load_id is distinct from excluded.last_load_id)::int,
+    last_load_id = excluded.last_load_id, last_seen_at = now(), error_code = excluded.error_code,
+    error_detail = excluded.error_detail`;
+
+// A replay's rejects: rows of its load alone, removed once the replay has noted them (replay.ts).
+const REJECTS_PER_LOAD_SQL = `
   insert into rejected_records (_load_id, source, source_name, day, line_no, raw, raw_bytes, raw_length, error_code, error_detail, message_id)
   select $1, $2, $3, r.day, r.line_no, r.raw, r.raw_bytes, r.raw_length, r.code, r.detail, r.message_id
   from unnest($4::date[], $5::bigint[], $6::text[], $7::bytea[], $8::bigint[], $9::text[], $10::text[], $11::uuid[])
@@ -146,24 +179,30 @@ const CHECKPOINT_SQL = `
   where load_key = $1 and part = $2`;
 
 const DAY_COUNTS_SQL = `
-  insert into load_day_counts (load_key, part, day, rows_read, rows_inserted, rows_updated, rows_unchanged)
-  select $1, $2, d.day, d.r, d.i, d.u, d.n
-  from unnest($3::date[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[]) as d(day, r, i, u, n)
+  insert into load_day_counts (load_key, part, day, rows_read, rows_inserted, rows_updated, rows_unchanged, rows_rejected)
+  select $1, $2, d.day, d.r, d.i, d.u, d.n, d.j
+  from unnest($3::date[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[]) as d(day, r, i, u, n, j)
   on conflict (load_key, part, day) do update set rows_read = load_day_counts.rows_read + excluded.rows_read,
     rows_inserted = load_day_counts.rows_inserted + excluded.rows_inserted,
     rows_updated = load_day_counts.rows_updated + excluded.rows_updated,
-    rows_unchanged = load_day_counts.rows_unchanged + excluded.rows_unchanged`;
+    rows_unchanged = load_day_counts.rows_unchanged + excluded.rows_unchanged,
+    rows_rejected = load_day_counts.rows_rejected + excluded.rows_rejected`;
 
 const LEDGER_DAY_SQL = `
   update sync_days set lines_committed = (select min(lines_committed) from load_checkpoints where load_key = $1)
   where day = $2`;
 
-function bump(days: BatchCounts['days'], day: string, slot: 1 | 2 | 3): void {
+function dayCounts(days: BatchCounts['days'], day: string): DayCounts {
   let c = days.get(day);
   if (!c) {
-    c = [0, 0, 0, 0];
+    c = [0, 0, 0, 0, 0];
     days.set(day, c);
   }
+  return c;
+}
+
+function bump(days: BatchCounts['days'], day: string, slot: 1 | 2 | 3): void {
+  const c = dayCounts(days, day);
   c[0]++;
   c[slot]++;
 }
@@ -172,10 +211,9 @@ function bump(days: BatchCounts['days'], day: string, slot: 1 | 2 | 3): void {
 function countKnown(counts: BatchCounts, known: number, day: string): void {
   counts.rowsRead += known;
   counts.unchanged += known;
-  const c = counts.days.get(day) ?? [0, 0, 0, 0];
+  const c = dayCounts(counts.days, day);
   c[0] += known;
   c[3] += known;
-  counts.days.set(day, c);
 }
 
 /**
@@ -286,9 +324,9 @@ function decide(
       }
       if (!enc.ok) {
         const day = t.ledgerDay ?? dayOfRaw(text);
-        quarantined.push(
-          textReject(pending.lineNo, enc, text, t.sink.view(pending.rawAt, pending.rawEnd), day),
-        );
+        const rej = textReject(pending.lineNo, enc, text, t.sink.view(pending.rawAt, pending.rawEnd), day);
+        quarantined.push(rej);
+        t.onReject?.(rej);
         continue;
       }
       row = enc.row;
@@ -364,23 +402,8 @@ async function writeBookkeeping(
   if (rejects.length > 0) {
     counts.rowsRead += rejects.length;
     counts.rejected += rejects.length;
-    await client.query({
-      name: 'crs_rejects',
-      text: REJECTS_SQL,
-      values: [
-        t.loadId,
-        t.source,
-        t.sourceName,
-        rejects.map((r) => r.day),
-        rejects.map((r) => r.lineNo),
-        rejects.map((r) => r.raw),
-        rejects.map((r) => r.rawBytes),
-        rejects.map((r) => r.rawLength),
-        rejects.map((r) => r.code),
-        rejects.map((r) => r.detail),
-        rejects.map((r) => r.messageId),
-      ],
-    });
+    for (const r of rejects) if (r.day !== null) dayCounts(counts.days, r.day)[4]++;
+    await writeRejects(client, rejects, t);
   }
   await client.query({
     name: 'crs_checkpoint',
@@ -409,6 +432,7 @@ async function writeBookkeeping(
         days.map((d) => d[1][1]),
         days.map((d) => d[1][2]),
         days.map((d) => d[1][3]),
+        days.map((d) => d[1][4]),
       ],
     });
   }
@@ -416,6 +440,41 @@ async function writeBookkeeping(
     await client.query({ name: 'crs_ledger_day', text: LEDGER_DAY_SQL, values: [t.loadKey, t.ledgerDay] });
   }
   if (t.drift.size > 0) await addBatchDrift(client, t.loadKey, t.part, driftCounts(t.drift));
+}
+
+/**
+ * The batch's rejects into the quarantine: one row per line and day (a line twice in the batch is
+ * one line), in the order of their key; or, for a replay, a row per line of the load.
+ */
+async function writeRejects(client: pg.PoolClient, all: PendingReject[], t: BatchTarget): Promise<void> {
+  let rejects = all;
+  if (!t.rejectsPerLoad) {
+    const lines = new Map<string, PendingReject>();
+    for (const r of all) {
+      const key = `${r.day ?? ''}\u0000${r.digest.toString('hex')}`;
+      if (!lines.has(key)) lines.set(key, r);
+    }
+    rejects = [...lines.entries()].sort((a, b) => (a[0] < b[0] ? -1 : 1)).map((e) => e[1]);
+  }
+  const values: unknown[] = [
+    t.loadId,
+    t.source,
+    t.sourceName,
+    rejects.map((r) => r.day),
+    rejects.map((r) => r.lineNo),
+    rejects.map((r) => r.raw),
+    rejects.map((r) => r.rawBytes),
+    rejects.map((r) => r.rawLength),
+    rejects.map((r) => r.code),
+    rejects.map((r) => r.detail),
+    rejects.map((r) => r.messageId),
+  ];
+  if (t.rejectsPerLoad) {
+    await client.query({ name: 'crs_rejects_per_load', text: REJECTS_PER_LOAD_SQL, values });
+    return;
+  }
+  values.push(rejects.map((r) => r.digest));
+  await client.query({ name: 'crs_rejects', text: REJECTS_SQL, values });
 }
 
 /** A batch's drift by line as counts per drift and day (the first line's example kept). */

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { dayOfTimeText } from '../common/iso-time.ts';
 import type { DriftNote } from '../common/schema-drift.ts';
 import type { ByteSink } from './copy-binary.ts';
@@ -79,6 +80,29 @@ export interface PendingReject {
   day: string | null;
   /** The line's `Message ID` where it can be read (line-fields.ts): its row is not deleted for its absence. */
   messageId: string | null;
+  /**
+   * What makes it the same line for the quarantine, with its source and day (`rejectDigest`):
+   * a line read again by a later load of its day is the same reject, counted, not a new one.
+   */
+  digest: Buffer;
+}
+
+/**
+ * The quarantine's identity of a line, with its source and day (`rejected_records.line_digest`):
+ * the SHA-256 of the line's exact bytes. An over-long line is never held whole, so it is known by
+ * what is kept of it: the SHA-256 of its prefix, a NUL byte, its whole length in decimal digits,
+ * a NUL byte and its message id (lower-case, as read from the whole line; nothing when it has none).
+ * Two over-long lines of one day that agree in all of those are taken for the same line. SHA-256
+ * rather than the sha1 the loader keeps of each line: PostgreSQL has it built in, so the migration
+ * that gave the existing rows theirs computed the same digest in SQL.
+ */
+export function rejectDigest(
+  bytes: Uint8Array,
+  overLong?: { length: number; messageId: string | null },
+): Buffer {
+  const h = createHash('sha256').update(bytes);
+  if (overLong) h.update(`\u0000${overLong.length}\u0000${overLong.messageId ?? ''}`);
+  return h.digest();
 }
 
 /** The message id of any row: parsed, or read from its bytes. */
@@ -170,6 +194,7 @@ export function textReject(
     rawLength: bytes.length,
     day,
     messageId: fieldsOfText(text, bytes)?.messageId ?? null,
+    digest: rejectDigest(bytes),
   };
 }
 
@@ -203,6 +228,10 @@ export function lineReject(
     rawLength: line.byteLength,
     day: ledgerDay ?? dayOfTimeValue(read.messageTime),
     messageId: read.messageId,
+    digest: rejectDigest(
+      bytes,
+      problem === 'line_too_long' ? { length: line.byteLength, messageId: read.messageId } : undefined,
+    ),
   };
 }
 

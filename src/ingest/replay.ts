@@ -20,7 +20,7 @@ import { runLoad } from './load.ts';
  *
  * Export and file lines go through the same loader again as a `replay` run, from their exact
  * bytes. A line that loads is marked replayed; one that fails again stays open with the new
- * reason in replay_result (no second quarantine row). A line kept only as a prefix (over the
+ * reason in replay_result (no second quarantine row), the replay counted as a load that read it. A line kept only as a prefix (over the
  * line limit) cannot be replayed. History and artifact rejects re-queue their thread and rewind
  * its stored history position to the rejected entry (for an artifact, the entry naming it), so
  * enrichment reads it again.
@@ -91,6 +91,8 @@ export async function replayRejects(
       parts: 1,
       maxLineBytes: config.maxLineBytes,
       schemaContract: config.schemaContract,
+      // Its lines that fail again are reported against the rejects they came from (recordReplay).
+      rejectsPerLoad: true,
     });
     const failedAgain = await rejectsByLine(w.db, loadId);
     await w.db.transaction().execute((trx) =>

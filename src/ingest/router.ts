@@ -15,6 +15,7 @@ import {
   textReject,
 } from './pending.ts';
 import { type ExportContract, lastDrift, parseRecord } from './record-parser.ts';
+import type { RejectsSeen } from './rejects-seen.ts';
 import { verifySkipped } from './resume.ts';
 import type { SeenSpill } from './seen-spill.ts';
 
@@ -33,6 +34,8 @@ export class LineRouter {
   private readonly gate: FastPathGate;
   /** The open day's lines the warehouse holds, on an intraday pull (known-lines.ts); else null. */
   private readonly known: KnownLines | null;
+  /** Every quarantined line of the source, committed ones too (rejects-seen.ts). */
+  private readonly rejectsSeen: RejectsSeen | null;
   private readonly opts: {
     loadId: string;
     batchSize: number;
@@ -53,6 +56,7 @@ export class LineRouter {
       ledgerDay: string | null;
       contract: ExportContract;
       known?: KnownLines | null;
+      rejectsSeen?: RejectsSeen | null;
     },
   ) {
     this.partitions = partitions;
@@ -60,6 +64,7 @@ export class LineRouter {
     this.seen = seen;
     this.gate = gate;
     this.known = opts.known ?? null;
+    this.rejectsSeen = opts.rejectsSeen ?? null;
     this.opts = opts;
   }
 
@@ -143,7 +148,10 @@ export class LineRouter {
 
   private async takeReject(lineNo: number, rej: PendingReject): Promise<void> {
     const p = itemAt(this.partitions, lineNo % this.partitions.length);
-    // Merged by an earlier attempt: a reject is not checked again.
+    // Noted whether or not an earlier attempt committed it: the finalize needs every one.
+    this.rejectsSeen?.note(rej);
+    // Merged by an earlier attempt: a reject is not checked again (nor counted again: its load
+    // is the last its quarantine row names already, merge.ts).
     if (lineNo <= p.committed) return;
     if (p.verify.length > 0) await this.verify(p);
     if (p.addReject(rej)) await this.writer.send(p, lineNo);

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { numberSetting, optionalNumberSetting } from '../config.ts';
 import { CrsError } from '../errors.ts';
 
 /**
@@ -8,16 +9,21 @@ import { CrsError } from '../errors.ts';
  */
 const schema = z.object({
   // Activity slots of this worker: day loads and enrichment batches running at once here.
-  TEMPORAL_MAX_CONCURRENT_ACTIVITIES: z.coerce.number().int().min(1).max(1000).default(16),
+  TEMPORAL_MAX_CONCURRENT_ACTIVITIES: numberSetting(16, { min: 1, max: 1000, whole: true }),
   // Export day loads at once in this worker; each holds CRS_LOAD_CONNECTIONS database connections.
-  TEMPORAL_MAX_CONCURRENT_DAY_LOADS: z.coerce.number().int().min(1).max(64).default(2),
-  TEMPORAL_MAX_CONCURRENT_WORKFLOW_TASKS: z.coerce.number().int().min(2).max(1000).default(40),
+  TEMPORAL_MAX_CONCURRENT_DAY_LOADS: numberSetting(2, { min: 1, max: 64, whole: true }),
+  TEMPORAL_MAX_CONCURRENT_WORKFLOW_TASKS: numberSetting(40, { min: 2, max: 1000, whole: true }),
   // Activities started per second across every worker of the task queue (the server enforces
   // it): the global brake on load against the service. Unset: no task-queue limit.
-  TEMPORAL_TASK_QUEUE_ACTIVITIES_PER_SECOND: z.coerce.number().positive().max(100_000).optional(),
+  TEMPORAL_TASK_QUEUE_ACTIVITIES_PER_SECOND: optionalNumberSetting({
+    min: 0,
+    max: 100_000,
+    whole: false,
+    aboveMin: true,
+  }),
   // The worker's /metrics (the pipeline's series and the SDK's): a port, 0 turns it off. A taken
   // port is not an error: the next METRICS_SPARE_PORTS ports are tried (src/metrics/server.ts).
-  CRS_METRICS_PORT: z.coerce.number().int().min(0).max(65_535).optional(),
+  CRS_METRICS_PORT: optionalNumberSetting({ min: 0, max: 65_535, whole: true }),
   CRS_METRICS_HOST: z.string().trim().min(1).default('0.0.0.0'),
   // The older setting, host:port (empty: off); CRS_METRICS_PORT wins when both are set.
   TEMPORAL_METRICS_ADDRESS: z

@@ -1,12 +1,18 @@
+import { sql } from 'kysely';
 import type { Executor, RejectedRecord, RejectSource } from './types.ts';
 
-/** The quarantine (`rejected_records`): lines and entries that broke the record contract. */
+/**
+ * The quarantine (`rejected_records`): lines and entries that broke the record contract. An export
+ * or file line is one open reject however many loads read it (its source, day and digest: the
+ * loader's upsert, src/ingest/merge.ts), with how many loads read it and the last one.
+ */
 
 /** Which rejects a command is about; every field narrows the selection. */
 export interface RejectFilter {
   ids?: number[];
   source?: RejectSource;
   errorCode?: string;
+  /** Rejects this load read first or last. */
   loadId?: string;
   limit?: number;
 }
@@ -30,7 +36,10 @@ export async function listRejects(
   if (filter.ids && filter.ids.length > 0) q = q.where('id', 'in', filter.ids.map(String));
   if (filter.source) q = q.where('source', '=', filter.source);
   if (filter.errorCode) q = q.where('error_code', '=', filter.errorCode);
-  if (filter.loadId) q = q.where('_load_id', '=', filter.loadId);
+  if (filter.loadId) {
+    const id = filter.loadId;
+    q = q.where((eb) => eb.or([eb('_load_id', '=', id), eb('last_load_id', '=', id)]));
+  }
   return q.execute();
 }
 
@@ -62,8 +71,9 @@ export async function rejectsByLine(db: Executor, loadId: string): Promise<Map<n
 
 /**
  * The outcome of a replay load, one reject at a time in the replay's transaction: replayed, or
- * left open with the new reason. The replay load's own rejects are dropped: a line that fails
- * again keeps its first quarantine row, not a second one.
+ * left open with the new reason and the replay counted as a load that read it (`times_seen`, the
+ * last load). The replay load's own rejects are dropped: a line that fails again keeps its
+ * quarantine row, not a second one.
  */
 export async function recordReplay(
   trx: Executor,
@@ -76,7 +86,12 @@ export async function recordReplay(
       .set(
         o.failedAgain === undefined
           ? { replayed_at: new Date(), replay_result: `loaded by ${replayLoadId}` }
-          : { replay_result: `still rejected: ${o.failedAgain}`.slice(0, 1000) },
+          : {
+              replay_result: `still rejected: ${o.failedAgain}`.slice(0, 1000),
+              times_seen: sql<number>`times_seen + (last_load_id <> ${replayLoadId})::int`,
+              last_load_id: replayLoadId,
+              last_seen_at: sql<Date>`now()`,
+            },
       )
       .where('id', '=', o.id)
       .execute();

@@ -207,6 +207,8 @@ export interface LoadDayCountsTable {
   rows_inserted: Count;
   rows_updated: Count;
   rows_unchanged: Count;
+  /** Lines of the day the load quarantined (migration 2026-11-28T14). */
+  rows_rejected: Count;
 }
 
 export interface RejectedRecordsTable {
@@ -227,6 +229,17 @@ export interface RejectedRecordsTable {
   message_id: string | null;
   replayed_at: Timestamp | null;
   replay_result: string | null;
+  /**
+   * Export and file lines: what makes them the same line, with `source` and `day` (SHA-256 of the
+   * exact bytes, src/ingest/pending.ts `rejectDigest`); one open reject per line. Null for history
+   * and artifact rejects.
+   */
+  line_digest: Buffer | null;
+  /** Loads that read the line while this reject was open (the first included). */
+  times_seen: Count;
+  /** The last load that read it (the first, `_load_id`, until another does; set by a trigger when left out). */
+  last_load_id: ColumnType<string, string | undefined, string>;
+  last_seen_at: GeneratedTimestamp;
 }
 
 /** One schema drift: a source's field that differs from the known contract (schema-drift.ts). */

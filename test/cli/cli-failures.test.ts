@@ -125,6 +125,21 @@ describe('every command, when something is wrong', () => {
     ['demo, bad option', ['demo', '--days', 'abc'], () => ({}), 2, /--days/],
     ['any command, unknown option', ['status', '--frobnicate'], db, 2, /unknown option '--frobnicate'/],
     ['any command, bad setting', ['status'], () => ({ CRS_LOOKBACK_DAYS: 'x' }), 2, /CRS_LOOKBACK_DAYS/],
+    // Number() would read these as 16 and 1000: refused by name instead.
+    [
+      'any command, a hex number',
+      ['status'],
+      () => ({ CRS_DELETE_GUARD: '0x10' }),
+      2,
+      /^\s+- CRS_DELETE_GUARD: must be a number from 0 to 100, in decimal digits/,
+    ],
+    [
+      'any command, an exponent',
+      ['status'],
+      () => ({ CRS_BATCH_SIZE: '1e3' }),
+      2,
+      /^\s+- CRS_BATCH_SIZE: must be a whole number from 1 to 50000, in decimal digits only/,
+    ],
   ];
 
   it.each(cases)(
@@ -143,6 +158,16 @@ describe('every command, when something is wrong', () => {
       expect(lines.filter((l) => l.startsWith('crs-sync') || l.startsWith('error:')).length).toBe(1);
     },
   );
+
+  it('when an error message quotes data holding terminal control characters, then they are shown escaped', async () => {
+    const r = await run(['import', '/no/such/\u001b]0;owned\u0007\u001b[2K\rfile.jsonl'], db());
+    expect(r.code).toBe(1);
+    expect(r.stderr).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/);
+    expect(said(r)).toContain(
+      'crs-sync: cannot read /no/such/\\x1b]0;owned\\x07\\x1b[2K\\rfile.jsonl: ' +
+        "ENOENT: no such file or directory, stat '/no/such/\\x1b]0;owned\\x07\\x1b[2K\\rfile.jsonl'",
+    );
+  });
 
   it('when the reader of its output goes away (| head), then it exits quietly', async () => {
     const child = spawn(process.execPath, [bin, 'sim', '--help'], { stdio: ['ignore', 'pipe', 'pipe'] });

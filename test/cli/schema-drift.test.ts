@@ -223,4 +223,30 @@ describe('schema drift of the export', () => {
     expect(r.code).toBe(2);
     expect(r.stderr).toContain('CRS_SCHEMA_CONTRACT');
   });
+
+  it('when a field name holds terminal control characters, then `schema changes` and `status` show them escaped, never raw', () => {
+    // Retitles the terminal (OSC 0 … BEL), erases the line (CSI 2K) and returns to its start (CR);
+    // then a C1 CSI and a right-to-left override.
+    const hostile = '\u001b]0;owned\u0007\u001b[2K\rRegion\u009b\u202e';
+    const records: FakeRecord[] = makeRecords(3, { day: '2026-11-21', seed: 'hostile-field' });
+    (records[0] as FakeRecord)[hostile] = 'x\u001b[31m';
+    const [a] = writeTwice(records);
+    expect(cli(['import', a, '--no-progress'], env).code).toBe(0);
+
+    const raw = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u202e]/;
+    const table = cli(['schema', 'changes'], env);
+    expect(table.code).toBe(0);
+    expect(table.stdout).not.toMatch(raw);
+    expect(table.stdout).toContain('\\x1b]0;owned\\x07\\x1b[2K\\rRegion\\u009b\\u202e');
+    // The example is JSON text already (its own escapes).
+    expect(table.stdout).toContain('"x\\u001b[31m"');
+
+    const status = cli(['status'], env);
+    expect(status.code).toBe(0);
+    expect(status.stdout).not.toMatch(raw);
+    expect(status.stdout).toContain('\\x1b]0;owned\\x07\\x1b[2K\\rRegion\\u009b\\u202e');
+
+    // JSON stays JSON: the name as it is, escaped by JSON itself.
+    expect(changes(env).map((d) => d.path)).toContain(hostile);
+  });
 });

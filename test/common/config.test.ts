@@ -1,8 +1,10 @@
+import buffer from 'node:buffer';
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { parseConfig, requireSettings } from '../../src/config.ts';
+import { KNOWN_LINES_CEILING, parseConfig, requireSettings } from '../../src/config.ts';
 import { CrsError } from '../../src/errors.ts';
 import { createLogger, redactText } from '../../src/log.ts';
+import { parseWorkerSettings } from '../../src/temporal/worker-settings.ts';
 
 function problemsOf(fn: () => unknown): string[] {
   try {
@@ -58,6 +60,104 @@ describe('configuration', () => {
       parseConfig({ CRS_CLIENT_SECRET: secret, CRS_TOKEN_URL: `x${secret}` }),
     );
     expect(problems.join('\n')).not.toContain(secret);
+  });
+});
+
+describe('numeric settings', () => {
+  it('when a numeric setting is blank (empty or whitespace), then it is unset and its default applies, as for every other setting', () => {
+    const c = parseConfig({
+      CRS_DB_STATEMENT_TIMEOUT_MS: '',
+      CRS_STALL_TIMEOUT_MS: ' ',
+      CRS_DELETE_GUARD: '',
+      CRS_KNOWN_LINES_MAX: '\t',
+      CRS_RATE_BUDGET_RPS: ' ',
+      CRS_ALERT_QUARANTINE_SHARE: '',
+      CRS_RATE_LIMIT_RPS: '',
+    });
+    expect(c.db.statementTimeoutMs).toBe(600_000);
+    expect(c.stallTimeoutMs).toBe(300_000);
+    expect(c.deleteGuardPct).toBe(10);
+    expect(c.knownLinesMax).toBe(2_000_000);
+    expect(c.api.rateBudgetRps).toBeUndefined();
+    expect(c.alerts.quarantineShare).toBe(0.01);
+    expect(c.api.rateLimitRps).toBe(10);
+    const w = parseWorkerSettings({ CRS_METRICS_PORT: '', TEMPORAL_MAX_CONCURRENT_ACTIVITIES: ' ' });
+    expect(w.metrics).toEqual({ host: '0.0.0.0', port: 9464 });
+    expect(w.maxConcurrentActivities).toBe(16);
+  });
+
+  it('when a numeric setting is hex, an exponent, signed, or a fraction where a whole number is due, then each is refused by name, all at once', () => {
+    const problems = problemsOf(() =>
+      parseConfig({
+        CRS_DELETE_GUARD: '0x10',
+        CRS_BATCH_SIZE: '1e3',
+        CRS_LOOKBACK_DAYS: '+5',
+        CRS_LOAD_CONNECTIONS: '5.0',
+        CRS_RATE_LIMIT_RPS: '-1',
+        CRS_ALERT_QUARANTINE_SHARE: '1e-2',
+        CRS_DB_LOCK_TIMEOUT_MS: 'Infinity',
+        CRS_STALL_TIMEOUT_MS: '0b101',
+        CRS_SCHEMA: 'Bad',
+      }),
+    );
+    expect(problems).toEqual(
+      expect.arrayContaining([
+        'CRS_DELETE_GUARD: must be a number from 0 to 100, in decimal digits with an optional fraction (no sign, exponent or 0x)',
+        'CRS_BATCH_SIZE: must be a whole number from 1 to 50000, in decimal digits only (no sign, fraction, exponent or 0x)',
+        'CRS_LOOKBACK_DAYS: must be a whole number from 0 to 365, in decimal digits only (no sign, fraction, exponent or 0x)',
+        'CRS_LOAD_CONNECTIONS: must be a whole number from 1 to 64, in decimal digits only (no sign, fraction, exponent or 0x)',
+        'CRS_RATE_LIMIT_RPS: must be a number above 0 and up to 10000, in decimal digits with an optional fraction (no sign, exponent or 0x)',
+      ]),
+    );
+    expect(problems.map((p) => p.split(':')[0]).sort()).toEqual([
+      'CRS_ALERT_QUARANTINE_SHARE',
+      'CRS_BATCH_SIZE',
+      'CRS_DB_LOCK_TIMEOUT_MS',
+      'CRS_DELETE_GUARD',
+      'CRS_LOAD_CONNECTIONS',
+      'CRS_LOOKBACK_DAYS',
+      'CRS_RATE_LIMIT_RPS',
+      'CRS_SCHEMA',
+      'CRS_STALL_TIMEOUT_MS',
+    ]);
+    const worker = problemsOf(() =>
+      parseWorkerSettings({ TEMPORAL_MAX_CONCURRENT_ACTIVITIES: '0x10', CRS_METRICS_PORT: '9464.0' }),
+    );
+    expect(worker.map((p) => p.split(':')[0]).sort()).toEqual([
+      'CRS_METRICS_PORT',
+      'TEMPORAL_MAX_CONCURRENT_ACTIVITIES',
+    ]);
+  });
+
+  it('when decimal numbers are given, then they are read as written, fractions where a fraction is allowed', () => {
+    const c = parseConfig({ CRS_DELETE_GUARD: '2.5', CRS_BATCH_SIZE: '0500', CRS_RATE_LIMIT_RPS: '.5' });
+    expect([c.deleteGuardPct, c.batchSize, c.api.rateLimitRps]).toEqual([2.5, 500, 0.5]);
+  });
+
+  it('when CRS_KNOWN_LINES_MAX is above what one read of the known lines can hold, then it is refused', () => {
+    // The read is one text of 48 characters a row (src/ingest/known-lines.ts), and it asks for
+    // one row more than the setting; a V8 string holds at most this many characters.
+    expect((KNOWN_LINES_CEILING + 1) * 48).toBeLessThan(buffer.constants.MAX_STRING_LENGTH);
+    expect(parseConfig({ CRS_KNOWN_LINES_MAX: String(KNOWN_LINES_CEILING) }).knownLinesMax).toBe(
+      KNOWN_LINES_CEILING,
+    );
+    expect(problemsOf(() => parseConfig({ CRS_KNOWN_LINES_MAX: String(KNOWN_LINES_CEILING + 1) }))).toEqual([
+      'CRS_KNOWN_LINES_MAX: must be a whole number from 0 to 10000000, in decimal digits only (no sign, fraction, exponent or 0x)',
+    ]);
+    expect(problemsOf(() => parseConfig({ CRS_KNOWN_LINES_MAX: '50000000' }))[0]).toMatch(
+      /^CRS_KNOWN_LINES_MAX:/,
+    );
+  });
+
+  it('when a line or answer limit would not fit in one string, then it is refused', () => {
+    const tooBig = String(512 * 1024 * 1024);
+    const problems = problemsOf(() =>
+      parseConfig({ CRS_MAX_LINE_BYTES: tooBig, CRS_MAX_RESPONSE_BYTES: tooBig }),
+    );
+    expect(problems.map((p) => p.split(':')[0]).sort()).toEqual([
+      'CRS_MAX_LINE_BYTES',
+      'CRS_MAX_RESPONSE_BYTES',
+    ]);
   });
 });
 

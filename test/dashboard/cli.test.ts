@@ -159,7 +159,7 @@ describe('crs-sync dashboard', () => {
     });
     expect(await exited(bad.child)).toBe(2);
     expect(bad.err()).toContain(
-      'CRS_DASHBOARD_STATEMENT_TIMEOUT_MS must be milliseconds in 100..3600000, got "soon"',
+      'CRS_DASHBOARD_STATEMENT_TIMEOUT_MS: must be a whole number from 100 to 3600000, in decimal digits only',
     );
 
     const p = start(['dashboard', '--port', '0'], {

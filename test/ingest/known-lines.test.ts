@@ -106,7 +106,9 @@ async function pull(
 
 async function rejects(tw: TestWarehouse, loadId: string): Promise<unknown[]> {
   const r = await tw.w.pool.query(
-    'select line_no::int, error_code, day::text from rejected_records where _load_id = $1 order by line_no',
+    // One open reject per line: the rows this pull read last, and how many pulls read each.
+    `select line_no::int, error_code, day::text, times_seen::int, _load_id from rejected_records
+     where last_load_id = $1 order by line_digest`,
     [loadId],
   );
   return r.rows;

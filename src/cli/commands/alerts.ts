@@ -3,6 +3,7 @@ import { alertPayload } from '../../alerts/message.ts';
 import { alertSettings, runAlertPass } from '../../alerts/monitor.ts';
 import { describeTarget, postWebhook } from '../../alerts/webhook.ts';
 import { renderTable } from '../../common/table.ts';
+import { terminalText } from '../../common/terminal-text.ts';
 import { CrsError } from '../../errors.ts';
 import {
   type JudgedSettings,
@@ -57,7 +58,8 @@ export function registerAlerts(program: Command): void {
           !a.ok && a.status === null
             ? a.error
             : `HTTP ${a.status}${a.body ? ` ${JSON.stringify(a.body)}` : ''}`;
-        process.stdout.write(`${describeTarget(url)}  ${a.ok ? 'ok' : 'FAILED'}: ${answer}\n`);
+        // The receiver's answer is whatever it sent.
+        process.stdout.write(terminalText(`${describeTarget(url)}  ${a.ok ? 'ok' : 'FAILED'}: ${answer}\n`));
         if (!a.ok) failed++;
       }
       if (failed > 0) {
@@ -116,7 +118,9 @@ export function registerAlerts(program: Command): void {
         );
         if (pending.length > 0)
           process.stdout.write(
-            `\n${pending.length} message(s) not delivered yet (retried with backoff), e.g. ${pending[0]?.incident} ${pending[0]?.state}: ${pending[0]?.lastError ?? 'not tried yet'}\n`,
+            terminalText(
+              `\n${pending.length} message(s) not delivered yet (retried with backoff), e.g. ${pending[0]?.incident} ${pending[0]?.state}: ${pending[0]?.lastError ?? 'not tried yet'}\n`,
+            ),
           );
       } finally {
         await wh.close();
@@ -164,7 +168,7 @@ export function registerAlerts(program: Command): void {
       const wh = await openConfiguredWarehouse(ctx, { connections: 1, schema: 'current' });
       try {
         const pass = await runAlertPass(wh.warehouse.db, alertSettings(ctx.config), ctx.log);
-        for (const t of pass.transitions) process.stdout.write(`${t.state}  ${t.incident}\n`);
+        for (const t of pass.transitions) process.stdout.write(terminalText(`${t.state}  ${t.incident}\n`));
         process.stdout.write(`${pass.transitions.length} change(s), ${pass.sent} message(s) sent\n`);
       } finally {
         await wh.close();

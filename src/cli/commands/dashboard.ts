@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { readNumber } from '../../config.ts';
 import { HOSTS_SETTING, isLoopback, parseHostList, TOKEN_SETTING } from '../../dashboard/access.ts';
 import {
   DEFAULT_DASHBOARD_PORT,
@@ -32,12 +33,15 @@ export function dashboardSettings(host: string, env: NodeJS.ProcessEnv = process
   if (token !== undefined && token.length < MIN_TOKEN_CHARS) {
     throw new CrsError('USAGE', `${TOKEN_SETTING} must be at least ${MIN_TOKEN_CHARS} characters long`);
   }
-  const raw = env[TIMEOUT_SETTING];
-  const timeout = raw === undefined || raw === '' ? DEFAULT_STATEMENT_TIMEOUT_MS : Number(raw);
-  if (!/^\d*$/.test(raw ?? '') || timeout < 100 || timeout > 3_600_000) {
-    throw new CrsError('USAGE', `${TIMEOUT_SETTING} must be milliseconds in 100..3600000, got "${raw}"`);
-  }
-  return { token, allowedHosts: parseHostList(env[HOSTS_SETTING]), statementTimeoutMs: timeout };
+  // Blank is unset, decimal digits only: the rule of every numeric setting (src/config.ts).
+  const timeout = readNumber(env[TIMEOUT_SETTING], { min: 100, max: 3_600_000, whole: true });
+  if ('problem' in timeout)
+    throw new CrsError('USAGE', `${TIMEOUT_SETTING}: ${timeout.problem} (milliseconds)`);
+  return {
+    token,
+    allowedHosts: parseHostList(env[HOSTS_SETTING]),
+    statementTimeoutMs: timeout.value ?? DEFAULT_STATEMENT_TIMEOUT_MS,
+  };
 }
 
 export function registerDashboard(program: Command): void {

@@ -43,7 +43,7 @@ function withFilters(cmd: Command): Command {
   return cmd
     .option('--source <source>', `only rejects from this source (${SOURCES.join(', ')})`)
     .option('--code <code>', 'only rejects with this error code (e.g. invalid_json, invalid_uuid)')
-    .option('--load-id <id>', 'only rejects of this load')
+    .option('--load-id <id>', 'only rejects this load read first or last')
     .option('--id <id...>', 'only these reject ids')
     .option('--limit <n>', 'at most this many');
 }
@@ -59,7 +59,14 @@ export function registerRejects(program: Command): void {
         'once the cause is fixed.',
     );
 
-  withFilters(rejects.command('list').description('list open (not yet replayed) rejects, newest first'))
+  withFilters(
+    rejects
+      .command('list')
+      .description(
+        'list open (not yet replayed) rejects, newest first: one per line, however many loads read it\n' +
+          '(loads: how many; the first load and its line number, and the last load)',
+      ),
+  )
     .option('--all', 'include replayed rejects')
     .option('--json', 'print JSON lines (one reject per line, raw included)')
     .action(async (o: FilterOpts & { all?: boolean; json?: boolean }) => {
@@ -83,13 +90,27 @@ export function registerRejects(program: Command): void {
         }
         process.stdout.write(
           `${renderTable(
-            ['id', 'source', 'load id', 'day', 'line', 'message id', 'code', 'detail', 'raw (start)'],
+            [
+              'id',
+              'source',
+              'day',
+              'loads',
+              'first load id',
+              'line',
+              'last load id',
+              'message id',
+              'code',
+              'detail',
+              'raw (start)',
+            ],
             rows.map((r) => [
               r.id,
               r.source,
-              r._load_id,
               r.day ?? '',
+              r.times_seen,
+              r._load_id,
               r.line_no === null ? '' : String(r.line_no),
+              r.last_load_id,
               r.message_id ?? '',
               r.error_code,
               r.error_detail.slice(0, 60),

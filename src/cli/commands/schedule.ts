@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { escapeControls } from '../../common/terminal-text.ts';
 import { connectClient } from '../../temporal/connection.ts';
 import {
   createOrUpdateIntradaySchedule,
@@ -114,7 +115,7 @@ export function registerSchedule(program: Command): void {
           const { raw: _raw, ...rest } = d;
           process.stdout.write(`${JSON.stringify(rest, null, 2)}\n`);
         } else {
-          process.stdout.write(`${formatSchedule(d).join('\n')}\n`);
+          process.stdout.write(`${formatSchedule(d).map(escapeControls).join('\n')}\n`);
         }
       });
     });

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { renderTable } from '../../common/table.ts';
+import { terminalText } from '../../common/terminal-text.ts';
 import {
   describeFreshness,
   readStatus,
@@ -52,7 +53,7 @@ function formatStatus(s: WarehouseStatus, warehouse: string): string {
     `messages    ${s.messages.live.toLocaleString('en-US')} live, ${s.messages.deleted.toLocaleString('en-US')} marked deleted`,
     `threads     ${byKey(s.threads)}`,
     `thread list ${describeThreadList(s.threadList)}`,
-  ];
+  ].map(terminalText);
   for (const t of sections(s)) {
     if (t.rows.length > 0) out.push('', t.title, renderTable(t.head, t.rows));
   }

@@ -1,4 +1,5 @@
 import { isUtf8 } from 'node:buffer';
+import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -383,22 +384,51 @@ async function importAndCheck(
     );
   }
 
-  const rj = await w.pool.query<{ line_no: string; error_code: string; raw_length: string }>(
-    'select line_no, error_code, raw_length from rejected_records where _load_id = $1',
-    [s.loadId],
-  );
-  if (rj.rows.length !== s.rejected)
-    fail(`${rj.rows.length} rejected_records rows, summary says ${s.rejected}`);
-  const rejected = new Map<number, string>();
+  // One open reject per line, whichever loads read it (the same bytes twice in a file are one line):
+  // the rows this load read last, matched to the file's lines by the contract's rule: the SHA-256
+  // of the bytes; an over-long line, kept as a prefix, by that prefix and its length.
+  const rj = await w.pool.query<{
+    error_code: string;
+    raw_length: string;
+    line_digest: Buffer;
+    raw_bytes: Buffer | null;
+  }>('select error_code, raw_length, line_digest, raw_bytes from rejected_records where last_load_id = $1', [
+    s.loadId,
+  ]);
+  const byDigest = new Map<string, { code: string; rawLength: number }>();
+  const overLong: { prefix: Buffer; length: number; matched: boolean }[] = [];
   for (const r of rj.rows) {
-    const no = Number(r.line_no);
-    if (rejected.has(no)) fail(`line ${no} quarantined twice`);
-    const line =
-      cls.text.get(no) ?? fail(`line ${no} quarantined (${r.error_code}) but it is blank or absent`);
-    if (Number(r.raw_length) !== line.length)
-      fail(`line ${no}: raw_length ${r.raw_length}, the line has ${line.length} bytes`);
-    rejected.set(no, r.error_code);
+    if (r.error_code === 'line_too_long') {
+      overLong.push({ prefix: r.raw_bytes ?? Buffer.alloc(0), length: Number(r.raw_length), matched: false });
+      continue;
+    }
+    const key = r.line_digest.toString('hex');
+    if (byDigest.has(key)) fail(`line ${key} quarantined twice`);
+    byDigest.set(key, { code: r.error_code, rawLength: Number(r.raw_length) });
   }
+  const rejected = new Map<number, string>();
+  const matched = new Set<string>();
+  for (const [no, line] of cls.text) {
+    if (line.length > config.maxLineBytes) {
+      const rows = overLong.filter(
+        (o) => o.length === line.length && line.subarray(0, o.prefix.length).equals(o.prefix),
+      );
+      if (rows.length === 0) fail(`line ${no} is over-long but was not quarantined`);
+      for (const o of rows) o.matched = true;
+      rejected.set(no, 'line_too_long');
+      continue;
+    }
+    const key = createHash('sha256').update(line).digest('hex');
+    const r = byDigest.get(key);
+    if (!r) continue;
+    if (r.rawLength !== line.length)
+      fail(`line ${no}: raw_length ${r.rawLength}, the line has ${line.length} bytes`);
+    rejected.set(no, r.code);
+    matched.add(key);
+  }
+  if (matched.size !== byDigest.size || overLong.some((o) => !o.matched))
+    fail('a rejected_records row matches no line of the file');
+  if (rejected.size !== s.rejected) fail(`${rejected.size} lines quarantined, summary says ${s.rejected}`);
 
   // Every other line must be a record: its message id's row is its own or a later line's.
   const lastOfId = new Map<string, { lineNo: number; input: string; response: string }>();
