@@ -7,6 +7,7 @@ import { parseConfig } from '../../src/config.ts';
 import { loadExportDay } from '../../src/ingest/export-day.ts';
 import { importFile } from '../../src/ingest/import-file.ts';
 import { createLogger } from '../../src/log.ts';
+import { acceptSchemaDrift } from '../../src/warehouse/schema-drift.ts';
 import { STORED_KEY_BYTES, storedKey } from '../../src/warehouse/stored-key.ts';
 import { client, SECRETS } from '../api/helpers/client-setup.ts';
 import { type ScriptedServer, startScriptedServer } from '../api/helpers/scripted-server.ts';
@@ -154,6 +155,13 @@ describe('keys no index can hold', () => {
     const run = await tw.w.pool.query('select status from sync_runs where load_id = $1', [s.loadId]);
     expect(run.rows).toEqual([{ status: 'succeeded' }]);
     await expectDayLoaded(s.loadId, recs);
+    // `schema accept` takes the long field as `schema changes` shows it, or in full.
+    expect(await acceptSchemaDrift(tw.w.db, 'export', KEY_600)).toBe(1);
+    const open = await tw.w.pool.query(
+      "select path from schema_drift where accepted_at is null and path in ('Region', $1)",
+      [storedKey(KEY_600)],
+    );
+    expect(open.rows).toEqual([{ path: 'Region' }]);
   });
 
   it('when 1,024 CJK characters (3,072 bytes) name a field of one of 8 records, then that line is quarantined key_too_long, the other 7 load and the import succeeds', async () => {
