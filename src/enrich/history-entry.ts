@@ -70,7 +70,9 @@ export function parseHistoryEntry(entry: unknown): EntryResult {
     return bad('history_invalid_field', 'artifact_ids is not an array of strings');
   }
   // An artifact id is a key of `artifacts` and `citations` and part of a URL: not one to cut.
-  if (ids.some((a: string) => a.length > STORED_KEY_UNITS_WITHIN && Buffer.byteLength(a) > STORED_KEY_BYTES)) {
+  if (
+    ids.some((a: string) => a.length > STORED_KEY_UNITS_WITHIN && Buffer.byteLength(a) > STORED_KEY_BYTES)
+  ) {
     return bad('history_invalid_field', `artifact_ids holds an id longer than ${STORED_KEY_BYTES} bytes`);
   }
   const isCancelled = text.v?.trim() === CANCELLED_TEXT || o.status === 'cancelled';

@@ -99,7 +99,8 @@ export async function recordEntityDrift(db: Executor, counts: readonly DriftCoun
       first_day = least(schema_drift.first_day, excluded.first_day)`.execute(db);
   // One row per entity and drift, whatever the number of its notes.
   const unique = new Map<string, DriftCount>();
-  for (const c of counts) unique.set(`${driftKey({ ...c.note, path: storedKey(c.note.path) })}\u0000${storedKey(c.scope)}`, c);
+  for (const c of counts)
+    unique.set(`${driftKey({ ...c.note, path: storedKey(c.note.path) })}\u0000${storedKey(c.scope)}`, c);
   const rows = [...unique.values()];
   await sql`
     insert into schema_drift_counts (source, path, kind, scope, load_key, part, day, count)

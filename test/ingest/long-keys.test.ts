@@ -49,7 +49,9 @@ const manyKeys = (count: number) => Array.from({ length: count }, (_, i) => `"k$
 const DAY = '2026-11-12';
 const MEGA_KEY = noise(1 << 20, 'mega');
 const TEN_K_KEY = noise(10_000, 'ten-k');
-const CJK_KEY = Array.from({ length: 1024 }, (_, i) => String.fromCodePoint(0x4e00 + ((i * 37) % 20_000))).join('');
+const CJK_KEY = Array.from({ length: 1024 }, (_, i) =>
+  String.fromCodePoint(0x4e00 + ((i * 37) % 20_000)),
+).join('');
 /** Over the stored-key bound (512 bytes) but within the key limit (1,024 bytes): loads. */
 const KEY_600 = noise(600, 'six-hundred');
 

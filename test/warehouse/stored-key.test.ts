@@ -6,7 +6,14 @@ const HASHED = /…#[0-9a-f]{16}$/;
 
 describe('storedKey: data-derived text bounded in bytes where it is a btree key', () => {
   it('when text is at most 512 bytes of UTF-8, then it is stored as it is', () => {
-    for (const s of ['', 'Region', 'k'.repeat(512), '漢'.repeat(170), '漢'.repeat(170) + 'ab', '😀'.repeat(128)]) {
+    for (const s of [
+      '',
+      'Region',
+      'k'.repeat(512),
+      '漢'.repeat(170),
+      '漢'.repeat(170) + 'ab',
+      '😀'.repeat(128),
+    ]) {
       expect(bytes(s)).toBeLessThanOrEqual(STORED_KEY_BYTES);
       expect(storedKey(s)).toBe(s);
     }
