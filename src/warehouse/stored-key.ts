@@ -1,8 +1,9 @@
 import { hash } from 'node:crypto';
 
 /**
- * The bound on text from the data that the warehouse keeps in a btree key (a drift's path, a
- * citation's name and type, an artifact id): UTF-8 bytes. A btree index row holds at most 2704
+ * The bound on text from the data that the warehouse keeps in a btree key (a drift's path and
+ * scope, a citation's name and type; an artifact id, which cannot be cut, is refused over it by
+ * the entry naming it): UTF-8 bytes. A btree index row holds at most 2704
  * bytes (PostgreSQL's `btree version 4 maximum`); one over it fails its whole statement, and
  * with it the batch, the page, the load, on every retry. 512 bytes leaves room for the other
  * columns of the key (a drift count's scope and load key) and is far beyond any real field name.
