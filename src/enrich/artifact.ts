@@ -16,7 +16,7 @@ export type ArtifactParse = { ok: true; value: ParsedArtifact } | { ok: false; c
 
 /** Checks an artifact against spec §2: each named field, when present, has its type. */
 export function parseArtifact(a: Record<string, unknown>): ArtifactParse {
-  const unstorable = notStorable(a);
+  const unstorable = notStorable(a, { keys: true });
   if (unstorable) {
     return {
       ok: false,

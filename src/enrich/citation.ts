@@ -1,4 +1,5 @@
 import { parseOffsetTime } from '../common/iso-time.ts';
+import { storedKey } from '../warehouse/stored-key.ts';
 
 /** The eight citation fields spec §2 names; everything else of a citation goes to `extra`. */
 const SPEC_FIELDS = [
@@ -28,6 +29,16 @@ export interface CitationFields {
 }
 
 export type CitationResult = { ok: true; value: CitationFields } | { ok: false; reason: string };
+
+/**
+ * A citation's type or name as stored: both are keys of an index and of the citation rollups, so
+ * one over 512 bytes is cut to a prefix and a hash of it (`storedKey`); the entry's or artifact's
+ * `raw` keeps it whole.
+ */
+function keyStr(c: Record<string, unknown>, k: string, problems: string[]): string | null {
+  const v = str(c, k, problems);
+  return v === null ? null : storedKey(v);
+}
 
 function str(c: Record<string, unknown>, k: string, problems: string[]): string | null {
   const v = c[k];
@@ -70,8 +81,8 @@ export function parseCitation(c: unknown): CitationResult {
   const value: CitationFields = {
     citation_id: str(o, 'id', problems),
     internal_id: str(o, 'internal_id', problems),
-    citation_type: str(o, 'citation_type', problems),
-    name: str(o, 'name', problems),
+    citation_type: keyStr(o, 'citation_type', problems),
+    name: keyStr(o, 'name', problems),
     inline_offset: typeof offset === 'number' ? offset : null,
     summary: str(o, 'summary', problems),
     last_updated_at: lastUpdated,

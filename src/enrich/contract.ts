@@ -5,6 +5,7 @@ import {
   type JsonType,
   jsonType,
 } from '../common/schema-drift.ts';
+import { storedKey } from '../warehouse/stored-key.ts';
 
 /**
  * The thread API's responses as the code knows them (docs/service-contract.md §2, and the fields
@@ -130,7 +131,8 @@ function shapeDrift(
   // `constructor`, `toString` or `__proto__` would otherwise find Object.prototype's members.
   for (const k of Object.keys(o)) {
     const v = o[k];
-    const path = prefix + k;
+    // Bounded in bytes: a path is a key of schema_drift, and of the accepted set (as stored).
+    const path = storedKey(prefix + k);
     const types = own(shape.fields, k);
     if (!accepted?.has(path)) {
       const t = jsonType(v);

@@ -339,17 +339,20 @@ function parsePage(
   const ids = new Set<string>();
   entries.forEach((raw: HistoryEntry, i) => {
     const position = fromIndex + i;
-    const drifted = noteDrift(
-      drift,
-      'history',
-      raw,
-      `thread/${threadId}/message/${messageKey(raw, position)}`,
-      accepted.history,
-      accepted.freeze,
-    );
     let r = parseHistoryEntry(raw);
-    // The contract's own checks first (their codes say more); then a frozen contract's.
-    if (r.ok && drifted !== undefined) r = { ok: false, code: 'schema_drift', reason: drifted };
+    // The contract's own checks first (their codes say more); then the drift, noted only of an
+    // entry that passed them: a quarantined entry's fields are not what the service sends.
+    if (r.ok) {
+      const drifted = noteDrift(
+        drift,
+        'history',
+        raw,
+        `thread/${threadId}/message/${messageKey(raw, position)}`,
+        accepted.history,
+        accepted.freeze,
+      );
+      if (drifted !== undefined) r = { ok: false, code: 'schema_drift', reason: drifted };
+    }
     if (r.ok && ids.has(r.value.message_id)) {
       r = {
         ok: false,
@@ -480,6 +483,9 @@ async function fetchArtifacts(
       };
       try {
         const got = await deps.api.getArtifact(threadId, w.artifactId, { signal });
+        const parsed = parseArtifact(got.artifact);
+        if (!parsed.ok) return reject(parsed.code, parsed.reason, rawText(got.artifact));
+        // As for an entry: drift only of an artifact that passed the contract's checks.
         const drifted = noteDrift(
           drift,
           'artifact',
@@ -488,8 +494,6 @@ async function fetchArtifacts(
           accepted.artifact,
           accepted.freeze,
         );
-        const parsed = parseArtifact(got.artifact);
-        if (!parsed.ok) return reject(parsed.code, parsed.reason, rawText(got.artifact));
         if (drifted !== undefined) return reject('schema_drift', drifted, rawText(got.artifact));
         return {
           artifactId: w.artifactId,

@@ -1,4 +1,5 @@
 import { parseOffsetTime } from '../common/iso-time.ts';
+import { STORED_KEY_BYTES, STORED_KEY_UNITS_WITHIN } from '../warehouse/stored-key.ts';
 import { type CitationFields, parseCitations } from './citation.ts';
 import { notStorable } from './storable.ts';
 
@@ -44,7 +45,7 @@ export function parseHistoryEntry(entry: unknown): EntryResult {
     return bad('history_not_object', 'the history entry is not a JSON object');
   }
   const o = entry as Record<string, unknown>;
-  const unstorable = notStorable(o);
+  const unstorable = notStorable(o, { keys: true });
   if (unstorable) return bad(`history_${unstorable.code}`, `the entry contains ${unstorable.what}`);
   if (typeof o.message_id !== 'string' || o.message_id === '') {
     return bad('history_missing_message_id', 'message_id is missing or not a string');
@@ -67,6 +68,12 @@ export function parseHistoryEntry(entry: unknown): EntryResult {
   const ids = o.artifact_ids ?? [];
   if (!Array.isArray(ids) || ids.some((a) => typeof a !== 'string' || a === '')) {
     return bad('history_invalid_field', 'artifact_ids is not an array of strings');
+  }
+  // An artifact id is a key of `artifacts` and `citations` and part of a URL: not one to cut.
+  if (
+    ids.some((a: string) => a.length > STORED_KEY_UNITS_WITHIN && Buffer.byteLength(a) > STORED_KEY_BYTES)
+  ) {
+    return bad('history_invalid_field', `artifact_ids holds an id longer than ${STORED_KEY_BYTES} bytes`);
   }
   const isCancelled = text.v?.trim() === CANCELLED_TEXT || o.status === 'cancelled';
   return {

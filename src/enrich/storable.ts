@@ -7,7 +7,13 @@ const NUL_ESCAPE = /(?<!\\)(?:\\\\)*\\u0000/;
 const LONE_SURROGATE_ESCAPE = /(?<!\\)(?:\\\\)*\\ud[89a-f][0-9a-f]{2}/;
 
 export type NotStorable = {
-  code: 'nul_character' | 'lone_surrogate' | 'nesting_too_deep' | 'number_out_of_range';
+  code:
+    | 'nul_character'
+    | 'lone_surrogate'
+    | 'nesting_too_deep'
+    | 'number_out_of_range'
+    | 'key_too_long'
+    | 'too_many_keys';
   what: string;
 };
 
@@ -19,17 +25,39 @@ export type NotStorable = {
 export const MAX_DEPTH: number = RECORD_LIMITS.maxDepth;
 
 /**
- * The first shape problem of `v` without ever going deeper than MAX_DEPTH: too deep, or a number
- * JSON.parse turned into ±Infinity (1e400), which JSON.stringify would silently write as null.
+ * The export record's key limits, on an entry's or artifact's keys at any depth: a key at most
+ * 1024 bytes of UTF-8, at most 10,000 keys. Its keys are the paths of its schema drift, and a
+ * record of keys that long or that many is a payload, not fields: quarantined like such a line.
  */
-function shapeProblem(v: object, depth: number): NotStorable | undefined {
+export const MAX_KEY_BYTES: number = RECORD_LIMITS.maxKeyBytes;
+export const MAX_KEYS: number = RECORD_LIMITS.maxKeys;
+/** A key of at most this many UTF-16 units is within MAX_KEY_BYTES unmeasured (≤ 3 bytes a unit). */
+const KEY_UNITS_WITHIN = Math.floor(MAX_KEY_BYTES / 3);
+
+/**
+ * The first shape problem of `v` without ever going deeper than MAX_DEPTH: too deep, or a number
+ * JSON.parse turned into ±Infinity (1e400), which JSON.stringify would silently write as null;
+ * with `keys` (the keys counted so far), a key or keys beyond the limits above.
+ */
+function shapeProblem(v: object, depth: number, keys?: { n: number }): NotStorable | undefined {
   if (depth > MAX_DEPTH) {
     return { code: 'nesting_too_deep', what: `nesting deeper than ${MAX_DEPTH} levels` };
+  }
+  if (keys !== undefined && !Array.isArray(v)) {
+    for (const k in v) {
+      if (++keys.n > MAX_KEYS) return { code: 'too_many_keys', what: `more than ${MAX_KEYS} keys` };
+      if (k.length > KEY_UNITS_WITHIN && Buffer.byteLength(k) > MAX_KEY_BYTES) {
+        return {
+          code: 'key_too_long',
+          what: `a key of ${Buffer.byteLength(k)} bytes of UTF-8, more than ${MAX_KEY_BYTES} (${JSON.stringify(k.slice(0, 40))}…)`,
+        };
+      }
+    }
   }
   for (const c of Array.isArray(v) ? v : Object.values(v)) {
     if (typeof c === 'object') {
       if (c === null) continue;
-      const bad = shapeProblem(c, depth + 1);
+      const bad = shapeProblem(c, depth + 1, keys);
       if (bad) return bad;
     } else if (typeof c === 'number' && !Number.isFinite(c)) {
       return {
@@ -46,10 +74,12 @@ function shapeProblem(v: object, depth: number): NotStorable | undefined {
  * number that is not finite, U+0000 (neither text nor jsonb holds it) and a lone UTF-16 surrogate
  * (not Unicode: jsonb and json_to_recordset refuse its escape). A record holding any could never
  * be written as it is and would fail its page on every attempt, so it is quarantined instead.
+ * With `{ keys: true }` (an entry, an artifact; not the JSON of an artifact's `val`, whose keys
+ * are data) also keys beyond MAX_KEY_BYTES or MAX_KEYS.
  */
-export function notStorable(v: unknown): NotStorable | undefined {
+export function notStorable(v: unknown, opts: { keys?: boolean } = {}): NotStorable | undefined {
   if (typeof v === 'object' && v !== null) {
-    const bad = shapeProblem(v, 1);
+    const bad = shapeProblem(v, 1, opts.keys === true ? { n: 0 } : undefined);
     if (bad) return bad;
   } else if (typeof v === 'number' && !Number.isFinite(v)) {
     return { code: 'number_out_of_range', what: 'a number beyond the range of a double' };

@@ -318,7 +318,8 @@ function decide(
       const text = t.sink.buf.toString('utf8', pending.rawAt, pending.rawEnd);
       const enc = encodeText(text, t.sink, pending.lineNo, t.loadId, pending.lineHash, t.contract);
       const notes = lastDrift();
-      if (notes.length > 0) {
+      // As the router: drift of a line that loads, or is held for it (`schema_drift`).
+      if (notes.length > 0 && (enc.ok || enc.code === 'schema_drift')) {
         const day = enc.ok ? enc.row.messageDate : (t.ledgerDay ?? dayOfRaw(text));
         t.drift.set(pending.lineNo, { day, notes: notes.slice() });
       }

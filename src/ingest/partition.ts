@@ -130,7 +130,9 @@ export class Partition {
     this.known = 0;
     this.rows = [];
     this.rejects = [];
-    if (this.drift.size > 0) this.drift = new Map();
+    // Always a new map, even when this one is empty: the merge notes the drift of the lines it
+    // parses itself (the fast path's) into the batch's map, which must not be the next batch's.
+    this.drift = new Map();
     this.rejectBytes = 0;
     this.limit = batchSize;
     this.sink = this.spare.buf.length > SINK_KEEP_BYTES ? new ByteSink(SINK_BYTES) : this.spare;

@@ -1,5 +1,6 @@
 import { parseOffsetTime } from '../common/iso-time.ts';
 import { type DriftNote, driftExample, type JsonType, jsonType } from '../common/schema-drift.ts';
+import { STORED_KEY_UNITS_WITHIN, storedKey } from '../warehouse/stored-key.ts';
 import type { LineProblem } from './line-splitter.ts';
 import { recordHash } from './record-hash.ts';
 import { uuidForm } from './uuid-form.ts';
@@ -27,16 +28,25 @@ export type RejectCode =
  * accepts can be hashed, encoded and stored: JSON.stringify and any recursive walk throw
  * RangeError a few thousand levels down, and PostgreSQL refuses a jsonb number beyond its numeric
  * range (SQLSTATE 22003) and fails the whole COPY. The key limits keep `extra` a set of fields,
- * not a payload: no export field name comes near them.
+ * not a payload: no export field name comes near them. Key length is in bytes of UTF-8, what
+ * PostgreSQL stores (a key of 1,024 CJK characters is 3,072 bytes).
  */
 export const RECORD_LIMITS = {
   /** Levels of nesting, the line's own object being level 1. */
   maxDepth: 64,
-  /** UTF-16 units of one key of `extra`, at any depth. */
-  maxKeyChars: 1024,
+  /** Bytes of UTF-8 of one key of `extra`, at any depth. */
+  maxKeyBytes: 1024,
   /** Keys of `extra`, counted over every depth. */
   maxKeys: 10_000,
 } as const;
+
+/** A key of at most this many UTF-16 units is within maxKeyBytes unmeasured (a unit is ≤ 3 bytes). */
+const KEY_UNITS_WITHIN = Math.floor(RECORD_LIMITS.maxKeyBytes / 3);
+
+/** Whether key `k` is over maxKeyBytes: measured only when its length in units leaves it open. */
+function keyTooLongBytes(k: string): boolean {
+  return k.length > KEY_UNITS_WITHIN && Buffer.byteLength(k) > RECORD_LIMITS.maxKeyBytes;
+}
 
 /** PostgreSQL numeric (and so jsonb): at most 131072 digits before the point, 16383 after it. */
 const PG_MAX_INT_DIGITS = 131_072;
@@ -113,15 +123,14 @@ const TYPE_BITS: ReadonlyArray<[JsonType, number]> = [
  * What the code knows of an export line besides the six named fields: the other keys the service
  * is known to send, each with the JSON types it may carry. A key not listed is a new field, a
  * listed key of another type a type change (schema drift); `freeze` quarantines a line with
- * either (`schema_drift`). Drift of the six named fields (missing, not a string) is noted too, but
- * those lines are rejected by their own codes whatever the mode: the warehouse cannot hold them.
+ * either (`schema_drift`). Drift is noted only of a line that loads (or is held as
+ * `schema_drift`): a line quarantined for another reason, a missing or non-string named field
+ * among them, is counted in the quarantine, and its fields are no part of what the service sends.
  */
 export interface ExportContract {
   readonly freeze: boolean;
-  /** Known keys of `extra` and their type masks (T_ANY: any type). */
+  /** Known keys of `extra` (as stored: `storedKey`) and their type masks (T_ANY: any type). */
   readonly extra: ReadonlyMap<string, number>;
-  /** Named fields whose drift was accepted: not noted again. */
-  readonly acceptedNamed: ReadonlySet<string>;
 }
 
 /** Keys the service sends beside the six (simulator README: "keys the spec does not name"). */
@@ -130,15 +139,20 @@ const KNOWN_EXTRA: ReadonlyArray<[string, number]> = [
   ['Latency Ms', T_NUMBER],
 ];
 
-/** The contract widened by the accepted paths of `export` drift (`crs-sync schema accept`). */
+/**
+ * The contract widened by the accepted paths of `export` drift (`crs-sync schema accept`). A path
+ * is looked up as stored (`storedKey`: a long one bounded), so a path accepted in full before
+ * paths were bounded still matches.
+ */
 export function exportContract(opts: { freeze?: boolean; accepted?: Iterable<string> } = {}): ExportContract {
   const extra = new Map(KNOWN_EXTRA);
-  const acceptedNamed = new Set<string>();
-  for (const path of opts.accepted ?? []) {
-    if (NAMED_SET.has(path)) acceptedNamed.add(path);
-    else extra.set(path, T_ANY);
-  }
-  return { freeze: opts.freeze === true, extra, acceptedNamed };
+  for (const path of opts.accepted ?? []) if (!NAMED_SET.has(path)) extra.set(storedKey(path), T_ANY);
+  return { freeze: opts.freeze === true, extra };
+}
+
+/** The type mask the contract knows key `k` of `extra` by, undefined for a key it does not know. */
+function knownTypes(contract: ExportContract, k: string): number | undefined {
+  return contract.extra.get(k.length > STORED_KEY_UNITS_WITHIN ? storedKey(k) : k);
 }
 
 export const EXPORT_CONTRACT: ExportContract = exportContract();
@@ -172,16 +186,27 @@ export function lastDrift(): readonly DriftNote[] {
   return drift;
 }
 
-function noteDrift(path: string, kind: DriftNote['kind'], expected: string | null, v: unknown): void {
-  const missing = kind === 'missing_field';
-  drift.push({
-    source: 'export',
-    path,
-    kind,
-    expected,
-    actual: missing ? null : jsonType(v),
-    example: missing ? null : driftExample(path, v),
-  });
+/**
+ * The drift of the keys of `extra` (of the first parse: a number kept as its digits would read as
+ * an object), into `drift`. Run only for a line that passed every check and showed drift in the
+ * walk: a quarantined line leaves no note.
+ */
+function noteExtraDrift(obj: Record<string, unknown>, contract: ExportContract): void {
+  for (const k in obj) {
+    if (NAMED_SET.has(k)) continue;
+    const v = obj[k];
+    const known = knownTypes(contract, k);
+    if (known !== undefined && (known & typeBit(v)) !== 0) continue;
+    drift.push({
+      source: 'export',
+      // Bounded in bytes: the path is a key of schema_drift (src/warehouse/stored-key.ts).
+      path: k.length > STORED_KEY_UNITS_WITHIN ? storedKey(k) : k,
+      kind: known === undefined ? 'new_field' : 'type_changed',
+      expected: known === undefined ? null : typeNames(known),
+      actual: jsonType(v),
+      example: driftExample(k, v),
+    });
+  }
 }
 
 // JSON.rawJSON and the reviver's source context exist in Node 24 (V8) but not in the es2024 typings.
@@ -209,7 +234,10 @@ const json = JSON as unknown as {
  *   exponent: 1e-400). `extra` has a null prototype so that a key named "__proto__" stays data.
  * - `extra` within RECORD_LIMITS (nesting, key length, key count) and its numbers within
  *   PostgreSQL's numeric, checked in the walk `extra` needs anyway: `nesting_too_deep`,
- *   `key_too_long`, `too_many_keys`, `number_out_of_range`.
+ *   `key_too_long` (bytes of UTF-8), `too_many_keys`, `number_out_of_range`.
+ * - Schema drift (`lastDrift`) is seen in the same walk and noted last, only for a line that passed
+ *   every check: a quarantined line leaves none, but for `schema_drift`, whose reason it is. A
+ *   drift's path is its key as stored (`storedKey`: over 512 bytes, a prefix and a hash).
  *
  * Long: the contract's checks in the order a record meets them, each a few lines ending in its
  * reject code; it runs once per line on the hot path, so the fields stay in locals.
@@ -231,19 +259,12 @@ export function parseRecord(text: string, opts: ParseOptions = {}): ParseResult 
   for (const k of NAMED) {
     if (!Object.hasOwn(obj, k)) {
       const missing = NAMED.filter((n) => !Object.hasOwn(obj, n));
-      for (const n of missing) {
-        if (contract !== null && !contract.acceptedNamed.has(n))
-          noteDrift(n, 'missing_field', 'string', null);
-      }
       return reject('missing_field', `missing ${missing.map((n) => JSON.stringify(n)).join(', ')}`);
     }
   }
   for (const k of NAMED) {
     const v = obj[k];
-    if (typeof v !== 'string') {
-      if (contract !== null && !contract.acceptedNamed.has(k)) noteDrift(k, 'type_changed', 'string', v);
-      return reject('wrong_type', `"${k}": expected a string, got ${typeName(v)}`);
-    }
+    if (typeof v !== 'string') return reject('wrong_type', `"${k}": expected a string, got ${typeName(v)}`);
   }
   const rawMessageId = obj['Message ID'] as string;
   const rawThreadId = obj['Thread ID'] as string;
@@ -264,6 +285,7 @@ export function parseRecord(text: string, opts: ParseOptions = {}): ParseResult 
 
   let extra: Record<string, unknown> | null = null;
   let inexactNumber = false;
+  let drifted = false;
   walk.keys = 0;
   walk.zero = false;
   walk.problem = undefined;
@@ -273,13 +295,13 @@ export function parseRecord(text: string, opts: ParseOptions = {}): ParseResult 
     const v = obj[k];
     extra[k] = v;
     walk.keys++;
-    // Schema drift, in the walk `extra` needs anyway: one map lookup per key besides the six.
-    if (contract !== null) {
-      const known = contract.extra.get(k);
-      if (known === undefined) noteDrift(k, 'new_field', null, v);
-      else if ((known & typeBit(v)) === 0) noteDrift(k, 'type_changed', typeNames(known), v);
+    // Schema drift, in the walk `extra` needs anyway: one map lookup per key besides the six. Only
+    // seen here; noted once the line has passed every check (noteExtraDrift).
+    if (contract !== null && !drifted) {
+      const known = knownTypes(contract, k);
+      drifted = known === undefined || (known & typeBit(v)) === 0;
     }
-    if (k.length > RECORD_LIMITS.maxKeyChars) walk.problem ??= keyTooLong(quote(k));
+    if (keyTooLongBytes(k)) walk.problem ??= keyTooLong(k, quote(k));
     if (typeof v === 'object') {
       if (v !== null) inexactNumber = inspect(v, 2, k) || inexactNumber;
     } else if (typeof v === 'number') {
@@ -316,7 +338,11 @@ export function parseRecord(text: string, opts: ParseOptions = {}): ParseResult 
     if (late !== undefined) return reject(late.code, late.detail);
   }
 
-  if (contract?.freeze === true && drift.length > 0) return reject('schema_drift', driftDetail());
+  if (drifted && contract !== null) {
+    noteExtraDrift(obj, contract);
+    // The one reject whose drift is kept: it is the reason, and `schema accept` releases it.
+    if (contract.freeze) return reject('schema_drift', driftDetail());
+  }
 
   const messageId = messageForm === 2 ? rawMessageId.toLowerCase() : rawMessageId;
   const threadId = threadForm === 2 ? rawThreadId.toLowerCase() : rawThreadId;
@@ -349,6 +375,8 @@ function driftDetail(): string {
   return `the record differs from the contract (CRS_SCHEMA_CONTRACT=freeze): ${parts.join('; ')}`;
 }
 
+// Only ever called before drift is noted, but for `schema_drift`: a quarantined line leaves no
+// drift (see ExportContract).
 function reject(code: RejectCode, detail: string): ParseResult {
   let d = detail.length > MAX_DETAIL ? detail.slice(0, MAX_DETAIL - 1) + '…' : detail;
   // The detail is stored as text too: JSON.parse's message quotes the source, which may hold a
@@ -402,10 +430,10 @@ const walk: { keys: number; zero: boolean; problem: { code: RejectCode; detail: 
 };
 const NEGATIVE_EXPONENT = /[0-9][eE]-/;
 
-function keyTooLong(path: string): { code: RejectCode; detail: string } {
+function keyTooLong(key: string, path: string): { code: RejectCode; detail: string } {
   return {
     code: 'key_too_long',
-    detail: `key ${path} is longer than ${RECORD_LIMITS.maxKeyChars} characters`,
+    detail: `key ${path} is ${Buffer.byteLength(key)} bytes of UTF-8, more than ${RECORD_LIMITS.maxKeyBytes}`,
   };
 }
 
@@ -438,8 +466,8 @@ function inspect(v: object, depth: number, topKey: string): boolean {
   }
   for (const k in v) {
     walk.keys++;
-    if (k.length > RECORD_LIMITS.maxKeyChars) {
-      walk.problem ??= keyTooLong(`${quote(topKey)}…${quote(k)}`);
+    if (keyTooLongBytes(k)) {
+      walk.problem ??= keyTooLong(k, `${quote(topKey)}…${quote(k)}`);
       return inexact;
     }
     const c: unknown = (v as Record<string, unknown>)[k];

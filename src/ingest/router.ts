@@ -103,11 +103,13 @@ export class LineRouter {
     // Hashed as it is encoded (copy-binary.ts), or below for a line to check, not to write. The
     // text is valid UTF-8 decoded (the splitter checked), so well-formed: no scan for that.
     const parsed = parseRecord(text, { hash: false, fromUtf8: true, contract: this.opts.contract });
-    // Read before anything else parses: the parser reuses the list.
+    // Read before anything else parses: the parser reuses the list. Drift counts only of a line
+    // that loads, or is held for that drift (`schema_drift`, so that accepting it releases it); a
+    // line quarantined for anything else is counted in the quarantine, not as the service's fields.
     const drifted = lastDrift().length > 0;
     if (!parsed.ok) {
       const day = this.opts.ledgerDay ?? dayOfRaw(text);
-      if (drifted)
+      if (drifted && parsed.code === 'schema_drift')
         this.noteDrift(itemAt(this.partitions, line.lineNo % this.partitions.length), line.lineNo, day);
       await this.takeReject(line.lineNo, textReject(line.lineNo, parsed, text, bytes, day));
       return;

@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import { type DriftNote, type DriftSource, driftKey } from '../common/schema-drift.ts';
 import type { LoaderClient } from './days.ts';
+import { storedKey } from './stored-key.ts';
 import type { Executor } from './types.ts';
 
 /**
@@ -9,6 +10,8 @@ import type { Executor } from './types.ts';
  * read model (read/schema-drift.ts: `crs-sync schema changes`, status, the dashboard, the alerts).
  *
  * A drift's count is Σ over scope of (max over load key of Σ over partition): see the migration.
+ * Paths and scopes are keys of both tables: written as `storedKey` bounds them (the parsers note
+ * paths bounded already; this keeps any caller's within a btree row).
  */
 
 /** Drift noticed in a batch or a page, counted per scope. */
@@ -38,14 +41,14 @@ const ADD_COUNTS_SQL = `
 function driftRows(counts: readonly DriftCount[]): unknown[][] {
   const byKey = new Map<string, DriftCount>();
   for (const c of counts) {
-    const k = driftKey(c.note);
+    const k = driftKey({ ...c.note, path: storedKey(c.note.path) });
     const had = byKey.get(k);
     if (!had || (c.day !== null && (had.day === null || c.day < had.day))) byKey.set(k, c);
   }
   const rows = [...byKey.entries()].sort((a, b) => (a[0] < b[0] ? -1 : 1)).map((e) => e[1]);
   return [
     rows.map((r) => r.note.source),
-    rows.map((r) => r.note.path),
+    rows.map((r) => storedKey(r.note.path)),
     rows.map((r) => r.note.kind),
     rows.map((r) => r.note.expected),
     rows.map((r) => r.note.actual),
@@ -73,9 +76,9 @@ export async function addBatchDrift(
       loadKey,
       part,
       counts.map((c) => c.note.source),
-      counts.map((c) => c.note.path),
+      counts.map((c) => storedKey(c.note.path)),
       counts.map((c) => c.note.kind),
-      counts.map((c) => c.scope),
+      counts.map((c) => storedKey(c.scope)),
       counts.map((c) => c.day),
       counts.map((c) => c.count),
     ],
@@ -96,18 +99,23 @@ export async function recordEntityDrift(db: Executor, counts: readonly DriftCoun
       first_day = least(schema_drift.first_day, excluded.first_day)`.execute(db);
   // One row per entity and drift, whatever the number of its notes.
   const unique = new Map<string, DriftCount>();
-  for (const c of counts) unique.set(`${driftKey(c.note)}\u0000${c.scope}`, c);
+  for (const c of counts)
+    unique.set(`${driftKey({ ...c.note, path: storedKey(c.note.path) })}\u0000${storedKey(c.scope)}`, c);
   const rows = [...unique.values()];
   await sql`
     insert into schema_drift_counts (source, path, kind, scope, load_key, part, day, count)
     select c.source, c.path, c.kind, c.scope, '', 0, c.day, 1
-    from unnest(${rows.map((c) => c.note.source)}::text[], ${rows.map((c) => c.note.path)}::text[],
-      ${rows.map((c) => c.note.kind)}::text[], ${rows.map((c) => c.scope)}::text[], ${rows.map((c) => c.day)}::date[])
+    from unnest(${rows.map((c) => c.note.source)}::text[], ${rows.map((c) => storedKey(c.note.path))}::text[],
+      ${rows.map((c) => c.note.kind)}::text[], ${rows.map((c) => storedKey(c.scope))}::text[], ${rows.map((c) => c.day)}::date[])
       as c(source, path, kind, scope, day)
     on conflict do nothing`.execute(db);
 }
 
-/** Paths of a source whose drift an operator accepted: the contract a parser is built from. */
+/**
+ * Paths of a source whose drift an operator accepted: the contract a parser is built from. As
+ * stored (`storedKey`), also a long one accepted before paths were bounded: the parsers look a
+ * key up in that form.
+ */
 export async function acceptedDriftPaths(db: Executor, source: DriftSource): Promise<string[]> {
   const rows = await db
     .selectFrom('schema_drift')
@@ -116,20 +124,21 @@ export async function acceptedDriftPaths(db: Executor, source: DriftSource): Pro
     .where('source', '=', source)
     .where('accepted_at', 'is not', null)
     .execute();
-  return rows.map((r) => r.path);
+  return rows.map((r) => storedKey(r.path));
 }
 
 /**
  * Widens the contract by a field: every open drift of `source` at `path` is accepted (a new field
- * becomes known with any type, a type change or absence stops counting as drift). Returns how
- * many drift rows it accepted.
+ * becomes known with any type, a type change or absence stops counting as drift). `path` as
+ * `schema changes` shows it, or a long one in full: it is looked up as stored too (`storedKey`).
+ * Returns how many drift rows it accepted.
  */
 export async function acceptSchemaDrift(db: Executor, source: DriftSource, path: string): Promise<number> {
   const r = await db
     .updateTable('schema_drift')
     .set({ accepted_at: new Date() })
     .where('source', '=', source)
-    .where('path', '=', path)
+    .where('path', 'in', [...new Set([path, storedKey(path)])])
     .where('accepted_at', 'is', null)
     .executeTakeFirst();
   return Number(r.numUpdatedRows);

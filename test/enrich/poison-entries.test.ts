@@ -1,9 +1,11 @@
+import { createHash } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import { sql } from 'kysely';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createServiceClient } from '../../src/api/index.ts';
 import { createEnrichOps } from '../../src/enrich/index.ts';
 import { MAX_DEPTH } from '../../src/enrich/storable.ts';
+import { STORED_KEY_BYTES, storedKey } from '../../src/warehouse/stored-key.ts';
 import { captureLog, options, SECRETS } from '../api/helpers/client-setup.ts';
 import { type ScriptedServer, startScriptedServer } from '../api/helpers/scripted-server.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
@@ -20,6 +22,16 @@ const T1 = uuid(1, 'b');
 
 const entry = (n: number, more = '') =>
   `{"message_id":"${uuid(n)}","role":"assistant","content":"text ${n}","created_at":"2026-01-01T10:00:00Z","citations":[]${more}}`;
+/** `bytes` of ASCII that compression does not shrink much (hex of a sha256 chain). */
+function noise(bytes: number, label: string): string {
+  let out = '';
+  let h = label;
+  while (out.length < bytes) {
+    h = createHash('sha256').update(h).digest('hex');
+    out += h;
+  }
+  return out.slice(0, bytes);
+}
 const deep = (levels: number) => '['.repeat(levels) + ']'.repeat(levels);
 const artifact = (more: string, val = 'v') =>
   `{"output_type":"table","title":"t","citations":[],"val":${JSON.stringify(val)},"resolved_text_objects":true${more}}`;
@@ -160,5 +172,62 @@ describe('enrichment of poison entries and artifacts', () => {
     expect(msgs.map((m) => m.position)).toEqual([0, 2]);
     const t = await tw.w.db.selectFrom('threads').selectAll().executeTakeFirstOrThrow();
     expect(t).toMatchObject({ enrich_status: 'done', history_count: 3 });
+  });
+
+  it('when entries and artifacts have a key of 1 MB, a 600-byte key, a 600-byte artifact id or a 20 KB citation name, then the over-limit ones are quarantined, the rest loads with bounded keys, and drift is recorded only of what loaded', async () => {
+    await sql`truncate schema_drift, schema_drift_counts`.execute(tw.w.db);
+    const mega = noise(1 << 20, 'mega');
+    const key600 = noise(600, 'history-600');
+    const artKey600 = noise(600, 'artifact-600');
+    const longName = noise(20_000, 'citation-name');
+    history = [
+      entry(0),
+      entry(1, `,"${mega}":1`),
+      entry(2, `,"${key600}":"x"`),
+      entry(3, ',"artifact_ids":["mega-art","ok-art"]'),
+      entry(4, `,"artifact_ids":["${'a'.repeat(600)}"]`),
+      `{"message_id":"${uuid(5)}","role":"assistant","content":"c","citations":[{"id":"c1","citation_type":"web","name":"${longName}"}]}`,
+      // Quarantined for its nesting: its new field `mood` is not drift.
+      entry(6, `,"mood":"calm","x":${deep(10_000)}`),
+    ];
+    artifacts.set('mega-art', artifact(`,"${mega}":1`));
+    artifacts.set('ok-art', artifact(`,"${artKey600}":1`));
+
+    const counts = await enrich();
+    expect(counts).toMatchObject({ done: 1, messages: 4, artifacts: 1 });
+    expect(await rejects()).toEqual([
+      ['artifact', 3, 'artifact_key_too_long'],
+      ['history', 1, 'history_key_too_long'],
+      ['history', 4, 'history_invalid_field'],
+      ['history', 6, 'history_nesting_too_deep'],
+    ]);
+    const detail = await tw.w.db
+      .selectFrom('rejected_records')
+      .select(['error_detail'])
+      .where('error_code', '=', 'history_key_too_long')
+      .executeTakeFirstOrThrow();
+    expect(detail.error_detail).toContain(`a key of ${1 << 20} bytes of UTF-8, more than 1024`);
+    const t = await tw.w.db.selectFrom('threads').selectAll().executeTakeFirstOrThrow();
+    expect(t).toMatchObject({ enrich_status: 'done', history_count: 7 });
+
+    // The citation's name is stored bounded (a key of the citation index and rollups); the
+    // entry's raw keeps it whole.
+    const cit = await tw.w.db.selectFrom('citations').select(['name']).executeTakeFirstOrThrow();
+    expect(cit.name).toBe(storedKey(longName));
+    expect(Buffer.byteLength(cit.name ?? '')).toBeLessThanOrEqual(STORED_KEY_BYTES);
+    const raw = await sql<{ name: string }>`select raw->'citations'->0->>'name' as name from thread_messages
+      where position = 5`.execute(tw.w.db);
+    expect(raw.rows[0]?.name).toBe(longName);
+
+    const drift = await tw.w.db
+      .selectFrom('schema_drift')
+      .select(['source', 'path', 'kind'])
+      .orderBy('source')
+      .execute();
+    expect(drift).toEqual([
+      { source: 'artifact', path: storedKey(artKey600), kind: 'new_field' },
+      { source: 'history', path: storedKey(key600), kind: 'new_field' },
+    ]);
+    for (const d of drift) expect(Buffer.byteLength(d.path)).toBeLessThanOrEqual(STORED_KEY_BYTES);
   });
 });

@@ -301,4 +301,21 @@ describe('merge paths', () => {
       { _load_id: 'resume-enc', response: 'corrected 5 ✓' },
     ]);
   });
+
+  it('when every line of a file carries a new field and the lines take the fast path (parsed in the merge), then the drift counts each line once', async () => {
+    const tw = await warehouse();
+    const recs = makeRecords(40, { seed: 'fast-drift', day: '2026-08-09' }).map((r, i) => ({
+      ...r,
+      Region: `eu-${i}`,
+    }));
+    // Batches of 4 lines on one connection: ten batches, each merged while the next one fills.
+    const s = await importFile(tw.w, parseConfig({ CRS_BATCH_SIZE: '4', CRS_LOAD_CONNECTIONS: '1' }), log, {
+      file: file(toJsonl(recs)),
+    });
+    expect(s).toMatchObject({ inserted: 40, rejected: 0 });
+    const counts = await tw.w.pool.query(
+      `select path, sum(count)::int as n from schema_drift_counts where source = 'export' group by path`,
+    );
+    expect(counts.rows).toEqual([{ path: 'Region', n: 40 }]);
+  });
 });

@@ -2,7 +2,14 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { dayOfTimeText } from '../../src/common/iso-time.ts';
 import { recordHash } from '../../src/ingest/record-hash.ts';
-import { numericInRange, parseRecord, RECORD_LIMITS } from '../../src/ingest/record-parser.ts';
+import {
+  exportContract,
+  lastDrift,
+  numericInRange,
+  parseRecord,
+  RECORD_LIMITS,
+} from '../../src/ingest/record-parser.ts';
+import { STORED_KEY_BYTES, storedKey } from '../../src/warehouse/stored-key.ts';
 
 const base = {
   Input: 'q',
@@ -70,14 +77,35 @@ describe('record limits', () => {
     }
   });
 
-  it('when a key of extra is longer than maxKeyChars (at the top or nested), then it is rejected as key_too_long', () => {
-    const long = 'k'.repeat(RECORD_LIMITS.maxKeyChars + 1);
-    expect(parseRecord(withExtra(`"${long}":1`))).toMatchObject({ ok: false, code: 'key_too_long' });
+  it('when a key of extra is longer than maxKeyBytes of UTF-8 (at the top or nested), then it is rejected as key_too_long, and the detail says bytes', () => {
+    const long = 'k'.repeat(RECORD_LIMITS.maxKeyBytes + 1);
+    expect(parseRecord(withExtra(`"${long}":1`))).toMatchObject({
+      ok: false,
+      code: 'key_too_long',
+      detail: expect.stringContaining(`is ${RECORD_LIMITS.maxKeyBytes + 1} bytes of UTF-8, more than 1024`),
+    });
     expect(parseRecord(withExtra(`"a":{"b":{"${long}":1}}`))).toMatchObject({
       ok: false,
       code: 'key_too_long',
     });
     expect(parseRecord(withExtra(`"${long.slice(1)}":1`)).ok).toBe(true);
+  });
+
+  it('when a key is within the limit in characters but not in bytes (1,024 CJK characters: 3,072 bytes), then it is rejected as key_too_long; 341 of them (1,023 bytes) are accepted', () => {
+    const cjk = '漢'.repeat(1024);
+    expect(Buffer.byteLength(cjk)).toBe(3072);
+    expect(parseRecord(withExtra(`"${cjk}":1`))).toMatchObject({
+      ok: false,
+      code: 'key_too_long',
+      detail: expect.stringContaining('3072 bytes of UTF-8'),
+    });
+    expect(parseRecord(withExtra(`"n":{"${cjk}":1}`))).toMatchObject({ ok: false, code: 'key_too_long' });
+    // Right at the line: 341 × 3 = 1023 bytes, plus one ASCII byte is 1024, plus two is 1025.
+    expect(parseRecord(withExtra(`"${'漢'.repeat(341)}a":1`)).ok).toBe(true);
+    expect(parseRecord(withExtra(`"${'漢'.repeat(341)}ab":1`))).toMatchObject({ code: 'key_too_long' });
+    // Four bytes a character, two UTF-16 units: 256 emoji are 1,024 bytes, 257 are over.
+    expect(parseRecord(withExtra(`"${'😀'.repeat(256)}":1`)).ok).toBe(true);
+    expect(parseRecord(withExtra(`"${'😀'.repeat(257)}":1`))).toMatchObject({ code: 'key_too_long' });
   });
 
   it('when extra holds more than maxKeys keys over all depths, then it is rejected as too_many_keys; exactly maxKeys is accepted', () => {
@@ -92,6 +120,56 @@ describe('record limits', () => {
       ok: false,
       code: 'too_many_keys',
     });
+  });
+});
+
+describe('schema drift and the record limits', () => {
+  const many = Array.from({ length: RECORD_LIMITS.maxKeys + 1 }, (_, i) => `"k${i}":0`).join(',');
+  const poison: Array<[string, string]> = [
+    ['nesting_too_deep', withExtra(`"Region":"eu","x":${nested(10_000)}`)],
+    ['too_many_keys', withExtra(many)],
+    ['key_too_long', withExtra(`"Region":"eu","${'k'.repeat(10_000)}":1`)],
+    ['key_too_long', withExtra(`"${'漢'.repeat(1024)}":1`)],
+    ['number_out_of_range', withExtra('"Region":"eu","n":1e200000')],
+    ['text_not_storable', withExtra('"Region":"eu\\u0000"')],
+    ['invalid_uuid', JSON.stringify({ ...base, 'Message ID': 'not-a-uuid', Region: 'eu' })],
+    ['missing_field', JSON.stringify({ ...base, 'User ID': undefined, Region: 'eu' })],
+    ['wrong_type', JSON.stringify({ ...base, 'User ID': 7, Region: 'eu' })],
+  ];
+
+  it('when a line is quarantined (too deep, too many keys, a key too long, a bad id, a missing or non-string named field), then it leaves no drift, in evolve and in freeze', () => {
+    for (const freeze of [false, true]) {
+      for (const [code, line] of poison) {
+        const r = parseRecord(line, { contract: exportContract({ freeze }) });
+        expect(r, code).toMatchObject({ ok: false, code });
+        expect(lastDrift(), `${code} (freeze ${freeze})`).toEqual([]);
+      }
+    }
+  });
+
+  it('when the contract is frozen and a line drifts, then its schema_drift reject keeps the drift (what `schema accept` releases)', () => {
+    const r = parseRecord(withExtra('"Region":"eu"'), { contract: exportContract({ freeze: true }) });
+    expect(r).toMatchObject({ ok: false, code: 'schema_drift' });
+    expect(lastDrift()).toMatchObject([{ path: 'Region', kind: 'new_field', actual: 'string' }]);
+  });
+
+  it('when a loaded line has a 600-byte key, then its drift path is bounded to 512 bytes (prefix and hash), distinct keys stay distinct, and accepting the path (or the full key) makes it known', () => {
+    const a = `${'漢'.repeat(190)}a`;
+    const b = `${'漢'.repeat(190)}b`;
+    expect(Buffer.byteLength(a)).toBe(571);
+    const r = parseRecord(withExtra(`"${a}":1,"${b}":"x"`));
+    expect(r.ok).toBe(true);
+    const notes = lastDrift().map((d) => ({ ...d }));
+    expect(notes.map((d) => d.path)).toEqual([storedKey(a), storedKey(b)]);
+    for (const d of notes) {
+      expect(Buffer.byteLength(d.path)).toBeLessThanOrEqual(STORED_KEY_BYTES);
+      expect(d.path).toMatch(/^漢+…#[0-9a-f]{16}$/);
+    }
+    expect(notes[0]?.path).not.toBe(notes[1]?.path);
+    for (const accepted of [[storedKey(a)], [a]]) {
+      parseRecord(withExtra(`"${a}":1`), { contract: exportContract({ accepted, freeze: true }) });
+      expect(lastDrift()).toEqual([]);
+    }
   });
 });
 

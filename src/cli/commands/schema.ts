@@ -42,7 +42,8 @@ export function registerSchema(program: Command): void {
         'the contract crs-sync knows (docs/service-contract.md). A field the contract does not name\n' +
         '(new_field), a field it expects that is absent (missing_field) or a field of another JSON\n' +
         'type (type_changed) is recorded once per source, path and kind, with the first day, how\n' +
-        'many records carried it and a short example (credentials masked).\n\n' +
+        'many records carried it and a short example (credentials masked). A record quarantined\n' +
+        'for another reason than its drift (rejects list) records none.\n\n' +
         'CRS_SCHEMA_CONTRACT=evolve (the default) loads such export records, history entries and\n' +
         'artifacts as before; =freeze quarantines them with the code schema_drift (thread-list\n' +
         'entries are only recorded). `accept` widens the contract by a field; `crs-sync rejects\n' +

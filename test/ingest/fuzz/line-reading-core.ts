@@ -89,7 +89,7 @@ function nearMiss(rng: Rng): string {
     '"Message\\u00a0ID"',
     '"Message\\tID"',
     '"Message\\\\ID"',
-    // '"Message ID\\u0000"',
+    '"Message ID\\u0000"',
     '"Message Time\\u200b"',
     '"Message\\u0020Time "',
     '"\\"Message ID\\""',
