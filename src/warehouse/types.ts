@@ -213,9 +213,15 @@ export interface RejectedRecordsTable {
   received_at: GeneratedTimestamp;
   /** Export and file lines: the line's `Message ID`, where it could be read (the whole line, not only `raw`). */
   message_id: string | null;
+  /** When it stopped being open (replayed, dismissed or gone): null while open. */
   replayed_at: Timestamp | null;
   replay_result: string | null;
+  /** How it closed (RejectResolution); null while open. */
+  resolution: RejectResolution | null;
 }
+
+/** How a reject closed: loaded again (or its thread re-queued), closed by hand, or its line left a complete load of its day. */
+export type RejectResolution = 'replayed' | 'dismissed' | 'gone';
 
 /** One schema drift: a source's field that differs from the known contract (schema-drift.ts). */
 export interface SchemaDriftTable {

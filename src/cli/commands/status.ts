@@ -42,6 +42,7 @@ function formatStatus(s: WarehouseStatus, warehouse: string): string {
     `days        ${byKey(s.days)}`,
     `messages    ${s.messages.live.toLocaleString('en-US')} live, ${s.messages.deleted.toLocaleString('en-US')} marked deleted`,
     `threads     ${byKey(s.threads)}`,
+    `budget      ${describeBudgets(s)}`,
   ];
   for (const t of sections(s)) {
     if (t.rows.length > 0) out.push('', t.title, renderTable(t.head, t.rows));
@@ -50,6 +51,21 @@ function formatStatus(s: WarehouseStatus, warehouse: string): string {
 }
 
 const utc = (iso: string) => iso.slice(0, 19).replace('T', ' ');
+
+/** The shared request budgets in a line: the limit in force, its use in the window, a pause. */
+function describeBudgets(s: WarehouseStatus): string {
+  if (s.budgets.length === 0)
+    return '(no shared request budget used yet: CRS_RATE_BUDGET=off, or no worker has called the service)';
+  return s.budgets
+    .map(
+      (b) =>
+        `${b.name}: ${b.limitPerSecond === null ? 'no limit asked yet' : `limit ${b.limitPerSecond} requests/s`}, ` +
+        `${b.leasedInWindow} leased in the last ${(b.windowMs ?? 1000) / 1000} s` +
+        (b.pausedSeconds > 0 ? `, paused ${b.pausedSeconds} s more (the service's Retry-After)` : '') +
+        `, last lease ${utc(b.updatedAt)} UTC`,
+    )
+    .join('; ');
+}
 
 /** The tables of the status, in the order shown. */
 function sections(s: WarehouseStatus): { title: string; head: string[]; rows: (string | number)[][] }[] {
@@ -115,9 +131,9 @@ function sections(s: WarehouseStatus): { title: string; head: string[]; rows: (s
       ]),
     },
     {
-      title: 'Quarantine (rejected_records):',
-      head: ['source', 'error code', 'open', 'replayed'],
-      rows: s.rejects.map((r) => [r.source, r.errorCode, r.open, r.replayed]),
+      title: 'Quarantine (rejected_records; closed: dismissed, or gone from a complete load of the day):',
+      head: ['source', 'error code', 'open', 'replayed', 'closed'],
+      rows: s.rejects.map((r) => [r.source, r.errorCode, r.open, r.replayed, r.closed]),
     },
   ];
 }
