@@ -148,18 +148,24 @@ describe('the sync, backfill and schedule commands (dev server, real activities)
       stderr += b.toString('utf8');
     });
     const exited = once(child, 'exit');
-    for (let i = 0; i < 600 && !stderr.includes('no worker is polling'); i++) {
-      await new Promise((res) => setTimeout(res, 100));
+    let id: string | undefined;
+    try {
+      // The check comes right after the start (the first workflow task is never taken): 30 s is ample.
+      for (let i = 0; i < 300 && !stderr.includes('no worker is polling'); i++) {
+        await new Promise((res) => setTimeout(res, 100));
+      }
+      id = /started (\S+) on task queue/.exec(stderr)?.[1];
+      expect(stderr).toContain(`no worker is polling task queue ${idle}`);
+      expect(id).toBeDefined();
+      child.kill('SIGINT');
+      const [code] = await exited;
+      expect(code).toBe(1);
+      expect(stderr).toContain(`cancel it with: crs-sync cancel ${id} (a worker must be running`);
+      expect(stderr).not.toContain('temporal workflow cancel');
+    } finally {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      if (id) await h.client.workflow.getHandle(id).terminate('test cleanup');
     }
-    expect(stderr).toContain(`no worker is polling task queue ${idle}`);
-    const id = /started (\S+) on task queue/.exec(stderr)?.[1];
-    expect(id).toBeDefined();
-    child.kill('SIGINT');
-    const [code] = await exited;
-    expect(code).toBe(1);
-    expect(stderr).toContain(`cancel it with: crs-sync cancel ${id} (a worker must be running`);
-    expect(stderr).not.toContain('temporal workflow cancel');
-    await h.client.workflow.getHandle(id!).terminate('test cleanup');
   });
 
   it('when sync is started with --detach, then it prints the workflow id and exits 0 while the run goes on', async () => {
