@@ -185,6 +185,13 @@ describe('the sync, backfill and schedule commands (dev server, real activities)
     const m = /threads: (\d+) enriched \((\d+) done/.exec(r.stdout);
     expect(m, r.stdout).not.toBeNull();
     expect(Number(m![1])).toBeGreaterThan(0);
+    // The load's count is of a different thing, and says so: thread-days queued, not threads.
+    const q =
+      /enrichment queue: (\d+) thread-day\(s\) queued \(a thread with new messages on several days counts once per day\)/.exec(
+        r.stdout,
+      );
+    expect(q, r.stdout).not.toBeNull();
+    expect(r.stdout).not.toMatch(/\d+ thread\(s\) queued/);
     const pending = await tw.w.db
       .selectFrom('threads')
       .select((eb) => eb.fn.countAll<number>().as('n'))
