@@ -7,6 +7,7 @@ import type { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { shiftDay, utcDay } from '../../src/common/civil-date.ts';
 import { type Simulator, startSimulator } from '../../src/simulator/index.ts';
+import { watchWorkers } from '../../src/temporal/pollers.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 import { connectHarness, createTestWorker, type TemporalHarness } from './harness.ts';
 
@@ -127,6 +128,41 @@ describe('the sync, backfill and schedule commands (dev server, real activities)
     const unknown = await cli(['cancel', 'crs-sync-manual-no-such-run'], idle);
     expect(unknown.code).toBe(2);
     expect(unknown.stderr).toContain('nothing to cancel');
+  });
+
+  it('when a run waits on a task queue no worker polls, then the warning comes again while it waits, and once a worker polls it says so and stops', async () => {
+    const late = `${h.taskQueue}-late`;
+    const said: string[] = [];
+    const sink = { write: (text: string) => said.push(text) > 0 } as unknown as NodeJS.WritableStream;
+    // A short interval stands for the commands' 30 s.
+    const watch = watchWorkers(h.client, late, 'the run', sink, 100);
+    const waitFor = async (what: () => boolean, name: string) => {
+      for (let i = 0; i < 600 && !what(); i++) await new Promise((res) => setTimeout(res, 50));
+      expect(what(), name).toBe(true);
+    };
+    const warnings = () => said.filter((l) => l.includes(`no worker is polling task queue ${late}`)).length;
+    let w: Worker | undefined;
+    let running: Promise<void> | undefined;
+    try {
+      expect(await watch.first).toBe(0);
+      await waitFor(() => warnings() >= 3, 'the warning three times');
+      w = await createTestWorker({ ...h, taskQueue: late }, { warehouse: tw.w, env: sim.env() });
+      running = w.run();
+      await waitFor(
+        () => said.some((l) => l.includes(`a worker is polling task queue ${late} now`)),
+        'the all-clear',
+      );
+      const after = warnings();
+      const cleared = said.length;
+      // Nothing more once a worker polls: the next check would have come within 100 ms.
+      await new Promise((res) => setTimeout(res, 500));
+      expect(warnings()).toBe(after);
+      expect(said.length).toBe(cleared);
+    } finally {
+      watch.stop();
+      w?.shutdown();
+      await running;
+    }
   });
 
   it('when an attached sync waits on a task queue no worker polls and is interrupted, then its hint names a cancel command that exists and that a worker is needed', async () => {
