@@ -30,13 +30,7 @@ export async function startAndFollow(
   try {
     const handle = await start(t.client, taskQueue);
     process.stderr.write(`${label} ${handle.workflowId} on task queue ${taskQueue}\n`);
-    const watch = watchWorkers(
-      t.client,
-      taskQueue,
-      `${handle.workflowId}`,
-      process.stderr,
-      NO_WORKER_REPEAT_MS,
-    );
+    const watch = watchWorkers(t.client, taskQueue, handle.workflowId, process.stderr, NO_WORKER_REPEAT_MS);
     if (detach) {
       await watch.first;
       watch.stop();

@@ -16,9 +16,9 @@ export function registerCancel(program: Command): void {
   program
     .command('cancel')
     .description(
-      'ask a running sync, backfill or scheduled run to stop (its workflow id: printed by sync, backfill ' +
-        'and --detach, shown by status and schedule describe); its days stop cleanly and release the ledger. ' +
-        'A worker must be running to carry it out',
+      'ask a running sync, backfill or scheduled run to stop (its workflow id: printed by sync and backfill, ' +
+        'kept in sync_runs.workflow_id, shown running by schedule describe); its days stop cleanly and ' +
+        'release the ledger. A worker must be running to carry it out',
     )
     .argument('<workflow-id>', 'the run to cancel, e.g. crs-sync-backfill-2026-01-01-2026-01-31')
     .action(async (workflowId: string) => {

@@ -189,7 +189,7 @@ export function registerRejects(program: Command): void {
     .command('dismiss')
     .description(
       'close open rejects that need no replay (the line is wrong for good, or was fixed by other means), ' +
-        'with a reason: they leave the open counts (status, sync_health, the open_rejects alert) and keep ' +
+        'with a reason: they leave the open counts (status, sync_health.open_rejects, the metrics) and keep ' +
         'their row; `rejects list --all` shows the reason',
     )
     .requiredOption('--id <id...>', 'the rejects to close (ids from rejects list)')
