@@ -17,7 +17,11 @@ export { addEnrich, type EnrichCounts, emptyEnrichCounts } from '../src/enrich/c
  */
 export type DayOutcome = 'loaded' | 'attached';
 
-/** A run's figures: its days' counts summed, and how each of its days ended. */
+/**
+ * A run's figures: the counts of the days it loaded, summed, and how each of its days ended. A
+ * day it took from another run (`attached`) adds to `daysAttached` only: its rows were counted by
+ * the run that loaded it, so the sum of every run's `inserted` is the rows inserted.
+ */
 export interface RunTotals extends LoadCounts {
   daysLoaded: number;
   daysAttached: number;
@@ -28,12 +32,16 @@ export function emptyTotals(): RunTotals {
   return { ...emptyCounts(), daysLoaded: 0, daysAttached: 0, daysFailed: 0 };
 }
 
-/** A run's totals with one more day's result folded in (a new object: the old one may be published). */
+/**
+ * A run's totals with one more day's result folded in (a new object: the old one may be
+ * published). An attached day's counts are another run's: only the day is counted.
+ */
 export function addDay(t: RunTotals, d: Partial<Readonly<LoadCounts>> & { outcome: DayOutcome }): RunTotals {
   // Over zeros first: totals carried over from a history recorded before a count existed lack it.
   const out = { ...emptyTotals(), ...t };
-  addCounts(out, d);
-  if (d.outcome === 'loaded') out.daysLoaded += 1;
-  else out.daysAttached += 1;
+  if (d.outcome === 'loaded') {
+    addCounts(out, d);
+    out.daysLoaded += 1;
+  } else out.daysAttached += 1;
   return out;
 }

@@ -5,7 +5,7 @@ import { type Config, configuredSecrets, parseConfig } from '../config.ts';
 import { CrsError } from '../errors.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { checkConnection, openWarehouse, type Warehouse } from '../warehouse/db.ts';
-import { startEmbeddedPostgres } from '../warehouse/embedded.ts';
+import { embeddedDataDir, startEmbeddedPostgres } from '../warehouse/embedded.ts';
 import { migrateToLatest, pendingMigrations } from '../warehouse/migrator.ts';
 
 /**
@@ -72,7 +72,8 @@ export type SchemaUse = 'migrate' | 'current' | 'as-is';
 /**
  * The warehouse of DATABASE_URL; without one, an embedded PostgreSQL whose data directory
  * (.data/postgres under the working directory) persists between commands, announced on stderr.
- * Migrations are idempotent and serialised by an advisory lock.
+ * A command that only reads (`schema: 'current'`) never creates that cluster: with none there it
+ * exits 2 saying where it looked. Migrations are idempotent and serialised by an advisory lock.
  */
 export async function openConfiguredWarehouse(
   ctx: CliContext,
@@ -86,6 +87,7 @@ export async function openConfiguredWarehouse(
     const u = new URL(url);
     description = `${u.hostname}:${u.port || 5432}${u.pathname} (schema ${ctx.config.schema})`;
   } else {
+    if ((opts.schema ?? 'migrate') === 'current') requireEmbeddedCluster();
     const emb = await startEmbeddedPostgres({ dir: EMBEDDED_DIR, persistent: true });
     url = emb.url;
     stopEmbedded = emb.stop;
@@ -129,6 +131,23 @@ export async function openConfiguredWarehouse(
       await stopEmbedded?.();
     },
   };
+}
+
+/**
+ * A reader without DATABASE_URL reads the embedded PostgreSQL of the working directory, and
+ * there is none: run elsewhere than where the data is, or with the variable lost. Starting one
+ * would create an empty cluster here (tens of MB), and `migrate` then a second, empty warehouse.
+ */
+function requireEmbeddedCluster(): void {
+  const found = embeddedDataDir(EMBEDDED_DIR);
+  if (found.exists) return;
+  throw new CrsError(
+    'USAGE',
+    `DATABASE_URL is not set, and there is no embedded PostgreSQL in ${found.dir} (its place for the working ` +
+      `directory ${process.cwd()}): nothing to read. Set DATABASE_URL to your warehouse, or run from the ` +
+      `directory whose ${EMBEDDED_DIR} holds it; a command that writes (migrate, import) would create a new, ` +
+      'empty one here',
+  );
 }
 
 /** Readers never migrate: a schema behind the code is for `crs-sync migrate` to bring up. */

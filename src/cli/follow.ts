@@ -4,15 +4,20 @@ import type { SyncProgress, SyncResult } from '../../contract/workflows.ts';
 import type { backfill, syncWindow } from '../../workflows/index.ts';
 import { CrsError } from '../errors.ts';
 import { connectClient } from '../temporal/connection.ts';
+import { watchWorkers } from '../temporal/pollers.ts';
 import { followRun } from '../temporal/runs.ts';
 import { loadContext } from './context.ts';
 
 type RunHandle = WorkflowHandle<typeof syncWindow> | WorkflowHandle<typeof backfill>;
 
+/** How often an attached run says again that no worker polls its task queue. */
+const NO_WORKER_REPEAT_MS = 30_000;
+
 /**
  * What `sync` and `backfill` do once their options are checked: connect to Temporal, start (or
  * attach to) the run, say so on stderr (`<label> <workflow id> on task queue <queue>`), then
- * either print the workflow id and return (`--detach`) or follow the run to its end.
+ * either print the workflow id and return (`--detach`) or follow the run to its end. When no
+ * worker polls the task queue, stderr says so at once, and every 30 s while the run waits.
  */
 export async function startAndFollow(
   label: string,
@@ -20,18 +25,31 @@ export async function startAndFollow(
   start: (client: Client, taskQueue: string) => Promise<RunHandle>,
 ): Promise<void> {
   const ctx = loadContext();
+  const taskQueue = ctx.config.temporal.taskQueue;
   const t = await connectClient(ctx.config.temporal);
   try {
-    const handle = await start(t.client, ctx.config.temporal.taskQueue);
-    process.stderr.write(`${label} ${handle.workflowId} on task queue ${ctx.config.temporal.taskQueue}\n`);
+    const handle = await start(t.client, taskQueue);
+    process.stderr.write(`${label} ${handle.workflowId} on task queue ${taskQueue}\n`);
+    const watch = watchWorkers(t.client, taskQueue, handle.workflowId, process.stderr, NO_WORKER_REPEAT_MS);
     if (detach) {
+      await watch.first;
+      watch.stop();
       process.stdout.write(`${handle.workflowId}\n`);
       return;
     }
-    await followWithProgress(t.client, handle);
+    try {
+      await followWithProgress(t.client, handle);
+    } finally {
+      watch.stop();
+    }
   } finally {
     await t.close();
   }
+}
+
+/** How to cancel a run that goes on without us: a command of ours, and what it needs. */
+export function cancelHint(workflowId: string): string {
+  return `cancel it with: crs-sync cancel ${workflowId} (a worker must be running to carry the cancellation out)`;
 }
 
 /**
@@ -77,19 +95,25 @@ export async function followWithProgress(
     if (line !== lastLine) err.write(`${line}\n`);
     lastLine = line;
   };
+  // Ctrl-C also cuts the calls in flight: a progress query waits up to its timeout for a worker
+  // to answer, and would hold the process that long after it said it stopped.
+  const calls = new AbortController();
   const interrupted = new Promise<never>((_, reject) => {
-    process.once('SIGINT', () =>
+    process.once('SIGINT', () => {
       reject(
         new CrsError(
           'CANCELLED',
-          `stopped following ${handle.workflowId}; it goes on in the workers ` +
-            `(cancel it with: temporal workflow cancel --workflow-id ${handle.workflowId})`,
+          `stopped following ${handle.workflowId}; it goes on in the workers (${cancelHint(handle.workflowId)})`,
         ),
-      ),
-    );
+      );
+      calls.abort();
+    });
   });
   try {
-    const result = await Promise.race([followRun(client, handle, { onProgress }), interrupted]);
+    const following = client.connection.withAbortSignal(calls.signal, () =>
+      followRun(client, handle, { onProgress, signal: calls.signal }),
+    );
+    const result = await Promise.race([following, interrupted]);
     bar?.stop();
     out.write(`${formatSummary(handle.workflowId, result).join('\n')}\n`);
     return result;
@@ -109,7 +133,11 @@ export function formatSummary(workflowId: string, r: SyncResult): string[] {
     `${r.kind} ${workflowId} succeeded: ${r.from ?? '-'} → ${r.to ?? '-'}, ${r.days} day(s) ` +
       `(${t.daysLoaded} loaded, ${t.daysAttached} taken from another run, ${t.daysFailed} failed)`,
     `rows: ${t.rowsRead} read, ${t.inserted} inserted, ${t.updated} updated, ${t.unchanged} unchanged, ` +
-      `${t.rejected} rejected, ${t.deleted} marked deleted; ${mb(t.bytesRead)}; ${t.threadsQueued} thread(s) queued`,
+      `${t.rejected} rejected, ${t.deleted} marked deleted; ${mb(t.bytesRead)}` +
+      (t.daysAttached > 0 ? ` (the ${t.daysAttached} day(s) taken from another run count in that run)` : ''),
+    // Each day's load queues the threads with new messages that day: a thread with messages on
+    // several days is queued by each of them, and enriched once.
+    `enrichment queue: ${t.threadsQueued} thread-day(s) queued (a thread with new messages on several days counts once per day)`,
     `load id: ${r.loadId}`,
   ];
   if (r.enrich) {

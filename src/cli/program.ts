@@ -1,7 +1,8 @@
-import { Command, CommanderError } from 'commander';
+import { CommanderError } from 'commander';
 import { terminalText } from '../common/terminal-text.ts';
 import { EXIT_FAILURE, EXIT_USAGE, errorMessage, isCrsError } from '../errors.ts';
 import { redactText } from '../log.ts';
+import { COMMANDS, createProgram } from './registry.ts';
 
 /** A stack trace is for whoever debugs: shown with LOG_LEVEL=debug (or trace) only. */
 function describeUnexpected(err: unknown): string {
@@ -36,37 +37,7 @@ for (const stream of [process.stdout, process.stderr]) {
   });
 }
 
-/**
- * The commands, each loaded only when it runs: a command's module pulls in what it needs (the
- * loader, the Temporal SDK, the simulator), and loading every one of them cost each command a
- * second and ~50 MB before it began. `--help` without a command loads them all.
- */
-const COMMANDS: Record<string, (program: Command) => Promise<void>> = {
-  migrate: async (p) => (await import('./commands/migrate.ts')).registerMigrate(p),
-  import: async (p) => (await import('./commands/import.ts')).registerImport(p),
-  status: async (p) => (await import('./commands/status.ts')).registerStatus(p),
-  rejects: async (p) => (await import('./commands/rejects.ts')).registerRejects(p),
-  deletes: async (p) => (await import('./commands/deletes.ts')).registerDeletes(p),
-  sim: async (p) => (await import('./commands/sim.ts')).registerSim(p),
-  worker: async (p) => (await import('./commands/worker.ts')).registerWorker(p),
-  sync: async (p) => (await import('./commands/sync.ts')).registerSync(p),
-  backfill: async (p) => (await import('./commands/backfill.ts')).registerBackfill(p),
-  schedule: async (p) => (await import('./commands/schedule.ts')).registerSchedule(p),
-  demo: async (p) => (await import('./commands/demo.ts')).registerDemo(p),
-  dashboard: async (p) => (await import('./commands/dashboard.ts')).registerDashboard(p),
-  rollups: async (p) => (await import('./commands/rollups.ts')).registerRollups(p),
-  alerts: async (p) => (await import('./commands/alerts.ts')).registerAlerts(p),
-  schema: async (p) => (await import('./commands/schema.ts')).registerSchema(p),
-};
-
-const program = new Command('crs-sync')
-  .description(
-    'Keeps a PostgreSQL warehouse in step with a Conversational Research Service.\n' +
-      'Configuration comes from the environment (a .env file in the working directory is read);\n' +
-      'see the README for every variable. Exit status: 0 success, 1 failure, 2 bad usage or configuration.',
-  )
-  .showHelpAfterError('(run with --help for usage)')
-  .exitOverride();
+const program = createProgram();
 
 try {
   const named = COMMANDS[process.argv[2] ?? ''];

@@ -74,8 +74,10 @@ export const DEFAULT_STATEMENT_TIMEOUT_MS = 10_000;
 const BUSY_RETRY_AFTER_S = 5;
 
 export interface Dashboard {
-  /** http://host:port (the address to open). */
+  /** http://host:port (the address to open; on a wildcard bind, this machine's loopback). */
   url: string;
+  /** The address and port actually bound (`0.0.0.0:8787`, `[::1]:8787`). */
+  listening: string;
   close(): Promise<void>;
 }
 
@@ -549,6 +551,7 @@ export async function startDashboard(opts: DashboardOptions): Promise<Dashboard>
   const shown = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
   return {
     url: `http://${shown}:${addr.port}`,
+    listening: `${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}`,
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());

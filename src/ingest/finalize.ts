@@ -4,6 +4,7 @@ import type { LoadCounts } from '../common/counts.ts';
 import { CrsError } from '../errors.ts';
 import { addDayDeletes, recordDayExport, recordDayLoaded, recountDayDeletes } from '../warehouse/days.ts';
 import type { Warehouse } from '../warehouse/db.ts';
+import { closeGoneRejects } from '../warehouse/quarantine.ts';
 import { marksWaitSql } from '../warehouse/rollups/mark.ts';
 import { refreshRollups } from '../warehouse/rollups/refresh.ts';
 import { threadTotalsFromRollups } from '../warehouse/rollups/status.ts';
@@ -272,6 +273,9 @@ async function finalizeDay(
     // The pull's own day: its deletes wait for the refresh with its batches' writes (merge.ts).
     await c.query(own ? `begin; ${marksWaitSql(summary.day)}` : 'begin');
     const held = await deleteStep(c, summary, f, g);
+    // The same judgement as the deletes: an export trusted to delete what it lacks also closes
+    // the rejects of lines it no longer has (one whose deletes were held is not trusted).
+    if (summary.incompleteReason === null && held === null) await closeGoneRejects(c, summary.day, f.loadId);
     summary.deleted = await addDayDeletes(c, f.loadKey, summary.day, summary.deleted);
     await recordDayLoaded(c, summary, {
       loadId: f.loadId,

@@ -11,9 +11,12 @@ import {
   rejectsByLine,
 } from '../warehouse/quarantine.ts';
 import { closeRun, startRun } from '../warehouse/runs.ts';
+import { acceptedDriftPaths } from '../warehouse/schema-drift.ts';
 import { requeueThreads } from '../warehouse/threads.ts';
 import type { RejectedRecord } from '../warehouse/types.ts';
+import { splitLines } from './line-splitter.ts';
 import { runLoad } from './load.ts';
+import { exportContract, parseRecord, rejectCodeForLineProblem } from './record-parser.ts';
 
 /**
  * Replays quarantined rows once their cause is fixed (a parser change, a relaxed contract).
@@ -30,10 +33,16 @@ export type ReplayFilter = RejectFilter;
 export interface ReplayResult {
   replayLoadId: string | null;
   selected: number;
+  /** Lines loaded (with dryRun: lines the current parser and contract would load). */
   loaded: number;
+  /** Lines rejected again (with dryRun: that would be). */
   stillRejected: number;
+  /** stillRejected by the code of the reject they get now (would get, with dryRun). */
+  stillRejectedByCode: Record<string, number>;
   notReplayable: number;
+  /** Threads re-queued (with dryRun: that would be). */
   threadsRequeued: number;
+  dryRun: boolean;
 }
 
 export async function replayRejects(
@@ -55,10 +64,19 @@ export async function replayRejects(
     selected: rows.length,
     loaded: 0,
     stillRejected: 0,
+    stillRejectedByCode: {},
     notReplayable: prefixOnly.length,
     threadsRequeued: 0,
+    dryRun: opts.dryRun === true,
   };
-  if (opts.dryRun) return result;
+  if (opts.dryRun) {
+    const judged = await judgeLines(w, config, lines);
+    result.stillRejectedByCode = judged.byCode;
+    result.stillRejected = Object.values(judged.byCode).reduce((a, b) => a + b, 0);
+    result.loaded = lines.length - result.stillRejected;
+    result.threadsRequeued = new Set(threadRows.map((r) => r.thread_id)).size;
+    return result;
+  }
 
   await noteReplayResult(
     w.db,
@@ -66,50 +84,105 @@ export async function replayRejects(
     'not replayable: only a prefix of the over-long line was kept',
   );
 
-  if (lines.length > 0) {
-    const loadId = `replay-${new Date()
-      .toISOString()
-      .replace(/[-:.TZ]/g, '')
-      .slice(0, 14)}-${rows[0]?.id}`;
-    result.replayLoadId = loadId;
-    const body = Buffer.concat(
-      lines.flatMap((r) => [
-        r.raw_bytes ?? Buffer.from(r.raw.replaceAll('\n', ' '), 'utf8'),
-        Buffer.from('\n'),
-      ]),
-    );
-    await startRun(w.db, { loadId, kind: 'replay', source: 'rejected_records' });
-    const summary = await runLoad({
-      warehouse: w,
-      log,
-      loadId,
-      loadKey: loadId,
-      source: 'file',
-      sourceName: 'replay',
-      open: async () => Readable.from([body]),
-      batchSize: config.batchSize,
-      parts: 1,
-      maxLineBytes: config.maxLineBytes,
-      schemaContract: config.schemaContract,
-      // Its lines that fail again are reported against the rejects they came from (recordReplay).
-      rejectsPerLoad: true,
-    });
-    const failedAgain = await rejectsByLine(w.db, loadId);
-    await w.db.transaction().execute((trx) =>
-      recordReplay(
-        trx,
-        loadId,
-        lines.map((r, i) => ({ id: r.id, failedAgain: failedAgain.get(i + 1) })),
-      ),
-    );
-    result.stillRejected = failedAgain.size;
-    result.loaded = lines.length - failedAgain.size;
-    // No complete days: a replay deletes nothing, so its deleted count is 0.
-    await closeRun(w.db, loadId, 'succeeded', summary);
-  }
+  if (lines.length > 0) await replayLines(w, config, log, lines, rows[0]?.id, result);
 
   if (threadRows.length > 0) result.threadsRequeued = await requeueFromRejects(w, threadRows);
   return result;
+}
+
+/** Loads the rejected lines again as a `replay` run and records each one's outcome into `result`. */
+async function replayLines(
+  w: Warehouse,
+  config: Config,
+  log: Logger,
+  lines: readonly RejectedRecord[],
+  firstId: string | undefined,
+  result: ReplayResult,
+): Promise<void> {
+  const loadId = `replay-${new Date()
+    .toISOString()
+    .replace(/[-:.TZ]/g, '')
+    .slice(0, 14)}-${firstId}`;
+  result.replayLoadId = loadId;
+  const body = replayBody(lines);
+  await startRun(w.db, { loadId, kind: 'replay', source: 'rejected_records' });
+  const summary = await runLoad({
+    warehouse: w,
+    log,
+    loadId,
+    loadKey: loadId,
+    source: 'file',
+    sourceName: 'replay',
+    open: async () => Readable.from([body]),
+    batchSize: config.batchSize,
+    parts: 1,
+    maxLineBytes: config.maxLineBytes,
+    schemaContract: config.schemaContract,
+    // Its lines that fail again are reported against the rejects they came from (recordReplay).
+    rejectsPerLoad: true,
+  });
+  const failedAgain = await rejectsByLine(w.db, loadId);
+  for (const why of failedAgain.values()) {
+    const code = why.slice(0, why.indexOf(':'));
+    result.stillRejectedByCode[code] = (result.stillRejectedByCode[code] ?? 0) + 1;
+  }
+  await w.db.transaction().execute((trx) =>
+    recordReplay(
+      trx,
+      loadId,
+      lines.map((r, i) => ({ id: r.id, failedAgain: failedAgain.get(i + 1) })),
+    ),
+  );
+  result.stillRejected = failedAgain.size;
+  result.loaded = lines.length - failedAgain.size;
+  // No complete days: a replay deletes nothing, so its deleted count is 0.
+  await closeRun(w.db, loadId, 'succeeded', summary);
+}
+
+/** The rejected lines as one source, a line each, in the order given: what a replay loads. */
+function replayBody(lines: readonly RejectedRecord[]): Buffer {
+  return Buffer.concat(
+    lines.flatMap((r) => [
+      r.raw_bytes ?? Buffer.from(r.raw.replaceAll('\n', ' '), 'utf8'),
+      Buffer.from('\n'),
+    ]),
+  );
+}
+
+/**
+ * What a replay of `lines` would do, without writing: each line read as the loader reads it (the
+ * line splitter, then the parser under the contract the loader would use now: CRS_SCHEMA_CONTRACT
+ * and the accepted drift), counted by the code of the reject it would get again.
+ */
+async function judgeLines(
+  w: Warehouse,
+  config: Config,
+  lines: readonly RejectedRecord[],
+): Promise<{ byCode: Record<string, number> }> {
+  const byCode: Record<string, number> = {};
+  const count = (code: string) => {
+    byCode[code] = (byCode[code] ?? 0) + 1;
+  };
+  if (lines.length === 0) return { byCode };
+  const contract = exportContract({
+    freeze: config.schemaContract === 'freeze',
+    accepted: await acceptedDriftPaths(w.db, 'export'),
+  });
+  const source = Readable.from([replayBody(lines)]);
+  for await (const batch of splitLines(source, { maxLineBytes: config.maxLineBytes })) {
+    for (const line of batch) {
+      if (line.problem) {
+        count(rejectCodeForLineProblem(line.problem));
+        continue;
+      }
+      const parsed = parseRecord((line.bytes ?? Buffer.alloc(0)).toString('utf8'), {
+        fromUtf8: true,
+        contract,
+      });
+      if (!parsed.ok) count(parsed.code);
+    }
+  }
+  return { byCode };
 }
 
 /**

@@ -71,7 +71,7 @@ export async function followRun(
   const latest = client.workflow.getHandle(handle.workflowId);
   let stopped = false;
   const poll = async () => {
-    while (!stopped) {
+    while (!stopped && !o.signal?.aborted) {
       try {
         o.onProgress?.(await latest.query(progressQuery));
       } catch {

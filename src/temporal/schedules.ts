@@ -6,6 +6,7 @@ import {
   ScheduleOverlapPolicy,
 } from '@temporalio/client';
 import { syncIntraday, syncWindow } from '../../workflows/index.ts';
+import { CLOSED_DAY_AFTER_MS } from '../../workflows/sync-intraday.ts';
 import { CrsError } from '../errors.ts';
 
 export const SCHEDULE_ID = 'crs-sync-daily';
@@ -103,10 +104,14 @@ export interface ScheduleOptions {
   id?: string;
 }
 
+function createHow(id: string): string {
+  return id === INTRADAY_SCHEDULE_ID
+    ? 'crs-sync schedule create --intraday EVERY'
+    : 'crs-sync schedule create';
+}
+
 function notFound(id: string): CrsError {
-  const how =
-    id === INTRADAY_SCHEDULE_ID ? 'crs-sync schedule create --intraday EVERY' : 'crs-sync schedule create';
-  return new CrsError('USAGE', `no schedule ${id}: create it with \`${how}\``);
+  return new CrsError('USAGE', `no schedule ${id}: create it with \`${createHow(id)}\``);
 }
 
 async function orNotFound<T>(id: string, f: () => Promise<T>): Promise<T> {
@@ -194,15 +199,41 @@ function field(ranges: readonly DescribedRange[] | undefined, full: [unknown, un
     .join(',');
 }
 
+/** An interval as it was given: `15m`, `1h`, `1h30m`. */
+function everyText(ms: number): string {
+  const minutes = Math.round(ms / 60_000);
+  const h = Math.floor(minutes / 60);
+  const m = minutes % 60;
+  return h === 0 ? `${m}m` : m === 0 ? `${h}h` : `${h}h${m}m`;
+}
+
+/** `00:30`: a time of day from milliseconds after midnight. */
+function clockText(ms: number): string {
+  const minutes = Math.round(ms / 60_000);
+  return `${String(Math.floor(minutes / 60)).padStart(2, '0')}:${String(minutes % 60).padStart(2, '0')}`;
+}
+
+function isIntraday(d: ScheduleDescription): boolean {
+  return d.action.type === 'startWorkflow' && d.action.workflowType === syncIntraday.name;
+}
+
 /**
- * The server keeps a cron expression as calendar specs; shown back in cron order (minute, hour,
- * day of month, month, day of week).
+ * When a schedule runs, in words. The server keeps a cron expression as calendar specs; shown
+ * back in cron order (minute, hour, day of month, month, day of week) with its time zone. The
+ * intraday schedule is an interval, said with what each of its runs pulls.
  */
 function calendarText(d: ScheduleDescription): string {
   const cals = (d.spec.calendars ?? []) as unknown as Record<string, DescribedRange[] | undefined>[];
-  const every = (d.spec.intervals ?? []).map((i) => `every ${Math.round(Number(i.every) / 60_000)}m`);
-  if (cals.length === 0) return every.length > 0 ? every.join('; ') : '(no calendar)';
-  return cals
+  const every = (d.spec.intervals ?? []).map((i) => `every ${everyText(Number(i.every))}`);
+  if (cals.length === 0) {
+    if (every.length === 0) return '(no calendar)';
+    if (!isIntraday(d)) return `${every.join('; ')} (UTC)`;
+    return (
+      `${every.join('; ')}, the open UTC day as a partial day (its rows so far, nothing deleted); ` +
+      `from ${clockText(CLOSED_DAY_AFTER_MS)} UTC the day that just closed, once, as a complete day`
+    );
+  }
+  const cron = cals
     .map((c) =>
       [
         field(c.minute, [0, 59]),
@@ -213,14 +244,15 @@ function calendarText(d: ScheduleDescription): string {
       ].join(' '),
     )
     .join('; ');
+  return `${cron} (${d.spec.timezone || 'UTC'})`;
 }
 
 /** The description as plain lines for the terminal. */
 export function formatSchedule(d: ScheduleDescription): string[] {
   const lines = [
-    `schedule   ${d.scheduleId}`,
+    `schedule   ${d.scheduleId}${isIntraday(d) ? ' (intraday)' : ' (daily)'}`,
     `state      ${d.state.paused ? 'paused' : 'active'}${d.state.note ? ` (${d.state.note})` : ''}`,
-    `when       ${calendarText(d)} (${d.spec.timezone ?? 'UTC'})`,
+    `when       ${calendarText(d)}`,
     `policies   overlap ${d.policies.overlap}, catch-up window ${d.policies.catchupWindow / 1000}s`,
     `task queue ${d.action.type === 'startWorkflow' ? d.action.taskQueue : '?'}`,
     `next runs  ${d.info.nextActionTimes.map((t) => t.toISOString()).join(', ') || '(none)'}`,
@@ -231,4 +263,19 @@ export function formatSchedule(d: ScheduleDescription): string[] {
     lines.push(`recent     ${a.takenAt.toISOString()} ${a.action.workflow.workflowId}`);
   }
   return lines;
+}
+
+/** The lines of a schedule that does not exist, with how to create it. */
+export function formatMissingSchedule(id: string): string[] {
+  return [`schedule   ${id}`, `state      not created (${createHow(id)})`];
+}
+
+/** A schedule's description, or null when it does not exist. */
+export async function describeIfExists(client: Client, id: string): Promise<ScheduleDescription | null> {
+  try {
+    return await client.schedule.getHandle(id).describe();
+  } catch (err) {
+    if (err instanceof ScheduleNotFoundError) return null;
+    throw err;
+  }
 }

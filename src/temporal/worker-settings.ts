@@ -85,3 +85,46 @@ export function parseWorkerSettings(env: Record<string, string | undefined> = pr
     shutdownGraceTime: e.TEMPORAL_SHUTDOWN_GRACE,
   };
 }
+
+/** Every setting the worker reads besides the shared configuration, as `worker --help` lists them. */
+export const WORKER_SETTINGS_HELP: readonly {
+  name: keyof z.infer<typeof schema>;
+  def: string;
+  what: string;
+}[] = [
+  {
+    name: 'TEMPORAL_MAX_CONCURRENT_ACTIVITIES',
+    def: '16',
+    what: 'activity slots of this worker (day loads and enrichment batches at once)',
+  },
+  {
+    name: 'TEMPORAL_MAX_CONCURRENT_DAY_LOADS',
+    def: '2',
+    what: 'export day loads at once here; each holds CRS_LOAD_CONNECTIONS connections',
+  },
+  { name: 'TEMPORAL_MAX_CONCURRENT_WORKFLOW_TASKS', def: '40', what: 'workflow task slots' },
+  {
+    name: 'TEMPORAL_TASK_QUEUE_ACTIVITIES_PER_SECOND',
+    def: 'unset',
+    what: 'activities started per second across every worker of the task queue (server-enforced)',
+  },
+  {
+    name: 'TEMPORAL_SHUTDOWN_GRACE',
+    def: '30s',
+    what: 'on SIGTERM/SIGINT, how long running activities may finish',
+  },
+  {
+    name: 'CRS_METRICS_PORT',
+    def: String(DEFAULT_METRICS_PORT),
+    what: 'Prometheus /metrics port (0: off; a taken port: the next free one)',
+  },
+  { name: 'CRS_METRICS_HOST', def: '0.0.0.0', what: 'the address /metrics listens on' },
+  {
+    name: 'TEMPORAL_METRICS_ADDRESS',
+    def: 'unset',
+    what: 'the older host:port setting, read when CRS_METRICS_PORT is unset',
+  },
+];
+
+/** The names the worker's settings schema reads (a test holds the help list to it). */
+export const WORKER_SETTING_NAMES: readonly string[] = Object.keys(schema.shape);

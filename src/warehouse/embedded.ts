@@ -114,16 +114,14 @@ function reachableByOthers(target: string): boolean {
  * user who made the directory first could otherwise swap the binaries root hands to `postgres`.
  */
 function sharedRootDir(): string {
-  const bases = [os.tmpdir(), '/var/tmp'].filter((b) => existsSync(b) && reachableByOthers(b));
-  const base = bases[0];
-  if (!base) {
+  const dir = sharedRootPath();
+  if (!dir) {
     throw new CrsError(
       'DB_UNAVAILABLE',
       'the embedded PostgreSQL cannot run as root here: no temporary directory other users can enter; ' +
         'set DATABASE_URL to a PostgreSQL server',
     );
   }
-  const dir = path.join(base, 'crs-sync-root');
   mkdirSync(dir, { recursive: true, mode: 0o755 });
   const st = lstatSync(dir);
   if (!st.isDirectory() || st.uid !== 0 || (st.mode & 0o022) !== 0 || (st.mode & 0o005) !== 0o005) {
@@ -171,11 +169,37 @@ function serveBinariesFromReachableCopy(): void {
   });
 }
 
+/** Where sharedRootDir is (or would be made), or undefined when no base directory will do. */
+function sharedRootPath(): string | undefined {
+  const base = [os.tmpdir(), '/var/tmp'].find((b) => existsSync(b) && reachableByOthers(b));
+  return base === undefined ? undefined : path.join(base, 'crs-sync-root');
+}
+
 /** The data directory to use for `dir`: itself, unless root runs it where `postgres` cannot go. */
 function reachableDataDir(dir: string): string {
   if (!isRoot() || reachableByOthers(path.dirname(dir))) return dir;
+  return path.join(sharedRootDir(), sharedDataName(dir));
+}
+
+function sharedDataName(dir: string): string {
   const id = createHash('sha256').update(dir).digest('hex').slice(0, 16);
-  return path.join(sharedRootDir(), `data-${path.basename(dir)}-${id}`);
+  return `data-${path.basename(dir)}-${id}`;
+}
+
+/**
+ * Where the embedded PostgreSQL of `dir` keeps (or would keep) its data, and whether a cluster is
+ * there (initialised, not cut short), found without creating anything: a command that only reads
+ * must not make a cluster where there is none.
+ */
+export function embeddedDataDir(dir: string): { dir: string; exists: boolean } {
+  const wanted = path.resolve(dir);
+  let at = wanted;
+  if (isRoot() && !reachableByOthers(path.dirname(wanted))) {
+    const root = sharedRootPath();
+    if (root === undefined) return { dir: wanted, exists: false };
+    at = path.join(root, sharedDataName(wanted));
+  }
+  return { dir: at, exists: existsSync(path.join(at, 'PG_VERSION')) && !existsSync(`${at}.initialising`) };
 }
 
 function oneLine(text: string): string {

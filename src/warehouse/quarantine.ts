@@ -54,7 +54,7 @@ export async function markReplayed(db: Executor, ids: readonly string[], result:
   if (ids.length === 0) return;
   await db
     .updateTable('rejected_records')
-    .set({ replayed_at: new Date(), replay_result: result })
+    .set({ replayed_at: new Date(), replay_result: result, resolution: 'replayed' })
     .where('id', 'in', ids)
     .execute();
 }
@@ -85,7 +85,11 @@ export async function recordReplay(
       .updateTable('rejected_records')
       .set(
         o.failedAgain === undefined
-          ? { replayed_at: new Date(), replay_result: `loaded by ${replayLoadId}` }
+          ? {
+              replayed_at: new Date(),
+              replay_result: `loaded by ${replayLoadId}`,
+              resolution: 'replayed' as const,
+            }
           : {
               replay_result: `still rejected: ${o.failedAgain}`.slice(0, 1000),
               times_seen: sql<number>`times_seen + (last_load_id <> ${replayLoadId})::int`,
@@ -97,4 +101,75 @@ export async function recordReplay(
       .execute();
   }
   await trx.deleteFrom('rejected_records').where('_load_id', '=', replayLoadId).execute();
+}
+
+export interface DismissResult {
+  /** Closed now. */
+  dismissed: string[];
+  /** Closed before (replayed, dismissed or gone): left as they were. */
+  alreadyClosed: string[];
+  /** No reject has these ids. */
+  unknown: string[];
+}
+
+/**
+ * Closes open rejects by hand (`crs-sync rejects dismiss`): they leave every count of open rejects
+ * (and the `open_rejects` alert condition) and keep their row, with `resolution` `dismissed` and
+ * the reason in `replay_result`.
+ */
+export async function dismissRejects(
+  db: Executor,
+  ids: readonly string[],
+  reason: string,
+): Promise<DismissResult> {
+  if (ids.length === 0) return { dismissed: [], alreadyClosed: [], unknown: [] };
+  const closed = await db
+    .updateTable('rejected_records')
+    .set({
+      replayed_at: new Date(),
+      replay_result: `dismissed: ${reason}`.slice(0, 1000),
+      resolution: 'dismissed',
+    })
+    .where('id', 'in', [...ids])
+    .where('replayed_at', 'is', null)
+    .returning('id')
+    .execute();
+  const known = await db
+    .selectFrom('rejected_records')
+    .select('id')
+    .where('id', 'in', [...ids])
+    .execute();
+  const done = new Set(closed.map((r) => String(r.id)));
+  const exists = new Set(known.map((r) => String(r.id)));
+  return {
+    dismissed: ids.filter((id) => done.has(id)),
+    alreadyClosed: ids.filter((id) => exists.has(id) && !done.has(id)),
+    unknown: ids.filter((id) => !exists.has(id)),
+  };
+}
+
+/**
+ * Closes the open export and file rejects of `day` whose line a complete load of the day
+ * (`loadId`) did not quarantine again, in the caller's transaction: the export no longer holds
+ * the line (the service corrected or dropped it), or holds it in a form that loads now. Either
+ * way nothing is left to replay, and an open reject would keep `open_rejects` above 0 for ever.
+ * A line the load read again is its open reject, whose last load is then this one (one open
+ * reject per line, src/ingest/merge.ts). Returns how many closed.
+ */
+export async function closeGoneRejects(
+  client: { query(text: string, values: unknown[]): Promise<{ rowCount: number | null }> },
+  day: string,
+  loadId: string,
+): Promise<number> {
+  const r = await client.query(
+    `update rejected_records r
+        set replayed_at = now(), resolution = 'gone',
+            replay_result = 'closed: not quarantined again by the complete load ' || $2::text || ' of '
+              || $1::text || ' (the line left the export, or loads now)'
+      where r.day = $1::date and r.replayed_at is null and r.source in ('export', 'file')
+        -- One open reject per line: a line this load read again is that reject, its last load this one.
+        and r.last_load_id <> $2`,
+    [day, loadId],
+  );
+  return r.rowCount ?? 0;
 }

@@ -227,6 +227,7 @@ export interface RejectedRecordsTable {
   received_at: GeneratedTimestamp;
   /** Export and file lines: the line's `Message ID`, where it could be read (the whole line, not only `raw`). */
   message_id: string | null;
+  /** When it stopped being open (replayed, dismissed or gone): null while open. */
   replayed_at: Timestamp | null;
   replay_result: string | null;
   /**
@@ -240,7 +241,12 @@ export interface RejectedRecordsTable {
   /** The last load that read it (the first, `_load_id`, until another does; set by a trigger when left out). */
   last_load_id: ColumnType<string, string | undefined, string>;
   last_seen_at: GeneratedTimestamp;
+  /** How it closed (RejectResolution); null while open. */
+  resolution: RejectResolution | null;
 }
+
+/** How a reject closed: loaded again (or its thread re-queued), closed by hand, or its line left a complete load of its day. */
+export type RejectResolution = 'replayed' | 'dismissed' | 'gone';
 
 /** One schema drift: a source's field that differs from the known contract (schema-drift.ts). */
 export interface SchemaDriftTable {

@@ -59,7 +59,9 @@ describe('the crs-sync command', () => {
     expect(st.code).toBe(0);
     const s = JSON.parse(st.stdout);
     expect(s.messages.live).toBe(20);
-    expect(s.rejects).toEqual([{ source: 'file', errorCode: 'invalid_json', open: 1, replayed: 0 }]);
+    expect(s.rejects).toEqual([
+      { source: 'file', errorCode: 'invalid_json', open: 1, replayed: 0, closed: 0 },
+    ]);
   });
 
   it('when the file does not exist, then import exits 1 naming it', () => {

@@ -73,8 +73,8 @@ describe('rejects replay', () => {
 
     const status = await readStatus(tw.w.db);
     expect(status.rejects).toEqual([
-      { source: 'export', errorCode: 'invalid_json', open: 1, replayed: 0 },
-      { source: 'export', errorCode: 'invalid_uuid', open: 0, replayed: 1 },
+      { source: 'export', errorCode: 'invalid_json', open: 1, replayed: 0, closed: 0 },
+      { source: 'export', errorCode: 'invalid_uuid', open: 0, replayed: 1, closed: 0 },
     ]);
     expect(status.messages.live).toBe(1);
   });

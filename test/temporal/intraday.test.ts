@@ -163,3 +163,83 @@ describe('intraday pulls of the open day (simulator, Postgres, dev server)', () 
     expect(await warehouseRows(tw.w, [day])).toEqual(expectedRows(sim, [day]));
   });
 });
+
+// What `crs-sync status` shows under "recent runs" (the `sync_runs` ledger) against what the
+// warehouse holds, over a day of hourly intraday runs. Its own warehouse, simulator and days.
+describe("intraday runs' counts (simulator, Postgres, dev server)", () => {
+  let h: TemporalHarness;
+  let tw: TestWarehouse;
+  let sim: Simulator;
+  let clock = Date.parse('2026-10-10T10:00:00Z');
+  let runs = 0;
+
+  beforeAll(async () => {
+    h = await connectHarness('intraday');
+    tw = await createTestWarehouse({ prefix: 'tintrac' });
+    sim = await startSimulator({
+      port: 0,
+      now: () => new Date(clock),
+      seed: 12,
+      days: 2,
+      recordsPerDay: 300,
+    });
+  });
+
+  afterAll(async () => {
+    await sim?.close();
+    await tw?.dispose();
+    await h?.close();
+  });
+
+  const rowsInWarehouse = async () =>
+    Number(
+      (
+        await tw.w.db
+          .selectFrom('analytics_messages')
+          .select((eb) => eb.fn.countAll<string>().as('n'))
+          .executeTakeFirstOrThrow()
+      ).n,
+    );
+
+  it('when hourly intraday runs follow the one that loaded the closed day, then each run reports as inserted what the warehouse grew by, and the runs sum to the rows', async () => {
+    const reported: { inserted: number; grew: number; attached: number }[] = [];
+    for (const iso of [
+      '2026-10-10T10:00:00Z',
+      '2026-10-10T11:00:00Z',
+      '2026-10-10T12:00:00Z',
+      '2026-10-10T13:00:00Z',
+    ]) {
+      clock = Date.parse(iso);
+      const before = await rowsInWarehouse();
+      const worker = await createTestWorker(h, { warehouse: tw.w, env: sim.env() });
+      const r = await worker.runUntil(
+        h.client.workflow.execute(syncIntraday, {
+          taskQueue: h.taskQueue,
+          workflowId: `intraday-counts-${++runs}`,
+          args: [{ enrich: false, now: iso }],
+        }),
+      );
+      const ledger = await tw.w.db
+        .selectFrom('sync_runs')
+        .select(['rows_inserted'])
+        .where('load_id', '=', r.loadId)
+        .executeTakeFirstOrThrow();
+      expect(Number(ledger.rows_inserted)).toBe(r.totals.inserted);
+      reported.push({
+        inserted: r.totals.inserted,
+        grew: (await rowsInWarehouse()) - before,
+        attached: r.totals.daysAttached,
+      });
+    }
+    // The first run loaded the closed day (2026-10-09) itself; the later ones found it loaded.
+    expect(reported.map((x) => x.attached)).toEqual([0, 1, 1, 1]);
+    expect(reported[0]!.inserted).toBeGreaterThan(0);
+    for (const [i, x] of reported.entries()) expect(x.inserted, `run ${i + 1}`).toBe(x.grew);
+    const sum = await tw.w.db
+      .selectFrom('sync_runs')
+      .select((eb) => eb.fn.sum<string>('rows_inserted').as('n'))
+      .where('kind', '=', 'intraday')
+      .executeTakeFirstOrThrow();
+    expect(Number(sum.n)).toBe(await rowsInWarehouse());
+  });
+});

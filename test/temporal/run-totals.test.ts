@@ -18,19 +18,20 @@ const day = (outcome: DayResult['outcome'], n: number): DayResult => ({
 });
 
 describe("a run's totals", () => {
-  it('when a loaded and an attached day are added, then every count sums and each outcome is counted once', () => {
+  it('when a loaded and an attached day are added, then only the loaded day counts rows and each outcome is counted once', () => {
     const start = emptyTotals();
     const t = addDay(addDay(start, day('loaded', 5)), day('attached', 7));
+    // The attached day's rows are the other run's: counted there, not here again.
     expect(t).toEqual({
-      linesRead: 12,
-      bytesRead: 120,
-      rowsRead: 12,
-      inserted: 12,
+      linesRead: 5,
+      bytesRead: 50,
+      rowsRead: 5,
+      inserted: 5,
       updated: 0,
       unchanged: 0,
-      rejected: 2,
+      rejected: 1,
       deleted: 0,
-      threadsQueued: 4,
+      threadsQueued: 2,
       daysLoaded: 1,
       daysAttached: 1,
       daysFailed: 0,

@@ -44,6 +44,22 @@ export function dashboardSettings(host: string, env: NodeJS.ProcessEnv = process
   };
 }
 
+/**
+ * What the dashboard says when it is up: the address it bound (all of them, for 0.0.0.0 or ::)
+ * and where to open it, and beyond loopback that it needs the token and answers only to its
+ * address and the names of CRS_DASHBOARD_ALLOWED_HOSTS.
+ */
+export function banner(host: string, dash: { url: string; listening: string }, warehouse: string): string {
+  const wildcard = host === '0.0.0.0' || host === '::' || host === '';
+  const where = wildcard
+    ? `listening on ${dash.listening} (every address of this machine; from here ${dash.url}/)`
+    : `${dash.url}/`;
+  const beyond = isLoopback(host)
+    ? ''
+    : `; every request needs ${TOKEN_SETTING}, and a host name it is reached by (DNS, a proxy) must be in ${HOSTS_SETTING}`;
+  return `crs-sync dashboard: ${where} (warehouse ${warehouse})${beyond}; Ctrl-C stops it`;
+}
+
 export function registerDashboard(program: Command): void {
   program
     .command('dashboard')
@@ -78,7 +94,12 @@ export function registerDashboard(program: Command): void {
         '  crs-sync dashboard                       # http://127.0.0.1:8787\n' +
         '  crs-sync dashboard --port 0              # any free port (printed)\n' +
         '  open "http://127.0.0.1:8787/health"      # is the warehouse current?\n' +
-        '  curl "http://127.0.0.1:8787/api/usage?from=2026-11-01&to=2026-11-07"',
+        '  curl "http://127.0.0.1:8787/api/usage?from=2026-11-01&to=2026-11-07"\n' +
+        '  # on the network, reached as https://dash.example.com through a reverse proxy:\n' +
+        `  ${TOKEN_SETTING}=$(openssl rand -hex 24) ${HOSTS_SETTING}=dash.example.com \\\n` +
+        '    crs-sync dashboard --host 0.0.0.0\n' +
+        `  (a request for a name the dashboard does not know is refused with 421: list every name it is\n` +
+        `  reached by in ${HOSTS_SETTING}, comma-separated, name or name:port)`,
     )
     .action(async (opts: DashboardOptions) => {
       releaseForeignExitHooks();
@@ -106,9 +127,7 @@ export function registerDashboard(program: Command): void {
         }
         throw err;
       });
-      process.stdout.write(
-        `crs-sync dashboard: ${dash.url}/ (warehouse ${wh.description}); Ctrl-C stops it\n`,
-      );
+      process.stdout.write(`${banner(opts.host, dash, wh.description)}\n`);
       await stopSignal();
       await dash.close();
       await wh.close();

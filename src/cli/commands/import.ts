@@ -88,7 +88,7 @@ export function registerImport(program: Command): void {
               }),
           });
           (bar as cliProgress.SingleBar | null)?.stop();
-          printSummary(summary, opts.json === true);
+          printSummary(summary, opts.json === true, completeDays !== null);
         } catch (err) {
           (bar as cliProgress.SingleBar | null)?.stop();
           if (err instanceof CrsError && err.code === 'CANCELLED') {
@@ -117,9 +117,16 @@ function completeDaysOf(opts: { from?: string; to?: string }): { from: string; t
   return { from, to };
 }
 
-function printSummary(s: LoadSummary, json: boolean): void {
+/** What to do about deletes the guard held, in the summary and its JSON. */
+export const HELD_HINT =
+  'deletes held by the delete guard (CRS_DELETE_GUARD): review with crs-sync deletes list, apply with crs-sync deletes apply';
+
+function printSummary(s: LoadSummary, json: boolean, complete: boolean): void {
+  const held = s.days.reduce((n, d) => n + d.deletesHeld, 0);
   if (json) {
-    process.stdout.write(`${JSON.stringify(s, null, 2)}\n`);
+    process.stdout.write(
+      `${JSON.stringify({ ...s, held, ...(held > 0 ? { hint: HELD_HINT } : {}) }, null, 2)}\n`,
+    );
     return;
   }
   const secs = Math.max(s.elapsedMs, 1) / 1000;
@@ -133,6 +140,8 @@ function printSummary(s: LoadSummary, json: boolean): void {
     ['unchanged', s.unchanged],
     ['rejected', s.rejected],
     ['marked deleted', s.deleted],
+    // Only a load of complete days deletes, or holds its deletes.
+    ...(complete || held > 0 ? [['deletes held for review', held] as [string, number]] : []),
     ['threads queued for enrichment', s.threadsQueued],
     ['elapsed', formatDuration(s.elapsedMs)],
     [
@@ -153,11 +162,21 @@ function printSummary(s: LoadSummary, json: boolean): void {
   if (s.days.length > 0 && s.days.length <= 62) {
     process.stdout.write(
       `\n${renderTable(
-        ['day (UTC)', 'read', 'inserted', 'updated', 'unchanged', 'rejected', 'deleted'],
-        s.days.map((d) => [d.day, d.rowsRead, d.inserted, d.updated, d.unchanged, d.rejected, d.deleted]),
+        ['day (UTC)', 'read', 'inserted', 'updated', 'unchanged', 'rejected', 'deleted', 'held'],
+        s.days.map((d) => [
+          d.day,
+          d.rowsRead,
+          d.inserted,
+          d.updated,
+          d.unchanged,
+          d.rejected,
+          d.deleted,
+          d.deletesHeld,
+        ]),
       )}\n`,
     );
   }
+  if (held > 0) process.stdout.write(`\n${held} ${HELD_HINT}\n`);
   if (s.rejected > 0)
     process.stdout.write('\nRejected lines are in rejected_records: crs-sync rejects list\n');
 }

@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { renderTable } from '../../common/table.ts';
 import { CrsError } from '../../errors.ts';
 import { replayRejects } from '../../ingest/replay.ts';
-import { listRejects, type RejectFilter } from '../../warehouse/quarantine.ts';
+import { dismissRejects, listRejects, type RejectFilter } from '../../warehouse/quarantine.ts';
 import type { RejectSource } from '../../warehouse/types.ts';
 import { loadContext, openConfiguredWarehouse } from '../context.ts';
 
@@ -48,7 +48,17 @@ function withFilters(cmd: Command): Command {
     .option('--limit <n>', 'at most this many');
 }
 
-/** `crs-sync rejects list|replay`. Long: one commander definition of two subcommands, each with its table. */
+/** How a reject stands, for `list`: open, or how it closed and why. */
+function stateOf(r: {
+  replayed_at: Date | null;
+  resolution: string | null;
+  replay_result: string | null;
+}): string {
+  if (r.replayed_at === null) return r.replay_result ? `open (${r.replay_result})` : 'open';
+  return r.replay_result ?? r.resolution ?? 'replayed';
+}
+
+/** `crs-sync rejects list|replay|dismiss`. Long: one commander definition of three subcommands, each with its table. */
 export function registerRejects(program: Command): void {
   const rejects = program
     .command('rejects')
@@ -56,25 +66,34 @@ export function registerRejects(program: Command): void {
     .description(
       'Lines and entries that broke the record contract are kept in rejected_records with the raw\n' +
         'text as received, where they came from and why. `list` shows them; `replay` loads them again\n' +
-        'once the cause is fixed.',
+        'once the cause is fixed; `dismiss` closes those that need no replay. A reject whose line a\n' +
+        'complete load of its day no longer quarantines (the service corrected or dropped it) is\n' +
+        'closed by that load.',
     );
 
   withFilters(
     rejects
       .command('list')
       .description(
-        'list open (not yet replayed) rejects, newest first: one per line, however many loads read it\n' +
-          '(loads: how many; the first load and its line number, and the last load)',
+        'list open rejects, newest first: one per line, however many loads read it (loads: how many;\n' +
+          'the first load and its line number, and the last load); with --all or --id, closed ones too,\n' +
+          'with how they closed',
       ),
   )
-    .option('--all', 'include replayed rejects')
+    .option(
+      '--all',
+      'include closed rejects (replayed, dismissed, or gone from a complete load of their day)',
+    )
     .option('--json', 'print JSON lines (one reject per line, raw included)')
     .action(async (o: FilterOpts & { all?: boolean; json?: boolean }) => {
       const f = parseFilter(o);
       const ctx = loadContext();
       const wh = await openConfiguredWarehouse(ctx, { connections: 1, schema: 'current' });
       try {
-        const rows = await listRejects(wh.warehouse.db, f, { includeReplayed: o.all === true });
+        // Asked for by id: shown whatever their state.
+        const rows = await listRejects(wh.warehouse.db, f, {
+          includeReplayed: o.all === true || f.ids !== undefined,
+        });
         if (o.json) {
           for (const r of rows) {
             const { raw_bytes, ...rest } = r;
@@ -102,6 +121,7 @@ export function registerRejects(program: Command): void {
               'code',
               'detail',
               'raw (start)',
+              'state',
             ],
             rows.map((r) => [
               r.id,
@@ -115,6 +135,7 @@ export function registerRejects(program: Command): void {
               r.error_code,
               r.error_detail.slice(0, 60),
               r.raw.slice(0, 40).replace(/\s+/g, ' '),
+              stateOf(r).slice(0, 80),
             ]),
           )}\n`,
         );
@@ -132,26 +153,71 @@ export function registerRejects(program: Command): void {
           're-queue their thread for enrichment.',
       ),
   )
-    .option('--dry-run', 'only count what would be replayed')
+    .option(
+      '--dry-run',
+      'write nothing: read each selected line with the current parser and contract and say what a replay would load and what would stay rejected (by code)',
+    )
     .action(async (o: FilterOpts & { dryRun?: boolean }) => {
       const f = parseFilter(o);
+      const dryRun = o.dryRun === true;
       const ctx = loadContext();
-      const wh = await openConfiguredWarehouse(ctx, { connections: 2 });
+      // A dry run only reads: it neither migrates nor creates a warehouse.
+      const wh = await openConfiguredWarehouse(ctx, {
+        connections: 2,
+        ...(dryRun ? { schema: 'current' } : {}),
+      });
       try {
-        const r = await replayRejects(wh.warehouse, ctx.config, ctx.log, f, { dryRun: o.dryRun === true });
+        const r = await replayRejects(wh.warehouse, ctx.config, ctx.log, f, { dryRun });
+        const would = (done: string, then: string) => (dryRun ? then : done);
+        const codes = Object.entries(r.stillRejectedByCode)
+          .sort(([a], [b]) => a.localeCompare(b))
+          .map(([code, n]): [string, string] => [`  ${code}`, String(n)]);
         process.stdout.write(
           `${renderTable(
-            ['replay', ''],
+            [dryRun ? 'replay (dry run: nothing written)' : 'replay', ''],
             [
               ['selected', String(r.selected)],
-              ['loaded', String(r.loaded)],
-              ['still rejected', String(r.stillRejected)],
+              [would('loaded', 'would load'), String(r.loaded)],
+              [would('still rejected', 'would stay rejected'), String(r.stillRejected)],
+              ...codes,
               ['not replayable (prefix only)', String(r.notReplayable)],
-              ['threads re-queued', String(r.threadsRequeued)],
+              [would('threads re-queued', 'threads that would be re-queued'), String(r.threadsRequeued)],
               ...(r.replayLoadId ? [['replay load id', r.replayLoadId]] : []),
             ],
           )}\n`,
         );
+      } finally {
+        await wh.close();
+      }
+    });
+
+  rejects
+    .command('dismiss')
+    .description(
+      'close open rejects that need no replay (the line is wrong for good, or was fixed by other means), ' +
+        'with a reason: they leave the open counts (status, sync_health.open_rejects, the metrics) and keep ' +
+        'their row; `rejects list --all` shows the reason',
+    )
+    .requiredOption('--id <id...>', 'the rejects to close (ids from rejects list)')
+    .requiredOption('--reason <text>', 'why they are closed (shown by rejects list)')
+    .action(async (o: { id: string[]; reason: string }) => {
+      const ids = parseFilter({ id: o.id }).ids ?? [];
+      const reason = o.reason.trim();
+      if (reason === '') throw new CrsError('USAGE', '--reason must say why');
+      const ctx = loadContext();
+      const wh = await openConfiguredWarehouse(ctx, { connections: 1 });
+      try {
+        const r = await dismissRejects(wh.warehouse.db, ids.map(String), reason);
+        process.stdout.write(
+          `dismissed ${r.dismissed.length} reject(s)${r.dismissed.length ? `: ${r.dismissed.join(', ')}` : ''}\n`,
+        );
+        if (r.alreadyClosed.length > 0)
+          process.stderr.write(
+            `crs-sync: already closed, left as they were: ${r.alreadyClosed.join(', ')}\n`,
+          );
+        if (r.unknown.length > 0) {
+          throw new CrsError('USAGE', `no reject has the id(s) ${r.unknown.join(', ')}`);
+        }
       } finally {
         await wh.close();
       }

@@ -38,6 +38,11 @@ function registerRollupStatus(rollups: Command): void {
   rollups
     .command('status')
     .summary('whether the rollups are current, when they were last refreshed and rebuilt, their sizes')
+    .description(
+      'Says whether the rollups are current (nothing marked since the last refresh), which days and\n' +
+        'threads are marked, which days wait for a running pull, when they were last refreshed and\n' +
+        'rebuilt, and how many rows each rollup table holds. Reads only.',
+    )
     .option('--json', 'print JSON')
     .action(async (o: { json?: boolean }) => {
       const ctx = loadContext();
@@ -73,6 +78,11 @@ function registerRefresh(rollups: Command): void {
     .command('refresh')
     .summary(
       'recompute what loads and enrichment marked but did not refresh (normally nothing), and what a running pull has loaded so far; a pending rebuild runs',
+    )
+    .description(
+      'Recomputes the rollups of what loads and enrichment marked but did not refresh (normally\n' +
+        'nothing: each load refreshes what it wrote), and of what a running pull has loaded so far.\n' +
+        'A rebuild that an upgrade left pending runs instead.',
     )
     .action(async () => {
       const ctx = loadContext();

@@ -1,6 +1,8 @@
 import type { Command } from 'commander';
 import { escapeControls } from '../../common/terminal-text.ts';
+import { CrsError } from '../../errors.ts';
 import { connectClient } from '../../temporal/connection.ts';
+import { noWorkerWarning, workersPolling } from '../../temporal/pollers.ts';
 import {
   createOrUpdateIntradaySchedule,
   createOrUpdateSchedule,
@@ -8,7 +10,9 @@ import {
   DEFAULT_CRON,
   DEFAULT_TIMEZONE,
   deleteSchedule,
+  describeIfExists,
   describeSchedule,
+  formatMissingSchedule,
   formatSchedule,
   INTRADAY_SCHEDULE_ID,
   parseIntradayEvery,
@@ -44,8 +48,9 @@ export function registerSchedule(program: Command): void {
   const schedule = program
     .command('schedule')
     .description(
-      `manage the daily Temporal Schedule (${SCHEDULE_ID}); two syncs never run at once: a run due ` +
-        'while one is going (manual triggers included) waits for it',
+      `manage the Temporal Schedules: the daily one (${SCHEDULE_ID}) and, with --intraday, the intraday one ` +
+        `(${INTRADAY_SCHEDULE_ID}). Two runs of a schedule never overlap: a daily run due while one is ` +
+        'going (manual triggers included) waits for it; an intraday pull due then is skipped',
     );
   schedule
     .command('create')
@@ -105,22 +110,55 @@ export function registerSchedule(program: Command): void {
     );
   schedule
     .command('describe')
-    .description('show the schedule: state, next runs, running and recent runs')
-    .option('--json', 'print the description as JSON')
-    .option(INTRADAY_FLAG, INTRADAY_HELP)
-    .action(async (o: { json?: boolean; intraday?: boolean }) => {
+    .description(
+      `show the schedules, the daily (${SCHEDULE_ID}) and the intraday one (${INTRADAY_SCHEDULE_ID}): ` +
+        'state, when they run, next runs, running and recent runs; exit 2 when neither exists',
+    )
+    .option(
+      '--json',
+      'print JSON: {"daily": …, "intraday": …}, null for one not created (with --daily or --intraday: that one\'s description)',
+    )
+    .option('--daily', `only the daily schedule (${SCHEDULE_ID})`)
+    .option(INTRADAY_FLAG, `only the intraday schedule (${INTRADAY_SCHEDULE_ID})`)
+    .action(async (o: { json?: boolean; intraday?: boolean; daily?: boolean }) => {
       await withClient(async (t) => {
-        const d = await describeSchedule(t.client, idOf(o));
-        if (o.json) {
+        if (o.daily || o.intraday) {
+          const d = await describeSchedule(t.client, o.intraday ? INTRADAY_SCHEDULE_ID : SCHEDULE_ID);
           const { raw: _raw, ...rest } = d;
-          process.stdout.write(`${JSON.stringify(rest, null, 2)}\n`);
-        } else {
-          process.stdout.write(`${formatSchedule(d).map(escapeControls).join('\n')}\n`);
+          process.stdout.write(
+            o.json
+              ? `${JSON.stringify(rest, null, 2)}\n`
+              : `${formatSchedule(d).map(escapeControls).join('\n')}\n`,
+          );
+          return;
         }
+        const daily = await describeIfExists(t.client, SCHEDULE_ID);
+        const intraday = await describeIfExists(t.client, INTRADAY_SCHEDULE_ID);
+        if (!daily && !intraday) {
+          throw new CrsError(
+            'USAGE',
+            `no schedule: create the daily one with \`crs-sync schedule create\` (and the intraday one with \`crs-sync schedule create --intraday EVERY\`)`,
+          );
+        }
+        if (o.json) {
+          const plain = (d: typeof daily) => (d ? (({ raw: _raw, ...rest }) => rest)(d) : null);
+          process.stdout.write(
+            `${JSON.stringify({ daily: plain(daily), intraday: plain(intraday) }, null, 2)}\n`,
+          );
+          return;
+        }
+        const parts = [
+          daily ? formatSchedule(daily) : formatMissingSchedule(SCHEDULE_ID),
+          intraday ? formatSchedule(intraday) : formatMissingSchedule(INTRADAY_SCHEDULE_ID),
+        ];
+        process.stdout.write(`${parts.map((p) => p.map(escapeControls).join('\n')).join('\n\n')}\n`);
       });
     });
   schedule
     .command('pause')
+    .description(
+      'pause the schedule: no run starts until unpause (running ones go on; a note says why, shown by describe)',
+    )
     .option('--note <text>', 'why (shown by describe)')
     .option(INTRADAY_FLAG, INTRADAY_HELP)
     .action(async (o: { note?: string; intraday?: boolean }) => {
@@ -131,6 +169,7 @@ export function registerSchedule(program: Command): void {
     });
   schedule
     .command('unpause')
+    .description('resume a paused schedule: its runs start again as they come due')
     .option('--note <text>', 'why (shown by describe)')
     .option(INTRADAY_FLAG, INTRADAY_HELP)
     .action(async (o: { note?: string; intraday?: boolean }) => {
@@ -144,9 +183,15 @@ export function registerSchedule(program: Command): void {
     .description('start a scheduled sync now (waits for a running one first)')
     .option(INTRADAY_FLAG, INTRADAY_HELP)
     .action(async (o: { intraday?: boolean }) => {
-      await withClient(async (t) => {
+      await withClient(async (t, configured) => {
         await triggerSchedule(t.client, idOf(o));
         process.stdout.write(`schedule ${idOf(o)} triggered\n`);
+        // The run goes to the schedule's own task queue, which may not be this shell's.
+        const d = await describeSchedule(t.client, idOf(o));
+        const taskQueue = d.action.type === 'startWorkflow' ? d.action.taskQueue : configured;
+        if ((await workersPolling(t.client, taskQueue).catch(() => undefined)) === 0) {
+          process.stderr.write(noWorkerWarning(taskQueue, t.client.options.namespace, 'the triggered run'));
+        }
       });
     });
   schedule

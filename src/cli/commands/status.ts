@@ -53,6 +53,7 @@ function formatStatus(s: WarehouseStatus, warehouse: string): string {
     `messages    ${s.messages.live.toLocaleString('en-US')} live, ${s.messages.deleted.toLocaleString('en-US')} marked deleted`,
     `threads     ${byKey(s.threads)}`,
     `thread list ${describeThreadList(s.threadList)}`,
+    `budget      ${describeBudgets(s)}`,
   ].map(terminalText);
   for (const t of sections(s)) {
     if (t.rows.length > 0) out.push('', t.title, renderTable(t.head, t.rows));
@@ -74,6 +75,21 @@ function describeThreadList(t: ThreadListReads): string {
   if (t.lastOkAt === null) return '(not read yet)';
   const total = t.failuresTotal > 0 ? ` (${t.failuresTotal} failed read(s) before)` : '';
   return `read ok ${utc(t.lastOkAt)} UTC${total}`;
+}
+
+/** The shared request budgets in a line: the limit in force, its use in the window, a pause. */
+function describeBudgets(s: WarehouseStatus): string {
+  if (s.budgets.length === 0)
+    return '(no shared request budget used yet: CRS_RATE_BUDGET=off, or no worker has called the service)';
+  return s.budgets
+    .map(
+      (b) =>
+        `${b.name}: ${b.limitPerSecond === null ? 'no limit asked yet' : `limit ${b.limitPerSecond} requests/s`}, ` +
+        `${b.leasedInWindow} leased in the last ${(b.windowMs ?? 1000) / 1000} s` +
+        (b.pausedSeconds > 0 ? `, paused ${b.pausedSeconds} s more (the service's Retry-After)` : '') +
+        `, last lease ${utc(b.updatedAt)} UTC`,
+    )
+    .join('; ');
 }
 
 /** The tables of the status, in the order shown. Long: one entry per table, each its title, head and rows. */
@@ -164,9 +180,9 @@ function sections(s: WarehouseStatus): { title: string; head: string[]; rows: (s
       ]),
     },
     {
-      title: 'Quarantine (rejected_records):',
-      head: ['source', 'error code', 'open', 'replayed'],
-      rows: s.rejects.map((r) => [r.source, r.errorCode, r.open, r.replayed]),
+      title: 'Quarantine (rejected_records; closed: dismissed, or gone from a complete load of the day):',
+      head: ['source', 'error code', 'open', 'replayed', 'closed'],
+      rows: s.rejects.map((r) => [r.source, r.errorCode, r.open, r.replayed, r.closed]),
     },
   ];
 }

@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { createActivities, DEFAULT_MAX_DAY_LOADS } from '../../../activities/index.ts';
 import { alertSettings, startAlertMonitor } from '../../alerts/monitor.ts';
 import { onAlertSent } from '../../alerts/sender.ts';
+import { describeTarget } from '../../alerts/webhook.ts';
 import { createDeploymentClient } from '../../api/deployment-client.ts';
 import { requireSettings } from '../../config.ts';
 import { CrsError, errorMessage } from '../../errors.ts';
@@ -22,6 +23,7 @@ import { createSyncWorker, installRuntime } from '../../temporal/worker.ts';
 import {
   METRICS_SPARE_PORTS,
   parseWorkerSettings,
+  WORKER_SETTINGS_HELP,
   type WorkerSettings,
 } from '../../temporal/worker-settings.ts';
 import { deploymentFreshnessSla } from '../../warehouse/alert-settings.ts';
@@ -54,6 +56,7 @@ export function registerWorker(program: Command): void {
       ALLOW_EMBEDDED_FLAG,
       'run on the embedded PostgreSQL in .data/postgres when DATABASE_URL is not set (a local worker)',
     )
+    .addHelpText('after', workerHelp())
     .action(
       // Long: the worker's life, from its settings to the drain on a signal, read top to bottom.
       async (o: { allowEmbedded?: boolean }) => {
@@ -129,6 +132,7 @@ export function registerWorker(program: Command): void {
                 metrics: metrics?.url ?? 'off',
                 maxConcurrentActivities: settings.maxConcurrentActivities,
                 taskQueueActivitiesPerSecond: settings.taskQueueActivitiesPerSecond ?? 'unlimited',
+                ...alertsAtStart(config.alerts.webhookUrls, config.alerts.checkIntervalMs),
               },
               'worker started',
             );
@@ -144,6 +148,33 @@ export function registerWorker(program: Command): void {
         }
       },
     );
+}
+
+/** The settings `worker --help` lists after its options: the tuning the worker reads, and when. */
+function workerHelp(): string {
+  const width = Math.max(...WORKER_SETTINGS_HELP.map((s) => s.name.length));
+  return (
+    '\nWorker settings (environment or .env, read at start), besides the shared ones in the README:\n' +
+    WORKER_SETTINGS_HELP.map((s) => `  ${s.name.padEnd(width)}  ${s.what} (default ${s.def})`).join('\n') +
+    '\n\nAlerts: every worker checks the alert conditions every CRS_ALERT_CHECK_INTERVAL and posts to\n' +
+    "CRS_ALERT_WEBHOOK_URL (docs/alerts.md). Every setting, the alerts' included, is read when the\n" +
+    'worker starts: restart the workers after changing one. The start-up log line names the receivers.\n'
+  );
+}
+
+/**
+ * What the start-up log says of alerts: each receiver by scheme and host only (a webhook's path
+ * is its secret), how often they are checked, and that a change needs a restart.
+ */
+function alertsAtStart(urls: readonly string[], checkIntervalMs: number): Record<string, unknown> {
+  return {
+    alertReceivers:
+      urls.length > 0
+        ? urls.map(describeTarget)
+        : 'none (CRS_ALERT_WEBHOOK_URL unset): incidents are recorded, not sent',
+    alertCheckEverySeconds: Math.round(checkIntervalMs / 1000),
+    alertSettings: 'read at start: restart the worker after changing CRS_ALERT_*',
+  };
 }
 
 /** Seconds a scrape's warehouse queries may take; a scrape past it goes without those gauges. */

@@ -43,7 +43,8 @@ export interface WarehouseStatus {
   staleAfterMinutes: number;
   /** As read/runs.ts reads them, the window as one text ('from..to'). */
   recentRuns: (Omit<RecentRun, 'windowStart' | 'windowEnd'> & { window: string | null })[];
-  rejects: { source: string; errorCode: string; open: number; replayed: number }[];
+  /** By source and code: open, replayed, and closed otherwise (dismissed by hand, or gone from a complete load of their day). */
+  rejects: { source: string; errorCode: string; open: number; replayed: number; closed: number }[];
   threads: Record<string, number>;
   /** How the enrichment's reads of the thread list went: names and re-queues depend on them. */
   threadList: ThreadListReads;
@@ -72,6 +73,22 @@ export interface WarehouseStatus {
   freshness: Freshness;
   /** Schema drift not accepted yet (`crs-sync schema changes`, `crs-sync schema accept`). */
   schemaDrift: SchemaDrift[];
+  /** The shared request budgets (`rate_budget`, CRS_RATE_BUDGET): the limit in force and its use now. */
+  budgets: RequestBudget[];
+}
+
+/** One shared request budget as it stands (migrations/…_rate_budget.ts, docs/operations.md). */
+export interface RequestBudget {
+  name: string;
+  /** The limit in force (the lowest asked for within 10 minutes, or the fixed one), per second; null before a lease. */
+  limitPerSecond: number | null;
+  /** Requests leased within the window that ends now. */
+  leasedInWindow: number;
+  windowMs: number | null;
+  /** How much longer a Retry-After holds every request (0: not paused). */
+  pausedSeconds: number;
+  /** The last lease (or pause). */
+  updatedAt: string;
 }
 
 export interface RetryingDay {
@@ -98,18 +115,6 @@ export async function readStatus(
   const lagDays = watermark === null ? null : Math.max(0, dayCount(watermark, yesterday) - 1);
   const days = await readDays(db);
   const recentRuns = await readRecentRuns(db);
-  const rejects = await db
-    .selectFrom('rejected_records')
-    .select([
-      'source',
-      'error_code',
-      sql<number>`count(*) filter (where replayed_at is null)`.as('open'),
-      sql<number>`count(*) filter (where replayed_at is not null)`.as('replayed'),
-    ])
-    .groupBy(['source', 'error_code'])
-    .orderBy('source')
-    .orderBy('error_code')
-    .execute();
   const threads = await db
     .selectFrom('threads')
     .select(['enrich_status', (eb) => eb.fn.countAll<number>().as('n')])
@@ -137,12 +142,7 @@ export async function readStatus(
     ...days,
     staleAfterMinutes: await abandonedAfterMinutes(db),
     recentRuns,
-    rejects: rejects.map((r) => ({
-      source: r.source,
-      errorCode: r.error_code,
-      open: Number(r.open),
-      replayed: Number(r.replayed),
-    })),
+    rejects: await readRejectCounts(db),
     threads: Object.fromEntries(threads.map((t) => [t.enrich_status, Number(t.n)])),
     threadList: await readThreadListReads(queryable(db)),
     messages: { live: Number(msgs.live), deleted: Number(msgs.deleted) },
@@ -156,6 +156,7 @@ export async function readStatus(
     // The deployment's stored SLA, the one the alerts judge by; `freshnessSlaSeconds` before any check.
     freshness: await readFreshness(db, await deploymentFreshnessSla(db, freshnessSlaSeconds), now),
     schemaDrift: await openSchemaDrift(queryable(db)),
+    budgets: await readBudgets(db),
   };
 }
 
@@ -180,6 +181,62 @@ async function readPartialDays(db: Executor): Promise<WarehouseStatus['partialDa
           nextAttemptAt: iso(d.next_attempt_at),
         }
       : {}),
+  }));
+}
+
+/** The quarantine by source and code: open, replayed, and closed otherwise (dismissed, gone). */
+async function readRejectCounts(db: Executor): Promise<WarehouseStatus['rejects']> {
+  const rejects = await db
+    .selectFrom('rejected_records')
+    .select([
+      'source',
+      'error_code',
+      sql<number>`count(*) filter (where replayed_at is null)`.as('open'),
+      sql<number>`count(*) filter (where replayed_at is not null and coalesce(resolution, 'replayed') = 'replayed')`.as(
+        'replayed',
+      ),
+      sql<number>`count(*) filter (where resolution in ('dismissed', 'gone'))`.as('closed'),
+    ])
+    .groupBy(['source', 'error_code'])
+    .orderBy('source')
+    .orderBy('error_code')
+    .execute();
+  return rejects.map((r) => ({
+    source: r.source,
+    errorCode: r.error_code,
+    open: Number(r.open),
+    replayed: Number(r.replayed),
+    closed: Number(r.closed),
+  }));
+}
+
+/** The shared request budgets: one row each, their leases within the window counted here. */
+export async function readBudgets(db: Executor): Promise<RequestBudget[]> {
+  const r = await sql<{
+    name: string;
+    limit_per_window: number | null;
+    window_ms: number | null;
+    leased: number;
+    paused_s: number;
+    updated_at: Date;
+  }>`
+    select b.name, b.limit_per_window, b.window_ms,
+           (select coalesce(sum(l.n), 0) from unnest(b.lease_at, b.lease_n) as l(at, n)
+             where b.window_ms is not null and l.at > clock_timestamp() - b.window_ms * interval '1 millisecond')::int as leased,
+           greatest(0, extract(epoch from b.paused_until - clock_timestamp()))::float8 as paused_s,
+           b.updated_at
+      from rate_budget b
+     order by b.name`.execute(db);
+  return r.rows.map((b) => ({
+    name: b.name,
+    limitPerSecond:
+      b.limit_per_window === null || !b.window_ms
+        ? null
+        : Math.round((b.limit_per_window * 1000 * 100) / b.window_ms) / 100,
+    leasedInWindow: Number(b.leased),
+    windowMs: b.window_ms,
+    pausedSeconds: Math.ceil(Number(b.paused_s ?? 0)),
+    updatedAt: b.updated_at.toISOString(),
   }));
 }
 

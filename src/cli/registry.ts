@@ -1,0 +1,37 @@
+import { Command } from 'commander';
+
+/**
+ * The commands, each loaded only when it runs: a command's module pulls in what it needs (the
+ * loader, the Temporal SDK, the simulator), and loading every one of them cost each command a
+ * second and ~50 MB before it began. `--help` without a command loads them all.
+ */
+export const COMMANDS: Record<string, (program: Command) => Promise<void>> = {
+  migrate: async (p) => (await import('./commands/migrate.ts')).registerMigrate(p),
+  import: async (p) => (await import('./commands/import.ts')).registerImport(p),
+  status: async (p) => (await import('./commands/status.ts')).registerStatus(p),
+  rejects: async (p) => (await import('./commands/rejects.ts')).registerRejects(p),
+  deletes: async (p) => (await import('./commands/deletes.ts')).registerDeletes(p),
+  sim: async (p) => (await import('./commands/sim.ts')).registerSim(p),
+  worker: async (p) => (await import('./commands/worker.ts')).registerWorker(p),
+  sync: async (p) => (await import('./commands/sync.ts')).registerSync(p),
+  backfill: async (p) => (await import('./commands/backfill.ts')).registerBackfill(p),
+  cancel: async (p) => (await import('./commands/cancel.ts')).registerCancel(p),
+  schedule: async (p) => (await import('./commands/schedule.ts')).registerSchedule(p),
+  demo: async (p) => (await import('./commands/demo.ts')).registerDemo(p),
+  dashboard: async (p) => (await import('./commands/dashboard.ts')).registerDashboard(p),
+  rollups: async (p) => (await import('./commands/rollups.ts')).registerRollups(p),
+  alerts: async (p) => (await import('./commands/alerts.ts')).registerAlerts(p),
+  schema: async (p) => (await import('./commands/schema.ts')).registerSchema(p),
+};
+
+/** The program without its commands (program.ts registers the one that runs, or all for --help). */
+export function createProgram(): Command {
+  return new Command('crs-sync')
+    .description(
+      'Keeps a PostgreSQL warehouse in step with a Conversational Research Service.\n' +
+        'Configuration comes from the environment (a .env file in the working directory is read);\n' +
+        'see the README for every variable. Exit status: 0 success, 1 failure, 2 bad usage or configuration.',
+    )
+    .showHelpAfterError('(run with --help for usage)')
+    .exitOverride();
+}

@@ -1,0 +1,25 @@
+import type { Command } from 'commander';
+import { describe, expect, it } from 'vitest';
+import { COMMANDS, createProgram } from '../../src/cli/registry.ts';
+
+/** Every command of the program, subcommands included, by its full name (`schedule pause`). */
+function walk(cmd: Command, prefix: string[] = []): { name: string; cmd: Command }[] {
+  return cmd.commands.flatMap((c) => {
+    const path = [...prefix, c.name()];
+    return [{ name: path.join(' '), cmd: c }, ...walk(c, path)];
+  });
+}
+
+describe('crs-sync --help', () => {
+  it('when every command is registered, then every command and subcommand has help text', async () => {
+    const program = createProgram();
+    for (const register of Object.values(COMMANDS)) await register(program);
+    const all = walk(program);
+    // Some of each: the walk reaches the subcommands.
+    expect(all.map((c) => c.name)).toEqual(
+      expect.arrayContaining(['status', 'schedule pause', 'schedule unpause', 'rejects dismiss', 'cancel']),
+    );
+    const silent = all.filter(({ cmd }) => cmd.description().trim() === '').map((c) => c.name);
+    expect(silent).toEqual([]);
+  });
+});
