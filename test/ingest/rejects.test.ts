@@ -190,7 +190,7 @@ describe('one open reject per line', () => {
     );
     expect(health.rows).toEqual([{ n: 1, e: 1 }]);
     expect((await readStatus(tw.w.db)).rejects).toEqual([
-      { source: 'export', errorCode: 'invalid_json', open: 1, replayed: 0 },
+      { source: 'export', errorCode: 'invalid_json', open: 1, replayed: 0, closed: 0 },
     ]);
     expect((await readPipelineGauges(tw.w.db)).quarantineOpen).toEqual([
       { source: 'export', code: 'invalid_json', lines: 1 },

@@ -30,11 +30,11 @@ describe('the ledger and quarantine repositories', () => {
     await markDayRunning(tw.w.db, '2026-10-01', 'load-a');
     await markDayRunning(tw.w.db, '2026-10-02', 'load-a');
     expect(await releaseUnfinishedDay(tw.w.db, '2026-10-01', { cancelled: true, reason: 'cancelled' })).toBe(
-      true,
+      'pending',
     );
     expect(
       await releaseUnfinishedDay(tw.w.db, '2026-10-02', { cancelled: false, reason: 'x'.repeat(3000) }),
-    ).toBe(true);
+    ).toBe('failed');
     expect(await dayRow('2026-10-01')).toMatchObject({ status: 'pending', last_error: 'cancelled' });
     const failed = await dayRow('2026-10-02');
     expect(failed.status).toBe('failed');
@@ -49,7 +49,7 @@ describe('the ledger and quarantine repositories', () => {
       reason: 'activity out of retries',
       loadId: 'load-a',
     });
-    expect(changed).toBe(false);
+    expect(changed).toBeNull();
     expect(await dayRow('2026-10-03')).toMatchObject({ status: 'running', _load_id: 'load-b' });
   });
 
