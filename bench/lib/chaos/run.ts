@@ -114,6 +114,10 @@ export interface ChaosReport {
   failures: string[];
   /** Whether the clean pass loaded every day. */
   cleanPassFailedDays: string[];
+  /** `day_failed` incidents the workers opened (their days), over the whole run. */
+  dayFailedAlerts: string[];
+  /** Of those, the days no pass reported failed: a page for a day that did not fail (differences). */
+  falsePages: string[];
   passes: number;
   runtimeMs: number;
   differences: number;
@@ -211,6 +215,9 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
           // Several workers on one machine: the SDK's metrics port would be taken by the first.
           TEMPORAL_METRICS_ADDRESS: '',
           CRS_BATCH_SIZE: '200',
+          // Alerts checked often: every day_failed incident the run opens is compared with the
+          // days that really failed (ChaosReport.falsePages).
+          CRS_ALERT_CHECK_INTERVAL: '5s',
           CRS_LOAD_CONNECTIONS: '2',
           CRS_ENRICH_CONCURRENCY: '4',
           CRS_RATE_LIMIT_RPS: '1000',
@@ -327,6 +334,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     // ---- the chaos phase: backfill passes, one after another, under the injector ----
     const failures = new Set<string>();
     let daysFailed = 0;
+    // The days a pass reported failed, by name: what a day_failed page may name.
+    const failedDayNames = new Set<string>();
     let passes = 0;
     let chaosDone = false;
     const deadline = began + opts.minutes * 60_000;
@@ -370,11 +379,13 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
         try {
           const r = await handle.result();
           daysFailed += r.failedDays.length;
+          for (const d of r.failedDays) failedDayNames.add(d);
           if (r.failedDays.length > 0) failures.add(`pass ${passes}: days failed ${r.failedDays.join(', ')}`);
         } catch (err) {
           const cause = (err as { cause?: Error }).cause?.message;
           // A backfill with failed days fails itself, naming how many.
           daysFailed += Number(/(\d+) of \d+ day\(s\) failed/.exec(cause ?? '')?.[1] ?? 1);
+          for (const d of days) if ((cause ?? '').includes(d)) failedDayNames.add(d);
           failures.add(`pass ${passes}: ${(err as Error).message}${cause ? `: ${cause}` : ''}`);
         }
         log(`chaos: pass ${passes} done; ${FAULT_KINDS.map((k) => `${k} ${count(k)}`).join(', ')}`);
@@ -396,10 +407,12 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     let cleanPassFailedDays: string[] = [];
     try {
       cleanPassFailedDays = (await clean.result()).failedDays;
+      for (const d of cleanPassFailedDays) failedDayNames.add(d);
     } catch (err) {
       const cause = (err as { cause?: Error }).cause?.message ?? '';
       cleanPassFailedDays = days.filter((d) => cause.includes(d));
       if (cleanPassFailedDays.length === 0) cleanPassFailedDays = days;
+      for (const d of cleanPassFailedDays) failedDayNames.add(d);
       failures.add(`clean pass: ${(err as Error).message}: ${cause}`);
     }
     log(`chaos: clean pass done (${backfillWorkflowId(from, to)})`);
@@ -454,8 +467,17 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       retryDb,
       log,
     });
+    // Every day_failed page must name a day a pass saw fail: a retry in progress is not a failure.
+    const paged = await retryDb(() =>
+      w!.pool.query<{ day: string }>(
+        `select distinct details->>'day' as day from alert_incidents where kind = 'day_failed' order by 1`,
+      ),
+    );
+    const dayFailedAlerts = paged.rows.map((r) => r.day);
+    const falsePages = dayFailedAlerts.filter((d) => !failedDayNames.has(d));
     const { log: _log, ...rest } = opts;
     const differences =
+      falsePages.length +
       Object.values(comparison.differences).reduce((n, d) => n + d.length, 0) +
       deletedByFaults.length +
       lateId.length +
@@ -476,6 +498,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       daysFailed,
       failures: [...failures],
       cleanPassFailedDays,
+      dayFailedAlerts,
+      falsePages,
       passes,
       runtimeMs: Date.now() - began,
       differences,
@@ -566,9 +590,14 @@ export function formatReport(r: ChaosReport): string {
   lines.push(
     `days failed: ${r.daysFailed} in the chaos passes, ${r.cleanPassFailedDays.length} in the clean pass`,
   );
+  lines.push(
+    `day_failed pages: ${r.dayFailedAlerts.length}${r.dayFailedAlerts.length > 0 ? ` (${r.dayFailedAlerts.join(', ')})` : ''}, ` +
+      `of days no pass saw fail: ${r.falsePages.length}`,
+  );
   lines.push(`run time: ${(r.runtimeMs / 1000).toFixed(0)} s`);
   lines.push(`differences: ${r.differences}`);
   const samples = [
+    ...r.falsePages.map((d) => `day_failed paged for ${d}, which no pass saw fail`),
     ...r.deletedByFaults,
     ...r.lateId,
     ...r.heldSeen.deletedInSource,
