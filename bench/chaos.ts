@@ -3,7 +3,7 @@ import { parseArgs } from 'node:util';
 import { formatReport, runChaos } from './lib/chaos/run.ts';
 
 /**
- * npm run chaos [-- --days 7 --records-per-day 2000 --workers 3 --faults-per-kind 20 --held-rounds 20 --intraday-pulls 6 --seed N --minutes 30 --json PATH]
+ * npm run chaos [-- --days 7 --records-per-day 2000 --workers 3 --faults-per-kind 20 --held-rounds 20 --intraday-pulls 6 --respell 0.05 --seed N --minutes 30 --json PATH]
  * The seed comes from --seed, else CHAOS_SEED, else is drawn (and printed, to replay the run).
  * Exits 1 on any difference with the ground truth, a failed day of the clean pass, or a worker
  * death the injector did not cause.
@@ -28,6 +28,9 @@ clean pass, or a worker death the injector did not cause.
                         kill or a restart while the day loads and an export fault; after each
                         the day's rows must be the export so far with nothing deleted, and after
                         the closed-day pull past midnight, exactly the export
+  --respell P           share of the export's records written in another spelling JSON.parse reads
+                        as the same record (a decoy id first, escaped keys or id), all through the
+                        run (default 0.05; 1: every line)
   --minutes M           stop injecting after M minutes even if a quota is not met (default 30)
   --seed N              replay a run's injector schedule (default: CHAOS_SEED, else drawn and printed)
   --json PATH           also write the whole report, every difference included
@@ -47,6 +50,7 @@ const { values } = parseArgs({
     'held-rounds': { type: 'string', default: '20' },
     'intraday-pulls': { type: 'string', default: '6' },
     seed: { type: 'string' },
+    respell: { type: 'string', default: '0.05' },
     minutes: { type: 'string', default: '30' },
     json: { type: 'string' },
   },
@@ -66,6 +70,15 @@ function int(name: string, v: string | undefined, min: number): number {
   return n;
 }
 
+function share(name: string, v: string | undefined): number {
+  const n = Number(v);
+  if (v === undefined || !/^(0(\.\d+)?|1(\.0+)?)$/.test(v) || !(n >= 0 && n <= 1)) {
+    process.stderr.write(`--${name} must be a number from 0 to 1, got "${v}"\n`);
+    process.exit(2);
+  }
+  return n;
+}
+
 const seed = int(
   'seed',
   values.seed ?? process.env.CHAOS_SEED ?? String(Math.floor(Math.random() * 2 ** 31)),
@@ -78,6 +91,7 @@ const report = await runChaos({
   workers: int('workers', values.workers, 1),
   faultsPerKind: int('faults-per-kind', values['faults-per-kind'], 0),
   heldRounds: int('held-rounds', values['held-rounds'], 0),
+  respell: share('respell', values.respell),
   intradayPulls: int('intraday-pulls', values['intraday-pulls'], 1),
   minutes: Number(values.minutes),
   log: (line) => process.stderr.write(`${line}\n`),

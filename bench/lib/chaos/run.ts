@@ -46,6 +46,11 @@ export interface ChaosOptions {
    * default 6.
    */
   intradayPulls?: number;
+  /**
+   * Share of the export's records written in another spelling JSON.parse reads as the same record
+   * (the simulator's `respell`), all through the run; default 0.05.
+   */
+  respell?: number;
   /** Least pause between two of the harness's own faults (the most is three times it); default 2 s. */
   paceMs?: number;
   /** Progress lines (stderr in the CLI); silent without one. */
@@ -70,7 +75,7 @@ export const SIM_WINDOWS: Partial<Record<FaultKind, string>> = {
  * in odd but valid spellings (respell: a decoy id before the real one, escaped keys), which a
  * loader must read as JSON.parse reads them.
  */
-const POISON = 'poison=0.004,poison-history=0.02,respell=0.05';
+const poisonSpec = (respell: number) => `poison=0.004,poison-history=0.02,respell=${respell}`;
 /** The client's idle timeout; stalls last longer. */
 const HTTP_TIMEOUT_MS = 5000;
 
@@ -136,6 +141,7 @@ function isoDay(ms: number): string {
 }
 
 export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
+  const POISON = poisonSpec(opts.respell ?? 0.05);
   const log = opts.log ?? (() => {});
   const began = Date.now();
   const rng = new Rng(opts.seed);
