@@ -42,7 +42,7 @@ import {
 import { type AccessRules, accessRules, refusal } from './access.ts';
 import { cancelRunning } from './cancel.ts';
 import { errorPanel, esc } from './html.ts';
-import { PAGE_ORDER, PAGES, type PageData, type PageName, type SectionResult } from './pages.ts';
+import { PAGE_ORDER, PAGES, type PageData, type PageName, type SectionResult } from './pages/index.ts';
 import { clampToData, presets, resolveRange } from './range.ts';
 
 /** The port `crs-sync dashboard` (and `crs-sync demo --keep`) listens on unless told otherwise. */
