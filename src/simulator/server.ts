@@ -41,6 +41,7 @@ import {
   sendJsonText,
 } from './http.ts';
 import {
+  EVENTS_PATH,
   FAULT_HEADER,
   HISTORY_DEFAULT_LIMIT,
   HISTORY_MAX_LIMIT,
@@ -300,11 +301,193 @@ function intQuery(url: URL, name: string, def: number, min: number, max: number)
   return n;
 }
 
+/** One request under /v2/threads, as its route's handler sees it. */
+interface V2Call {
+  ctx: ServerContext;
+  req: IncomingMessage;
+  res: ServerResponse;
+  url: URL;
+  rf: RequestFaults;
+  /** The path's segments after /v2/threads. */
+  parts: string[];
+  /** The first of them, decoded ('' on /v2/threads itself). */
+  threadId: string;
+}
+
+interface V2Route {
+  method: string;
+  /** The OpenAPI path template: `{name}` is any one segment. */
+  path: string;
+  handler: (c: V2Call) => Promise<void> | void;
+}
+
+async function createThread({ ctx, req, res }: V2Call) {
+  const body = await readJsonObject(req);
+  const name = requiredString(body, 'thread_name');
+  const live = ctx.ds.createThread(name);
+  return sendJson(res, 201, {
+    thread_id: live.id,
+    thread_name: name,
+    created_at: new Date(live.createdAt).toISOString(),
+  });
+}
+
+async function renameThread({ ctx, req, res, threadId }: V2Call) {
+  const ref = resolveThread(ctx, threadId);
+  const body = await readJsonObject(req);
+  const name = requiredString(body, 'name');
+  const live = ctx.ds.liveOf(ref);
+  live.name = name;
+  live.renamedAt = ctx.ds.nowMs();
+  return sendJson(res, 200, { thread_id: ref.id, thread_name: name });
+}
+
+function deleteThread({ ctx, res, threadId }: V2Call) {
+  const ref = resolveThread(ctx, threadId);
+  ctx.runner.drop(ref.id);
+  ctx.ds.deleteThread(ref);
+  return sendEmpty(res, 204);
+}
+
+function listMessages({ ctx, req, res, url, threadId }: V2Call) {
+  const ref = resolveThread(ctx, threadId);
+  const start = intQuery(url, 'start_index', 0, 0, Number.MAX_SAFE_INTEGER);
+  const limit = intQuery(url, 'limit_num', HISTORY_DEFAULT_LIMIT, 1, HISTORY_MAX_LIMIT);
+  const page = ctx.ds.history(ref).slice(start, start + limit);
+  return sendPoisoned(ctx, res, page, requestSpec(ctx, req));
+}
+
+async function sendMessage({ ctx, req, res, threadId }: V2Call) {
+  const ref = resolveThread(ctx, threadId);
+  const form = await readForm(req, 1024 * 1024);
+  const message = form.get('message');
+  if (message === null) throw invalid({ loc: ['body', 'message'], msg: 'Field required', type: 'missing' });
+  if (typeof message !== 'string') {
+    throw invalid({
+      loc: ['body', 'message'],
+      msg: 'Input should be a valid string',
+      type: 'string_type',
+    });
+  }
+  if (message.trim() === '') {
+    throw invalid({
+      loc: ['body', 'message'],
+      msg: 'String should have at least 1 character',
+      type: 'string_too_short',
+    });
+  }
+  if (ctx.runner.isBusy(ref.id)) throw fail(409, 'A task is already processing in this thread');
+  const task = ctx.runner.start(ctx.ds.liveOf(ref), message);
+  return sendJson(res, 202, {
+    thread_id: ref.id,
+    task_id: task.id,
+    message_id: task.turn.userMessageId,
+    status: 'queued',
+  });
+}
+
+function threadProgress({ ctx, res, threadId }: V2Call) {
+  const ref = resolveThread(ctx, threadId);
+  const task = ctx.runner.current(ref.id);
+  const done = task?.status === 'completed' || task?.status === 'cancelled';
+  return sendJson(res, 200, {
+    thread_id: ref.id,
+    task_id: task?.id ?? null,
+    status: task?.status ?? 'idle',
+    progress: task ? (done ? 1 : task.stepsDone / task.stepsTotal) : 0,
+    steps_completed: task?.stepsDone ?? 0,
+    steps_total: task?.stepsTotal ?? 0,
+    message_id: done ? task.replyMessageId : null,
+  });
+}
+
+function cancelTask({ ctx, res, threadId }: V2Call) {
+  const ref = resolveThread(ctx, threadId);
+  const task = ctx.runner.cancel(ref.id);
+  if (!task) throw fail(409, 'No task is processing in this thread');
+  return sendJson(res, 200, {
+    thread_id: ref.id,
+    task_id: task.id,
+    status: 'cancelled',
+    message_id: task.replyMessageId,
+  });
+}
+
+async function uploadFile({ ctx, req, res, threadId }: V2Call) {
+  const ref = resolveThread(ctx, threadId);
+  const type = req.headers['content-type'] ?? '';
+  if (!/^multipart\/form-data/i.test(type)) {
+    throw invalid({ loc: ['body', 'file'], msg: 'Expected multipart/form-data', type: 'missing' });
+  }
+  const form = await readForm(req, MAX_UPLOAD + 64 * 1024);
+  const file = form.get('file');
+  if (file === null || typeof file === 'string') {
+    throw invalid({ loc: ['body', 'file'], msg: 'Field required (a file part)', type: 'missing' });
+  }
+  if (file.size > MAX_UPLOAD) throw fail(413, 'File larger than 10 MiB');
+  const fileId = `file-${ctx.ds.nextId(5).replaceAll('-', '').slice(0, 16)}`;
+  const entry = {
+    file_id: fileId,
+    file_name: file.name || 'upload',
+    size_bytes: file.size,
+    content_type: file.type || 'application/octet-stream',
+  };
+  ctx.ds.liveOf(ref).files.set(fileId, entry);
+  return sendJson(res, 201, entry);
+}
+
+function getArtifact({ ctx, req, res, parts, threadId }: V2Call) {
+  const artifactId = segment(itemAt(parts, 2), 'artifact_id');
+  checkArtifactIds(threadId, artifactId);
+  const ref = resolveThread(ctx, threadId);
+  const found = ctx.ds.artifact(ref, artifactId);
+  if (!found) throw fail(404, 'Artifact not found');
+  return sendPoisonedArtifact(ctx, res, { artifact: found.artifact }, artifactId, requestSpec(ctx, req));
+}
+
+function streamEvents({ ctx, res, rf, threadId }: V2Call) {
+  const ref = resolveThread(ctx, threadId);
+  res.writeHead(200, {
+    'content-type': 'text/event-stream',
+    'cache-control': 'no-cache',
+    connection: 'keep-alive',
+  });
+  ctx.runner.subscribe(ref.id, res, rf.cut ? 1 + Math.floor(rf.cutFraction * 3) : undefined);
+}
+
 /**
- * The routes under /v2. Long: one branch per endpoint in the order of the spec; each branch is a
- * few lines, and one table of them is easier to check against the spec than many small files.
+ * The routes under /v2/threads in the order of the spec, each path as openapi.json names it. A
+ * path's methods, in this order, are the `allow` header of its 405.
  */
-async function v2(
+const V2_ROUTES = (
+  [
+    {
+      method: 'GET',
+      path: '/v2/threads',
+      handler: (c) => listThreads(c.ctx, c.res, requestSpec(c.ctx, c.req)),
+    },
+    { method: 'POST', path: '/v2/threads', handler: createThread },
+    { method: 'PATCH', path: '/v2/threads/{thread_id}', handler: renameThread },
+    { method: 'DELETE', path: '/v2/threads/{thread_id}', handler: deleteThread },
+    { method: 'GET', path: '/v2/threads/{thread_id}/messages', handler: listMessages },
+    { method: 'POST', path: '/v2/threads/{thread_id}/messages', handler: sendMessage },
+    { method: 'GET', path: '/v2/threads/{thread_id}/progress', handler: threadProgress },
+    { method: 'DELETE', path: '/v2/threads/{thread_id}/task', handler: cancelTask },
+    { method: 'POST', path: '/v2/threads/{thread_id}/files', handler: uploadFile },
+    { method: 'GET', path: '/v2/threads/{thread_id}/artifacts/{artifact_id}', handler: getArtifact },
+    { method: 'GET', path: EVENTS_PATH, handler: streamEvents },
+  ] satisfies V2Route[]
+).map((r) => ({ ...r, shape: r.path.split('/').slice(3) })); // shape: the segments after /v2/threads
+
+function fitsShape(shape: readonly string[], parts: readonly string[]): boolean {
+  return shape.length === parts.length && shape.every((s, i) => s.startsWith('{') || s === parts[i]);
+}
+
+/**
+ * The v2 thread API: the bearer token first, then the thread id (a malformed one answers 422 on
+ * any path under it), then the route: 404 for no path of the table, 405 for a method it lacks.
+ */
+function v2(
   ctx: ServerContext,
   req: IncomingMessage,
   res: ServerResponse,
@@ -314,152 +497,14 @@ async function v2(
 ) {
   const parts = url.pathname.split('/').slice(3); // after /v2/threads
   requireBearer(ctx, req, AUD_V2, rf);
-  const { ds, runner } = ctx;
-  if (parts.length === 0) {
-    return route(method, ['GET', 'POST'], async () => {
-      if (method === 'POST') {
-        const body = await readJsonObject(req);
-        const name = requiredString(body, 'thread_name');
-        const live = ds.createThread(name);
-        return sendJson(res, 201, {
-          thread_id: live.id,
-          thread_name: name,
-          created_at: new Date(live.createdAt).toISOString(),
-        });
-      }
-      return listThreads(ctx, res, requestSpec(ctx, req));
-    });
-  }
-  const threadId = segment(itemAt(parts, 0), 'thread_id');
-  const sub = parts[1];
-  if (parts.length === 1) {
-    return route(method, ['PATCH', 'DELETE'], async () => {
-      const ref = resolveThread(ctx, threadId);
-      if (method === 'DELETE') {
-        runner.drop(ref.id);
-        ds.deleteThread(ref);
-        return sendEmpty(res, 204);
-      }
-      const body = await readJsonObject(req);
-      const name = requiredString(body, 'name');
-      const live = ds.liveOf(ref);
-      live.name = name;
-      live.renamedAt = ds.nowMs();
-      return sendJson(res, 200, { thread_id: ref.id, thread_name: name });
-    });
-  }
-  if (parts.length === 2 && sub === 'messages') {
-    return route(method, ['GET', 'POST'], async () => {
-      const ref = resolveThread(ctx, threadId);
-      if (method === 'GET') {
-        const start = intQuery(url, 'start_index', 0, 0, Number.MAX_SAFE_INTEGER);
-        const limit = intQuery(url, 'limit_num', HISTORY_DEFAULT_LIMIT, 1, HISTORY_MAX_LIMIT);
-        const page = ds.history(ref).slice(start, start + limit);
-        return sendPoisoned(ctx, res, page, requestSpec(ctx, req));
-      }
-      const form = await readForm(req, 1024 * 1024);
-      const message = form.get('message');
-      if (message === null)
-        throw invalid({ loc: ['body', 'message'], msg: 'Field required', type: 'missing' });
-      if (typeof message !== 'string') {
-        throw invalid({
-          loc: ['body', 'message'],
-          msg: 'Input should be a valid string',
-          type: 'string_type',
-        });
-      }
-      if (message.trim() === '') {
-        throw invalid({
-          loc: ['body', 'message'],
-          msg: 'String should have at least 1 character',
-          type: 'string_too_short',
-        });
-      }
-      if (runner.isBusy(ref.id)) throw fail(409, 'A task is already processing in this thread');
-      const task = runner.start(ds.liveOf(ref), message);
-      return sendJson(res, 202, {
-        thread_id: ref.id,
-        task_id: task.id,
-        message_id: task.turn.userMessageId,
-        status: 'queued',
-      });
-    });
-  }
-  if (parts.length === 2 && sub === 'progress') {
-    return route(method, ['GET'], () => {
-      const ref = resolveThread(ctx, threadId);
-      const task = runner.current(ref.id);
-      const done = task?.status === 'completed' || task?.status === 'cancelled';
-      return sendJson(res, 200, {
-        thread_id: ref.id,
-        task_id: task?.id ?? null,
-        status: task?.status ?? 'idle',
-        progress: task ? (done ? 1 : task.stepsDone / task.stepsTotal) : 0,
-        steps_completed: task?.stepsDone ?? 0,
-        steps_total: task?.stepsTotal ?? 0,
-        message_id: done ? task.replyMessageId : null,
-      });
-    });
-  }
-  if (parts.length === 2 && sub === 'task') {
-    return route(method, ['DELETE'], () => {
-      const ref = resolveThread(ctx, threadId);
-      const task = runner.cancel(ref.id);
-      if (!task) throw fail(409, 'No task is processing in this thread');
-      return sendJson(res, 200, {
-        thread_id: ref.id,
-        task_id: task.id,
-        status: 'cancelled',
-        message_id: task.replyMessageId,
-      });
-    });
-  }
-  if (parts.length === 2 && sub === 'files') {
-    return route(method, ['POST'], async () => {
-      const ref = resolveThread(ctx, threadId);
-      const type = req.headers['content-type'] ?? '';
-      if (!/^multipart\/form-data/i.test(type)) {
-        throw invalid({ loc: ['body', 'file'], msg: 'Expected multipart/form-data', type: 'missing' });
-      }
-      const form = await readForm(req, MAX_UPLOAD + 64 * 1024);
-      const file = form.get('file');
-      if (file === null || typeof file === 'string') {
-        throw invalid({ loc: ['body', 'file'], msg: 'Field required (a file part)', type: 'missing' });
-      }
-      if (file.size > MAX_UPLOAD) throw fail(413, 'File larger than 10 MiB');
-      const fileId = `file-${ds.nextId(5).replaceAll('-', '').slice(0, 16)}`;
-      const entry = {
-        file_id: fileId,
-        file_name: file.name || 'upload',
-        size_bytes: file.size,
-        content_type: file.type || 'application/octet-stream',
-      };
-      ds.liveOf(ref).files.set(fileId, entry);
-      return sendJson(res, 201, entry);
-    });
-  }
-  if (parts.length === 3 && sub === 'artifacts') {
-    return route(method, ['GET'], () => {
-      const artifactId = segment(itemAt(parts, 2), 'artifact_id');
-      checkArtifactIds(threadId, artifactId);
-      const ref = resolveThread(ctx, threadId);
-      const found = ds.artifact(ref, artifactId);
-      if (!found) throw fail(404, 'Artifact not found');
-      return sendPoisonedArtifact(ctx, res, { artifact: found.artifact }, artifactId, requestSpec(ctx, req));
-    });
-  }
-  if (parts.length === 2 && sub === 'events') {
-    return route(method, ['GET'], () => {
-      const ref = resolveThread(ctx, threadId);
-      res.writeHead(200, {
-        'content-type': 'text/event-stream',
-        'cache-control': 'no-cache',
-        connection: 'keep-alive',
-      });
-      runner.subscribe(ref.id, res, rf.cut ? 1 + Math.floor(rf.cutFraction * 3) : undefined);
-    });
-  }
-  throw fail(404, 'Not Found');
+  const threadId = parts.length > 0 ? segment(itemAt(parts, 0), 'thread_id') : '';
+  const routes = V2_ROUTES.filter((r) => fitsShape(r.shape, parts));
+  if (routes.length === 0) throw fail(404, 'Not Found');
+  return route(
+    method,
+    routes.map((r) => r.method),
+    () => routes.find((r) => r.method === method)?.handler({ ctx, req, res, url, rf, parts, threadId }),
+  );
 }
 
 function checkArtifactIds(threadId: string, artifactId: string): void {
