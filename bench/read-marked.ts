@@ -190,7 +190,7 @@ try {
     );
   }
   console.log(table(['query', 'before', 'after', 'rows'], out));
-  // Each page's queries one after the other, as the server runs them (src/dashboard/pages.ts),
+  // Each page's queries one after the other, as the server runs them (src/dashboard/pages/),
   // with the extent and the span every ranged page reads first.
   const PAGES: Record<string, string[]> = {
     usage: ['usageTotals', 'usageDaily'],

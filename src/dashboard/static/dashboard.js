@@ -10,7 +10,7 @@
     const spec = data[box.dataset.chart];
     if (!spec || typeof uPlot === 'undefined') continue;
     const xs = spec.days.map((d) => Date.parse(`${d}T00:00:00Z`) / 1000);
-    // Days the chart spans (its x values skip the empty stretches: pages.ts daysOf).
+    // Days the chart spans (its x values skip the empty stretches: pages/shared.ts daysOf).
     const span = xs.length ? (xs[xs.length - 1] - xs[0]) / 86400 + 1 : 0;
     const opts = {
       width: Math.max(280, box.clientWidth),
@@ -54,7 +54,7 @@
         })),
       ],
     };
-    // A partial day (the open day so far, pages.ts partialDays): hatched and labelled, so that its
+    // A partial day (the open day so far, pages/shared.ts partialDays): hatched and labelled, so that its
     // lower figures are not read as a day that fell.
     const partial = (spec.partial || []).map((d) => Date.parse(`${d}T00:00:00Z`) / 1000);
     if (partial.length) {

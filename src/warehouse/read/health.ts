@@ -80,7 +80,7 @@ export async function ledgerDays(q: Queryable, r: DayRange): Promise<LedgerDay[]
 
 /**
  * The days of the range the ledger holds as `partial`: the open UTC day, pulled intraday, whose
- * figures grow until it closes. The charts over days mark them (src/dashboard/pages.ts).
+ * figures grow until it closes. The charts over days mark them (src/dashboard/pages/shared.ts).
  */
 export async function partialDaysIn(q: Queryable, r: DayRange): Promise<string[]> {
   const rows = await rowsOf<{ day: string }>(
