@@ -1,7 +1,7 @@
 import type { Logger } from '../log.ts';
 import { budgetWaitStarted } from '../metrics/pipeline.ts';
 import { dbFailureKind } from '../warehouse/db-errors.ts';
-import type { RateBudgetLease } from '../warehouse/rate-budget.ts';
+import { BUDGET_HOLD_MS, type RateBudgetLease } from '../warehouse/rate-budget.ts';
 import { enqueue, type RateLimiter, type Waiter as RateWaiter, type RateWindow } from './rate-limiter.ts';
 
 /** Where the deployment's budget lives (src/warehouse/rate-budget.ts: a row in the warehouse). */
@@ -31,7 +31,7 @@ export interface SharedLimiterOptions {
   now?: () => number;
 }
 
-export const DEFAULT_BUDGET_HOLD_MS = 75;
+export const DEFAULT_BUDGET_HOLD_MS = BUDGET_HOLD_MS;
 const MAX_DB_BACKOFF_MS = 5_000;
 
 /** Resolved with the moment (`now()`) by which the grant's request must start. */

@@ -1,6 +1,14 @@
 import type { Logger } from '../log.ts';
 import { openWarehouse, type Warehouse } from './db.ts';
 
+/**
+ * What every worker adds to the tenant's window when it leases (`src/api/shared-budget.ts`): a
+ * grant must start within this long of the lease, so the budget counts each block for the window
+ * plus this hold, and starts stay within the limit in any window. The stored `window_ms` is the
+ * window plus the hold: a limit of 20/s is stored as 20 per 1,075 ms.
+ */
+export const BUDGET_HOLD_MS = 75;
+
 /** What one lease of the shared request budget answered (see migrations/…_rate_budget.ts). */
 export interface RateBudgetLease {
   /** Grants leased now, stamped with the database's clock; 0 when the window is full or paused. */

@@ -104,11 +104,22 @@ describe('a command that only reads, where no warehouse is', () => {
 });
 
 describe('help on every command', () => {
-  it('when worker --help is read, then it lists every worker setting the worker reads, and that settings are read at start', async () => {
+  it('when worker --help is read, then it lists every worker setting the worker reads, that settings are read at start, and that the alert thresholds are the stored ones instead', async () => {
     const r = await run(['worker', '--help']);
     expect(r.code).toBe(0);
     for (const name of WORKER_SETTING_NAMES) expect(r.stdout, name).toContain(name);
-    expect(r.stdout).toContain('restart the workers after changing one');
+    const help = r.stdout.replace(/\s+/g, ' ');
+    // Before: "Every setting, the alerts' included, is read when the worker starts: restart the
+    // workers after changing one", while a restart does not change a threshold the deployment
+    // stored (test/alerts/deployment.test.ts: running checkers follow `alerts settings --store`).
+    expect(help).not.toMatch(/the alerts' included/);
+    expect(help).toContain('The worker reads its settings when it starts: restart it after changing one.');
+    expect(help).toContain(
+      'The exception is the alert thresholds (CRS_FRESHNESS_SLA, CRS_ALERT_QUARANTINE_SHARE, CRS_ALERT_BUDGET_WAIT)',
+    );
+    expect(help).toContain(
+      "every check judges by the deployment's stored ones, which `crs-sync alerts settings --store` changes for every worker from its next check, without a restart",
+    );
   });
 
   it('when dashboard --help is read, then its example for the network names CRS_DASHBOARD_ALLOWED_HOSTS', async () => {
@@ -267,15 +278,21 @@ describe('the warehouse commands say what they did', () => {
     expect(gone?.replay_result).toMatch(/^closed: not quarantined again by the complete load/);
   });
 
-  it('when a worker has leased from the shared request budget, then status shows the limit in force and its use', async () => {
-    // What a worker's lease does: 3 requests of a limit of 600 a minute.
-    await tw.w.pool.query(`select * from rate_budget_lease('crs', 600, 60000, 3, false)`);
+  it('when a worker has leased from the shared request budget, then status shows the limit it was set to and its use', async () => {
+    // What a worker with CRS_RATE_LIMIT_RPS=20 leases: 20 per 1 s plus its 75 ms hold (before,
+    // status showed that as 18.6 requests/s). A second budget's window is long enough for its
+    // count to be read: 120 per minute plus the hold, 3 leased.
+    await tw.w.pool.query(`select * from rate_budget_lease('crs', 20, 1075, 1, false)`);
+    await tw.w.pool.query(`select * from rate_budget_lease('slow', 120, 60075, 3, false)`);
     const r = await run(['status'], env);
     expect(r.code, r.stderr).toBe(0);
-    expect(r.stdout).toMatch(/budget\s+crs: limit 10 requests\/s, 3 leased in the last 60 s/);
+    expect(r.stdout).toMatch(
+      /budget\s+crs: limit 20 requests\/s, \d+ leased in the last 1\.075 s, .*; slow: limit 2 requests\/s, 3 leased in the last 60\.075 s/,
+    );
     const j = JSON.parse((await run(['status', '--json'], env)).stdout);
     expect(j.budgets).toEqual([
-      expect.objectContaining({ name: 'crs', limitPerSecond: 10, leasedInWindow: 3, pausedSeconds: 0 }),
+      expect.objectContaining({ name: 'crs', limitPerSecond: 20, windowMs: 1075, pausedSeconds: 0 }),
+      expect.objectContaining({ name: 'slow', limitPerSecond: 2, leasedInWindow: 3, pausedSeconds: 0 }),
     ]);
   });
 
@@ -298,7 +315,47 @@ describe('the warehouse commands say what they did', () => {
     }
   });
 
-  it('when a worker starts with alert receivers, then its start-up log names each by scheme and host, never its path, and says alert settings are read at start', async () => {
+  it('when the dashboard runs on loopback with CRS_DASHBOARD_TOKEN set (a .env written for Compose), then its banner says every page needs the token, as the dashboard does', async () => {
+    const token = 'a-token-of-enough-length-5678';
+    const { child, out } = await startUntil(
+      ['dashboard', '--port', '0'],
+      { ...env, CRS_DASHBOARD_TOKEN: token },
+      (o) => o.stdout.includes('\n'),
+    );
+    try {
+      const line = out.stdout.split('\n')[0]!;
+      // Before, on loopback the banner said nothing of the token, and every page answered 401.
+      expect(line).toMatch(/^crs-sync dashboard: http:\/\/127\.0\.0\.1:\d+\/ \(warehouse /);
+      expect(line).toContain('every request but /healthz needs CRS_DASHBOARD_TOKEN');
+      expect(line).not.toContain(token);
+      expect(line).not.toContain('CRS_DASHBOARD_ALLOWED_HOSTS');
+      const url = /http:\/\/127\.0\.0\.1:\d+/.exec(line)![0];
+      expect((await fetch(`${url}/health`)).status).toBe(401);
+      expect((await fetch(`${url}/healthz`)).status).toBe(200);
+      const withToken = await fetch(`${url}/health`, { headers: { authorization: `Bearer ${token}` } });
+      expect(withToken.status).toBe(200);
+    } finally {
+      await stop(child);
+    }
+  });
+
+  it('when the dashboard runs on loopback without a token, then its banner names no token', async () => {
+    const { child, out } = await startUntil(['dashboard', '--port', '0'], env, (o) =>
+      o.stdout.includes('\n'),
+    );
+    try {
+      const line = out.stdout.split('\n')[0]!;
+      expect(line).toMatch(
+        /^crs-sync dashboard: http:\/\/127\.0\.0\.1:\d+\/ \(warehouse .*\); Ctrl-C stops it$/,
+      );
+      expect(line).not.toContain('CRS_DASHBOARD_TOKEN');
+      expect((await fetch(`${/http:\/\/127\.0\.0\.1:\d+/.exec(line)![0]}/health`)).status).toBe(200);
+    } finally {
+      await stop(child);
+    }
+  });
+
+  it('when a worker starts with alert receivers, then its start-up log names each by scheme and host, never its path, and says which alert settings a restart changes', async () => {
     const secret = 'T0000/B0000/s3cr3t-path-of-the-hook';
     const { child, out } = await startUntil(
       ['worker'],
@@ -321,7 +378,13 @@ describe('the warehouse commands say what they did', () => {
     expect(started, out.stderr).toBeDefined();
     const log = JSON.parse(started!);
     expect(log.alertReceivers).toEqual(['https://hooks.example.invalid/…', 'http://127.0.0.1:9/…']);
-    expect(log.alertSettings).toMatch(/read at start: restart the worker/);
+    // Only what a restart changes is said to need one; the thresholds are the stored ones.
+    expect(log.alertSettings).toMatch(
+      /^receivers, CRS_ALERT_CHECK_INTERVAL and CRS_ALERT_TIMEOUT read at start/,
+    );
+    expect(log.alertSettings).toMatch(
+      /thresholds \(CRS_FRESHNESS_SLA, CRS_ALERT_QUARANTINE_SHARE, CRS_ALERT_BUDGET_WAIT\) are the deployment's stored ones: crs-sync alerts settings --store/,
+    );
     expect(out.stderr).not.toContain('s3cr3t');
   });
 });

@@ -46,18 +46,27 @@ export function dashboardSettings(host: string, env: NodeJS.ProcessEnv = process
 
 /**
  * What the dashboard says when it is up: the address it bound (all of them, for 0.0.0.0 or ::)
- * and where to open it, and beyond loopback that it needs the token and answers only to its
- * address and the names of CRS_DASHBOARD_ALLOWED_HOSTS.
+ * and where to open it; with CRS_DASHBOARD_TOKEN set (required beyond loopback, honoured on
+ * loopback too) that every page needs it; beyond loopback that it answers only to its address
+ * and the names of CRS_DASHBOARD_ALLOWED_HOSTS.
  */
-export function banner(host: string, dash: { url: string; listening: string }, warehouse: string): string {
+export function banner(
+  host: string,
+  dash: { url: string; listening: string },
+  warehouse: string,
+  token: boolean,
+): string {
   const wildcard = host === '0.0.0.0' || host === '::' || host === '';
   const where = wildcard
     ? `listening on ${dash.listening} (every address of this machine; from here ${dash.url}/)`
     : `${dash.url}/`;
+  const needs = token
+    ? `; every request but /healthz needs ${TOKEN_SETTING} (a browser asks for it as the password, any user name)`
+    : '';
   const beyond = isLoopback(host)
     ? ''
-    : `; every request needs ${TOKEN_SETTING}, and a host name it is reached by (DNS, a proxy) must be in ${HOSTS_SETTING}`;
-  return `crs-sync dashboard: ${where} (warehouse ${warehouse})${beyond}; Ctrl-C stops it`;
+    : `; a host name it is reached by (DNS, a proxy) must be in ${HOSTS_SETTING}`;
+  return `crs-sync dashboard: ${where} (warehouse ${warehouse})${needs}${beyond}; Ctrl-C stops it`;
 }
 
 export function registerDashboard(program: Command): void {
@@ -127,7 +136,7 @@ export function registerDashboard(program: Command): void {
         }
         throw err;
       });
-      process.stdout.write(`${banner(opts.host, dash, wh.description)}\n`);
+      process.stdout.write(`${banner(opts.host, dash, wh.description, settings.token !== undefined)}\n`);
       await stopSignal();
       await dash.close();
       await wh.close();

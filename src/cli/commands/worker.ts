@@ -26,7 +26,7 @@ import {
   WORKER_SETTINGS_HELP,
   type WorkerSettings,
 } from '../../temporal/worker-settings.ts';
-import { deploymentFreshnessSla } from '../../warehouse/alert-settings.ts';
+import { deploymentFreshnessSla, JUDGED_SETTING_NAMES } from '../../warehouse/alert-settings.ts';
 import { openWarehouse } from '../../warehouse/db.ts';
 import { readPipelineGauges } from '../../warehouse/gauges.ts';
 import { listSchemaDrift, queryable, readFreshness } from '../../warehouse/read/index.ts';
@@ -156,15 +156,21 @@ function workerHelp(): string {
   return (
     '\nWorker settings (environment or .env, read at start), besides the shared ones in the README:\n' +
     WORKER_SETTINGS_HELP.map((s) => `  ${s.name.padEnd(width)}  ${s.what} (default ${s.def})`).join('\n') +
-    '\n\nAlerts: every worker checks the alert conditions every CRS_ALERT_CHECK_INTERVAL and posts to\n' +
-    "CRS_ALERT_WEBHOOK_URL (docs/alerts.md). Every setting, the alerts' included, is read when the\n" +
-    'worker starts: restart the workers after changing one. The start-up log line names the receivers.\n'
+    '\n\nThe worker reads its settings when it starts: restart it after changing one. The exception is\n' +
+    `the alert thresholds (${STORED_ALERT_SETTINGS.join(', ')}): every check\n` +
+    "judges by the deployment's stored ones, which `crs-sync alerts settings --store` changes for every\n" +
+    'worker from its next check, without a restart (a worker whose own value differs warns once).\n' +
+    '\nAlerts: every worker checks the alert conditions every CRS_ALERT_CHECK_INTERVAL and posts to\n' +
+    'CRS_ALERT_WEBHOOK_URL (docs/alerts.md); the start-up log line names the receivers.\n'
   );
 }
 
+/** The settings every alert check takes from the warehouse, not from the worker's configuration. */
+const STORED_ALERT_SETTINGS = Object.values(JUDGED_SETTING_NAMES);
+
 /**
  * What the start-up log says of alerts: each receiver by scheme and host only (a webhook's path
- * is its secret), how often they are checked, and that a change needs a restart.
+ * is its secret), how often they are checked, and which settings a restart changes.
  */
 function alertsAtStart(urls: readonly string[], checkIntervalMs: number): Record<string, unknown> {
   return {
@@ -173,7 +179,10 @@ function alertsAtStart(urls: readonly string[], checkIntervalMs: number): Record
         ? urls.map(describeTarget)
         : 'none (CRS_ALERT_WEBHOOK_URL unset): incidents are recorded, not sent',
     alertCheckEverySeconds: Math.round(checkIntervalMs / 1000),
-    alertSettings: 'read at start: restart the worker after changing CRS_ALERT_*',
+    alertSettings:
+      'receivers, CRS_ALERT_CHECK_INTERVAL and CRS_ALERT_TIMEOUT read at start (restart the worker after ' +
+      `changing one); the thresholds (${STORED_ALERT_SETTINGS.join(', ')}) are the deployment's stored ` +
+      'ones: crs-sync alerts settings --store',
   };
 }
 

@@ -3,6 +3,7 @@ import { dayCount, shiftDay, utcDay } from '../../common/civil-date.ts';
 import { deploymentFreshnessSla } from '../alert-settings.ts';
 import { getWatermark } from '../days.ts';
 import { type HeldDay, listHeldDeletes } from '../held-deletes.ts';
+import { BUDGET_HOLD_MS } from '../rate-budget.ts';
 import type { Executor } from '../types.ts';
 import { DEFAULT_FRESHNESS_SLA_SECONDS, type Freshness, readFreshness } from './freshness.ts';
 import { queryable } from './queryable.ts';
@@ -80,7 +81,11 @@ export interface WarehouseStatus {
 /** One shared request budget as it stands (migrations/…_rate_budget.ts, docs/operations.md). */
 export interface RequestBudget {
   name: string;
-  /** The limit in force (the lowest asked for within 10 minutes, or the fixed one), per second; null before a lease. */
+  /**
+   * The limit in force (the lowest asked for within 10 minutes, or the fixed one) as the
+   * requests per second a worker asked for (CRS_RATE_LIMIT_RPS, CRS_RATE_BUDGET_RPS): the stored
+   * window less the workers' hold (BUDGET_HOLD_MS). Null before a lease.
+   */
   limitPerSecond: number | null;
   /** Requests leased within the window that ends now. */
   leasedInWindow: number;
@@ -230,14 +235,22 @@ export async function readBudgets(db: Executor): Promise<RequestBudget[]> {
   return r.rows.map((b) => ({
     name: b.name,
     limitPerSecond:
-      b.limit_per_window === null || !b.window_ms
-        ? null
-        : Math.round((b.limit_per_window * 1000 * 100) / b.window_ms) / 100,
+      b.limit_per_window === null || !b.window_ms ? null : perSecond(b.limit_per_window, b.window_ms),
     leasedInWindow: Number(b.leased),
     windowMs: b.window_ms,
     pausedSeconds: Math.ceil(Number(b.paused_s ?? 0)),
     updatedAt: b.updated_at.toISOString(),
   }));
+}
+
+/**
+ * A stored limit per window as requests per second. Workers store the tenant's window plus their
+ * hold (20/s as 20 per 1,075 ms), so the hold comes off first: 20, not 18.6. A window no longer
+ * than the hold (not a worker's) is taken as it is.
+ */
+export function perSecond(limitPerWindow: number, windowMs: number): number {
+  const window = windowMs > BUDGET_HOLD_MS ? windowMs - BUDGET_HOLD_MS : windowMs;
+  return Math.round((limitPerWindow * 1000 * 100) / window) / 100;
 }
 
 /**
