@@ -31,6 +31,8 @@ export const TEST_NAMESPACES = [
   'metrics',
   'intraday',
   'retries',
+  'operator',
+  'compare',
 ];
 
 export const SUGGEST_CONTINUE_AS_NEW_AFTER = 30;

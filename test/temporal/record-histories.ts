@@ -6,8 +6,10 @@
  *   backfill  a backfill that continues as new twice: backfill-run-1..3
  *   schedule  a run started by a Temporal Schedule: scheduled-syncWindow
  *   cancel    a backfill cancelled while a day loads: cancelled-backfill and its cancelled-syncDay
+ *   intraday  an intraday run after 00:30 UTC, with enrichment: syncIntraday (the closed day, then
+ *             the open day as a partial day) and the open day's partial intraday-syncDay
  *
- * `node test/temporal/record-histories.ts [sync] [backfill] [schedule] [cancel]` records the
+ * `node test/temporal/record-histories.ts [sync] [backfill] [schedule] [cancel] [intraday]` records the
  * groups named (all without arguments) and overwrites their files. Histories of an earlier
  * release are what make the replay test worth having: record a group again only when a workflow
  * change is meant to be incompatible with running executions (see the README, "Deploying a new
@@ -24,9 +26,9 @@ import { bundleWorkflowCode, Runtime, Worker } from '@temporalio/worker';
 import { ensureTemporalCli } from '../../src/temporal/cli-binary.ts';
 import { createOrUpdateSchedule } from '../../src/temporal/schedules.ts';
 import { workflowsPath } from '../../src/temporal/worker.ts';
-import { backfill, syncWindow } from '../../workflows/index.ts';
+import { backfill, syncIntraday, syncWindow } from '../../workflows/index.ts';
 
-const GROUPS = ['sync', 'backfill', 'schedule', 'cancel'] as const;
+const GROUPS = ['sync', 'backfill', 'schedule', 'cancel', 'intraday'] as const;
 type Group = (typeof GROUPS)[number];
 const asked = process.argv.slice(2);
 for (const a of asked) {
@@ -191,6 +193,20 @@ await worker.runUntil(async () => {
     wanted.push(
       { workflowId: 'cancelled-backfill', name: 'cancelled-backfill' },
       { workflowId: 'crs-sync-day-2024-03-02', name: 'cancelled-syncDay' },
+    );
+  }
+  if (groups.has('intraday')) {
+    // A fixed instant after 00:30 UTC, so every recording takes both steps: the day that just
+    // closed as a complete day, then the open day as a partial one (a schedule's run acts as of
+    // its scheduled time, which would make the steps depend on when the recording ran).
+    await client.workflow.execute(syncIntraday, {
+      taskQueue: TASK_QUEUE,
+      workflowId: 'crs-sync-intraday',
+      args: [{ enrich: true, now: '2024-04-02T10:00:00Z' }],
+    });
+    wanted.push(
+      { workflowId: 'crs-sync-intraday', name: 'syncIntraday' },
+      { workflowId: 'crs-sync-day-2024-04-02', name: 'intraday-syncDay' },
     );
   }
 });

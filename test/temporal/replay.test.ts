@@ -27,6 +27,8 @@ const REQUIRED = [
   'scheduled-syncWindow.json',
   'cancelled-backfill.json',
   'cancelled-syncDay.json',
+  'syncIntraday.json',
+  'intraday-syncDay.json',
 ];
 
 function history(file: string): unknown {
@@ -64,7 +66,7 @@ function bundleOf(file: string) {
 }
 
 describe('replay of recorded histories', () => {
-  it('when the fixtures are listed, then a sync, a day, an enrichment, a backfill over three runs, a scheduled run and a cancelled run are all there', () => {
+  it('when the fixtures are listed, then a sync, a day, an enrichment, a backfill over three runs, a scheduled run, a cancelled run and an intraday run (with its partial day) are all there', () => {
     expect(files).toEqual(expect.arrayContaining(REQUIRED));
   });
 
@@ -96,6 +98,32 @@ describe('replay of recorded histories', () => {
         history('cancelled-syncDay.json'),
         'cancelled-syncDay',
       ),
+    ).rejects.toBeInstanceOf(DeterminismViolationError);
+  });
+
+  it('when the recorded intraday run is read, then it pulled the closed day and then the open day as a partial day, and enriched', () => {
+    const json = JSON.parse(readFileSync(path.join(dir, 'syncIntraday.json'), 'utf8')) as {
+      events: Record<string, unknown>[];
+    };
+    const children = json.events
+      .map((e) => e.startChildWorkflowExecutionInitiatedEventAttributes as { workflowId: string } | undefined)
+      .filter((a) => a !== undefined)
+      .map((a) => a.workflowId);
+    expect(children).toEqual(['crs-sync-day-2024-04-01', 'crs-sync-day-2024-04-02', 'crs-sync-enrich']);
+    const day = JSON.parse(readFileSync(path.join(dir, 'intraday-syncDay.json'), 'utf8')) as {
+      events: { workflowExecutionStartedEventAttributes?: { input: { payloads: { data: string }[] } } }[];
+    };
+    const input = day.events[0]?.workflowExecutionStartedEventAttributes?.input.payloads[0]?.data ?? '';
+    expect(JSON.parse(Buffer.from(input, 'base64').toString('utf8'))).toMatchObject({
+      day: '2024-04-02',
+      partial: true,
+    });
+  });
+
+  it('when the recorded intraday run meets code that no longer pulls the closed day, then non-determinism is reported', async () => {
+    const changed = await bundleOf('changed-intraday-workflows.ts');
+    await expect(
+      Worker.runReplayHistory({ workflowBundle: changed }, history('syncIntraday.json'), 'syncIntraday'),
     ).rejects.toBeInstanceOf(DeterminismViolationError);
   });
 });
