@@ -163,7 +163,6 @@ export class Dataset {
   private readonly live = new Map<string, LiveThread>();
   private readonly overlayByKey = new Map<number, LiveThread>();
   private seq = 0;
-  private readonly scratch = newPlan();
 
   constructor(opts: DatasetOptions) {
     this.seed = opts.seed >>> 0;
@@ -401,11 +400,13 @@ export class Dataset {
 
   /** Every thread that exists now and is not deleted: procedural by birth day, then API-created. */
   *threads(): Generator<ThreadRef> {
+    // A plan of this walk's own: generators of concurrent requests interleave at every yield.
+    const scratch = newPlan();
     const now = this.nowMs();
     const last = this.lastDay();
     for (let day = this.startDay; day <= last; day++) {
       for (let index = 0; index < this.threadsPerDay; index++) {
-        const plan = planThread(this.seed, this.users, day, index, this.scratch);
+        const plan = planThread(this.seed, this.users, day, index, scratch);
         if (f64At(plan.userTime, 0) > now || this.procDeleted(plan, now)) continue;
         const live = this.overlayByKey.get(day * KEY_STRIDE + index);
         if (live?.deletedAt !== undefined) continue;
@@ -562,7 +563,10 @@ export class Dataset {
     const last = Math.min(day, this.lastDay());
     const dayStart = day * DAY_MS;
     const dayEnd = dayStart + DAY_MS;
-    const plan = this.scratch;
+    // A plan of this walk's own, not one shared by the dataset: a response awaits its socket
+    // between lines, so the walks of concurrent exports interleave, and a shared plan rewritten
+    // by another walk while this one is inside a thread lost and repeated lines.
+    const plan = newPlan();
     const hasOverlay = this.overlayByKey.size > 0;
     cursor.live = undefined;
     cursor.liveTurn = undefined;
