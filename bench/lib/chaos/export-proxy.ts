@@ -59,3 +59,13 @@ async function forward(
   res.writeHead(up.status, { ...out, 'content-length': body.length });
   res.end(body);
 }
+
+/** The line's `Message ID` as JSON.parse reads it, lower-case; undefined for a line that is not a record. */
+export function parsedId(line: string): string | undefined {
+  try {
+    const v = (JSON.parse(line) as Record<string, unknown>)['Message ID'];
+    return typeof v === 'string' ? v.toLowerCase() : undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -8,7 +8,7 @@ import { Rng } from '../../../src/simulator/prng.ts';
 import { startBackfill } from '../../../src/temporal/runs.ts';
 import type { Warehouse } from '../../../src/warehouse/db.ts';
 import { wronglyDeleted } from './compare.ts';
-import { type ExportProxy, startExportProxy } from './export-proxy.ts';
+import { type ExportProxy, parsedId, startExportProxy } from './export-proxy.ts';
 
 /**
  * The chaos run's "held, then seen again" step (decision 0008, items 5 to 10), after the clean
@@ -46,14 +46,20 @@ export interface HeldSeenReport {
 }
 
 const TASK_QUEUE = 'crs-chaos-held';
-const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi;
 const root = path.resolve(import.meta.dirname, '..', '..', '..');
 
-/** The export without the lines that name one of `ids` (any case the export wrote them in). */
+/**
+ * The export without the records of `ids` (any case, any spelling the export wrote them in: a
+ * record's id is what JSON.parse reads; an id-like text elsewhere in the line, such as a decoy
+ * before an escaped key or the tail of an escaped first character, is not it).
+ */
 function without(text: string, ids: Set<string>): string {
   return text
     .split('\n')
-    .filter((l) => !(l.match(UUID) ?? []).some((u) => ids.has(u.toLowerCase())))
+    .filter((l) => {
+      const id = parsedId(l);
+      return id === undefined || !ids.has(id);
+    })
     .join('\n');
 }
 

@@ -2,7 +2,7 @@ import type { Client } from '@temporalio/client';
 import type { Simulator } from '../../../src/simulator/index.ts';
 import { startBackfill } from '../../../src/temporal/runs.ts';
 import type { Warehouse } from '../../../src/warehouse/db.ts';
-import { type ExportProxy, startExportProxy } from './export-proxy.ts';
+import { type ExportProxy, parsedId, startExportProxy } from './export-proxy.ts';
 
 /**
  * The chaos run's "over-long line with a late id" step, after the clean pass: one day, already
@@ -17,12 +17,15 @@ import { type ExportProxy, startExportProxy } from './export-proxy.ts';
 /** The limit the step's worker runs with: far above any line the simulator writes. */
 export const LATE_ID_MAX_LINE_BYTES = 1024 * 1024;
 
-/** The export with the line of `id` grown before its ids (any case the export wrote it in). */
+/**
+ * The export with the line of `id` grown before its ids (any case, any spelling the export wrote
+ * it in: the record's id is what JSON.parse reads, not the first id-like text of the line).
+ */
 function grown(text: string, id: string): string {
   const pad = 'late id '.repeat(Math.ceil((LATE_ID_MAX_LINE_BYTES + 1) / 8));
   return text
     .split('\n')
-    .map((l) => (l.toLowerCase().includes(id) ? l.replace('{"Input":"', `{"Input":"${pad}`) : l))
+    .map((l) => (parsedId(l) === id ? l.replace('"Input":"', `"Input":"${pad}`) : l))
     .join('\n');
 }
 
