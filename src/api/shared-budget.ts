@@ -201,7 +201,11 @@ class SharedBudgetLimiter implements SharedRateLimiter {
     // `sentAt`: measured from `sentAt`, the hold ends early, never late.
     this.#spare = answer.granted;
     this.#spareUntil = sentAt + this.#holdMs;
-    if (this.#spare > 0 && receivedAt > this.#spareUntil) await this.#tooLate(answer, receivedAt - sentAt);
+    if (this.#spare > 0 && receivedAt > this.#spareUntil) {
+      // Awaited only when there is a block to give back: otherwise the grants go out at once.
+      const givingBack = this.#dropLate(answer, receivedAt - sentAt);
+      if (givingBack) await givingBack;
+    }
     this.#give();
     if (this.#queue.length === 0) return;
     if (answer.granted < want) this.#arm(Math.max(1, answer.waitMs));
@@ -229,17 +233,18 @@ class SharedBudgetLimiter implements SharedRateLimiter {
 
   /**
    * A block that came too late to start within the hold (a slow database or a busy event loop):
-   * given back unused, so that the budget does not lose it for a whole window.
+   * dropped, and given back unused (the promise of that) so that the budget does not lose it for
+   * a whole window.
    */
-  async #tooLate(answer: RateBudgetLease, leaseMs: number): Promise<void> {
+  #dropLate(answer: RateBudgetLease, leaseMs: number): Promise<void> | undefined {
     this.#wasted += this.#spare;
     this.#spare = 0;
     this.#log.debug({ wasted: answer.granted, leaseMs }, 'shared rate budget: lease too slow');
     const store = this.#store;
-    if (answer.stamp === undefined || !store.release) return;
+    if (answer.stamp === undefined || !store.release) return undefined;
     // One call to the store at a time, as for leases.
     this.#leasing = true;
-    await store
+    return store
       .release(answer.stamp)
       .finally(() => {
         this.#leasing = false;
