@@ -16,6 +16,7 @@ import {
   isFunctionExpression,
   isIdentifier,
   isMethodDeclaration,
+  isPrivateIdentifier,
   isPropertyAssignment,
   isVariableDeclaration,
   isVariableStatement,
@@ -48,7 +49,7 @@ function isFunctionLike(n: Node): boolean {
 
 function nameOf(n: Node): string {
   const named = n as { name?: Node };
-  if (named.name && isIdentifier(named.name)) return named.name.text;
+  if (named.name && (isIdentifier(named.name) || isPrivateIdentifier(named.name))) return named.name.text;
   if (n.kind === SyntaxKind.Constructor) return 'constructor';
   const p = n.parent;
   if (p && (isVariableDeclaration(p) || isPropertyAssignment(p)) && isIdentifier(p.name)) return p.name.text;

@@ -20,9 +20,22 @@ import {
   MAX_PAGE_SIZE,
 } from './limits.ts';
 import { createRateLimiter, rateWindow } from './rate-limiter.ts';
-import { createSecretScrubber } from './secrets.ts';
-import { type BudgetStore, chainLimiters, createSharedRateLimiter } from './shared-budget.ts';
-import { createTransport, type HttpRequest, type SendSpec, type TransportStats } from './transport.ts';
+import { createSecretScrubber, type SecretScrubber } from './secrets.ts';
+import {
+  type BudgetStore,
+  chainLimiters,
+  createSharedRateLimiter,
+  type SharedRateLimiter,
+} from './shared-budget.ts';
+import {
+  type Credentials,
+  createTransport,
+  type HttpRequest,
+  type JsonResult,
+  type SendSpec,
+  type Transport,
+  type TransportStats,
+} from './transport.ts';
 
 export type ServiceClientOptions = Config['api'] & {
   /** Most requests in flight at once (a streamed export holds one until its body ends). */
@@ -133,14 +146,15 @@ function isObject(v: unknown): v is Record<string, unknown> {
 }
 
 /**
- * The client (see index.ts for its interface).
- *
- * Long: one closure per client, whose methods share its limiters, credentials and connections.
+ * The client (see index.ts for its interface): its methods share its limiters, credentials and
+ * connections, held by a CrsServiceClient (docs/decisions/0019-classes-with-private-fields.md).
  */
 export function createServiceClient(options: ServiceClientOptions, log: Logger): ServiceClient {
-  const o = options;
-  const clog = log.child({ component: 'crs-api' });
-  const scrubber = createSecretScrubber([o.serviceAccountToken, o.accessToken, o.clientSecret, o.apiKey]);
+  return new CrsServiceClient(options, log);
+}
+
+/** The client's rate budget: this process's window, and the shared budget in front of it if any. */
+function rateLimiters(o: ServiceClientOptions, log: Logger) {
   const window = rateWindow(o.rateLimitRps, o.rateWindowMarginMs ?? DEFAULT_RATE_WINDOW_MARGIN_MS);
   const local = createRateLimiter(window);
   const shared = o.budget
@@ -150,72 +164,124 @@ export function createServiceClient(options: ServiceClientOptions, log: Logger):
           store: o.budget,
           // The hold of each lease is the shared budget's margin (shared-budget.ts).
           window: rateWindow(o.rateBudgetRps ?? o.rateLimitRps, 0),
-          log: clog,
+          log,
           ...(o.budgetMaxBlock === undefined ? {} : { maxBlock: o.budgetMaxBlock }),
         }),
       )
     : undefined;
-  const rate = shared ?? local;
-  const concurrency = createConcurrencyLimiter(o.concurrency);
-  const extraHeaders = o.extraHeaders ?? {};
+  return { window, rate: shared ?? local, shared };
+}
 
-  const transport = createTransport({
-    timeoutMs: o.timeoutMs,
-    maxResponseBytes: o.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES,
-    maxRetries: o.maxRetries ?? DEFAULT_MAX_RETRIES,
-    baseBackoffMs: o.baseBackoffMs ?? DEFAULT_BASE_BACKOFF_MS,
-    maxBackoffMs: o.maxBackoffMs ?? DEFAULT_MAX_BACKOFF_MS,
-    maxRetryAfterMs: o.maxRetryAfterMs ?? DEFAULT_MAX_RETRY_AFTER_MS,
-    rate,
-    concurrency,
-    credentials: () => credentials,
-    scrubber,
-    log: clog,
-    random: o.random ?? Math.random,
-    request: o.request ?? request,
-    // undici's request() rather than fetch(): half the CPU per request (bench/README.md), which
-    // is what bounds enrichment at low latency. No more connections per host than requests in
-    // flight: a slot is given back as soon as a body is read, a moment before undici counts its
-    // connection free, and the next request would otherwise open another one. The transport's
-    // own timers are the only timeouts (per attempt, and between chunks of a stream).
-    dispatcher: new Agent({ connections: o.concurrency, headersTimeout: 0, bodyTimeout: 0 }),
-  });
+class CrsServiceClient implements ServiceClient {
+  readonly rate: ServiceClient['rate'];
+  // Private fields (#), not TypeScript's `private`: the options hold the credentials, and no log
+  // line or JSON of the client may show them.
+  readonly #o: ServiceClientOptions;
+  readonly #log: Logger;
+  readonly #scrubber: SecretScrubber;
+  readonly #shared: SharedRateLimiter | undefined;
+  readonly #transport: Transport;
+  readonly #credentials: Credentials;
 
-  const credentials = createCredentials(o, {
-    post: async (form) => {
-      const { body } = await transport.json({
-        operation: 'tokenExchange',
-        method: 'POST',
-        url: present(o.tokenUrl, 'the token URL'),
-        auth: 'none',
-        headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' },
-        body: form.toString(),
-      });
-      return body;
-    },
-    scrubber,
-    log: clog,
-    refreshSkewMs: o.tokenRefreshSkewMs ?? DEFAULT_TOKEN_REFRESH_SKEW_MS,
-    now: Date.now,
-  });
-
-  function base(operation: string): string {
-    if (!o.baseUrl)
-      throw new CrsError('CONFIG_INVALID', `CRS_BASE_URL is not set; it is needed for ${operation}`);
-    return o.baseUrl.replace(/\/+$/, '');
-  }
-
-  const seg = encodeURIComponent;
-
-  function getJson(spec: Omit<SendSpec, 'method' | 'headers'>) {
-    return transport.json({
-      ...spec,
-      method: 'GET',
-      headers: { ...extraHeaders, accept: 'application/json' },
+  constructor(o: ServiceClientOptions, log: Logger) {
+    this.#o = o;
+    this.#log = log.child({ component: 'crs-api' });
+    this.#scrubber = createSecretScrubber([o.serviceAccountToken, o.accessToken, o.clientSecret, o.apiKey]);
+    const { window, rate, shared } = rateLimiters(o, this.#log);
+    this.#shared = shared;
+    this.rate = {
+      limit: window.limit,
+      windowMs: window.windowMs,
+      ...(o.budget ? { budget: o.budget.name } : {}),
+    };
+    this.#transport = createTransport({
+      timeoutMs: o.timeoutMs,
+      maxResponseBytes: o.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES,
+      maxRetries: o.maxRetries ?? DEFAULT_MAX_RETRIES,
+      baseBackoffMs: o.baseBackoffMs ?? DEFAULT_BASE_BACKOFF_MS,
+      maxBackoffMs: o.maxBackoffMs ?? DEFAULT_MAX_BACKOFF_MS,
+      maxRetryAfterMs: o.maxRetryAfterMs ?? DEFAULT_MAX_RETRY_AFTER_MS,
+      rate,
+      concurrency: createConcurrencyLimiter(o.concurrency),
+      credentials: () => this.#credentials,
+      scrubber: this.#scrubber,
+      log: this.#log,
+      random: o.random ?? Math.random,
+      request: o.request ?? request,
+      // undici's request() rather than fetch(): half the CPU per request (bench/README.md), which
+      // is what bounds enrichment at low latency. No more connections per host than requests in
+      // flight: a slot is given back as soon as a body is read, a moment before undici counts its
+      // connection free, and the next request would otherwise open another one. The transport's
+      // own timers are the only timeouts (per attempt, and between chunks of a stream).
+      dispatcher: new Agent({ connections: o.concurrency, headersTimeout: 0, bodyTimeout: 0 }),
+    });
+    this.#credentials = createCredentials(o, {
+      post: (form) => this.#tokenExchange(form),
+      scrubber: this.#scrubber,
+      log: this.#log,
+      refreshSkewMs: o.tokenRefreshSkewMs ?? DEFAULT_TOKEN_REFRESH_SKEW_MS,
+      now: Date.now,
     });
   }
 
-  async function listMessages(
+  stats(): ReturnType<ServiceClient['stats']> {
+    const shared = this.#shared;
+    return {
+      ...this.#transport.stats,
+      ...(shared ? { budget: { leases: shared.leases, wasted: shared.wasted } } : {}),
+    };
+  }
+
+  async exportMessages(opts: ExportOptions): Promise<ExportBody> {
+    const operation = 'exportMessages';
+    checkDay('startDate', opts.startDate);
+    checkDay('endDate', opts.endDate);
+    if (opts.startDate && opts.endDate && opts.startDate > opts.endDate) {
+      throw new CrsError(
+        'USAGE',
+        `exportMessages: startDate ${opts.startDate} is after endDate ${opts.endDate}`,
+      );
+    }
+    const q = new URLSearchParams();
+    if (opts.startDate) q.set('start_date', opts.startDate);
+    if (opts.endDate) q.set('end_date', opts.endDate);
+    const qs = q.size > 0 ? `?${q}` : '';
+    const open = await this.#transport.stream({
+      operation,
+      method: 'GET',
+      url: `${this.#base(operation)}/v2/analytics/messages${qs}`,
+      auth: 'service-account',
+      headers: {
+        ...this.#o.extraHeaders,
+        accept: 'application/x-ndjson, application/jsonl, application/json, */*',
+      },
+      signal: opts.signal,
+    });
+    return exportBody(open, {
+      operation,
+      idleTimeoutMs: this.#o.timeoutMs,
+      scrubber: this.#scrubber,
+      signal: opts.signal,
+    });
+  }
+
+  async listThreads(opts: CallOptions = {}): Promise<ThreadEntry[]> {
+    const operation = 'listThreads';
+    const { body, status } = await this.#getJson({
+      operation,
+      url: `${this.#base(operation)}/v2/threads`,
+      auth: 'access-token',
+      signal: opts.signal,
+    });
+    if (!isObject(body) || !Array.isArray(body.threads)) {
+      throw badResponse(operation, 'the answer has no threads array', status);
+    }
+    return body.threads.filter(
+      (t): t is ThreadEntry => isObject(t) && typeof t.thread_id === 'string' && t.thread_id !== '',
+    );
+  }
+
+  async listMessages(
     threadId: string,
     opts: CallOptions & { startIndex?: number; limitNum?: number } = {},
   ): Promise<HistoryEntry[]> {
@@ -225,9 +291,9 @@ export function createServiceClient(options: ServiceClientOptions, log: Logger):
     checkIndex('startIndex', startIndex, 0, Number.MAX_SAFE_INTEGER);
     checkIndex('limitNum', limitNum, 1, MAX_PAGE_SIZE);
     const q = new URLSearchParams({ start_index: String(startIndex), limit_num: String(limitNum) });
-    const { body, status } = await getJson({
+    const { body, status } = await this.#getJson({
       operation,
-      url: `${base(operation)}/v2/threads/${seg(threadId)}/messages?${q}`,
+      url: `${this.#base(operation)}/v2/threads/${seg(threadId)}/messages?${q}`,
       auth: 'access-token',
       signal: opts.signal,
     });
@@ -238,11 +304,71 @@ export function createServiceClient(options: ServiceClientOptions, log: Logger):
     return body.messages;
   }
 
-  async function legacyArtifact(threadId: string, artifactId: string, signal: AbortSignal | undefined) {
+  async *historyFrom(
+    threadId: string,
+    startIndex = 0,
+    pageSize = DEFAULT_PAGE_SIZE,
+    opts: CallOptions = {},
+  ): AsyncGenerator<HistoryPage, void, undefined> {
+    checkIndex('pageSize', pageSize, 1, MAX_PAGE_SIZE);
+    let index = startIndex;
+    let previousFirst: unknown;
+    for (;;) {
+      const messages = await this.listMessages(threadId, {
+        startIndex: index,
+        limitNum: pageSize,
+        signal: opts.signal,
+      });
+      // A service that ignored start_index would hand back the same full page forever.
+      const head = messages[0];
+      const first = isObject(head) ? head.message_id : undefined;
+      if (first !== undefined && first === previousFirst) {
+        throw badResponse(
+          'listMessages',
+          `start_index ${index} returned the same entries as the page before`,
+        );
+      }
+      previousFirst = first;
+      const last = messages.length < pageSize;
+      const page: HistoryPage = { startIndex: index, messages, nextIndex: index + messages.length, last };
+      index = page.nextIndex;
+      yield page;
+      if (last) return;
+    }
+  }
+
+  async getArtifact(threadId: string, artifactId: string, opts: CallOptions = {}): Promise<ArtifactResult> {
+    const operation = 'getArtifact';
+    try {
+      const { body, status } = await this.#getJson({
+        operation,
+        url: `${this.#base(operation)}/v2/threads/${seg(threadId)}/artifacts/${seg(artifactId)}`,
+        auth: 'access-token',
+        signal: opts.signal,
+      });
+      if (!isObject(body) || !isObject(body.artifact)) {
+        throw badResponse(operation, 'the answer has no artifact object', status);
+      }
+      return { artifact_id: artifactId, artifact: body.artifact, fetched_via: 'v2' };
+    } catch (err) {
+      const status = statusOf(err);
+      const canFallBack = (status === 404 || status === 405) && this.#o.apiKey && this.#o.legacyBaseUrl;
+      if (!canFallBack) throw err;
+      this.#log.debug({ operation, status }, 'v2 artifact not available; trying the legacy path');
+      return this.#legacyArtifact(threadId, artifactId, opts.signal);
+    }
+  }
+
+  async #legacyArtifact(
+    threadId: string,
+    artifactId: string,
+    signal: AbortSignal | undefined,
+  ): Promise<ArtifactResult> {
     const operation = 'getArtifact.legacy';
-    const { body, status } = await getJson({
+    const legacy = present(this.#o.legacyBaseUrl, 'the legacy base URL').replace(/\/+$/, '');
+    const { body, status } = await this.#getJson({
       operation,
-      url: `${present(o.legacyBaseUrl, 'the legacy base URL').replace(/\/+$/, '')}/client/v2/thread/${seg(threadId)}/artifact/${seg(artifactId)}`,
+      url: `${legacy}/client/v2/thread/${seg(threadId)}/artifact/${seg(artifactId)}`,
       auth: 'api-key',
       signal,
     });
@@ -250,119 +376,34 @@ export function createServiceClient(options: ServiceClientOptions, log: Logger):
       throw badResponse(operation, 'the answer has no artifact object', status);
     const id =
       typeof body.artifact_id === 'string' && body.artifact_id !== '' ? body.artifact_id : artifactId;
-    return { artifact_id: id, artifact: body.artifact, fetched_via: 'legacy' as const };
+    return { artifact_id: id, artifact: body.artifact, fetched_via: 'legacy' };
   }
 
-  return {
-    rate: {
-      limit: window.limit,
-      windowMs: window.windowMs,
-      ...(o.budget ? { budget: o.budget.name } : {}),
-    },
-    stats: () => ({
-      ...transport.stats,
-      ...(shared ? { budget: { leases: shared.leases, wasted: shared.wasted } } : {}),
-    }),
+  async #tokenExchange(form: URLSearchParams): Promise<unknown> {
+    const { body } = await this.#transport.json({
+      operation: 'tokenExchange',
+      method: 'POST',
+      url: present(this.#o.tokenUrl, 'the token URL'),
+      auth: 'none',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' },
+      body: form.toString(),
+    });
+    return body;
+  }
 
-    async exportMessages(opts: ExportOptions): Promise<ExportBody> {
-      const operation = 'exportMessages';
-      checkDay('startDate', opts.startDate);
-      checkDay('endDate', opts.endDate);
-      if (opts.startDate && opts.endDate && opts.startDate > opts.endDate) {
-        throw new CrsError(
-          'USAGE',
-          `exportMessages: startDate ${opts.startDate} is after endDate ${opts.endDate}`,
-        );
-      }
-      const q = new URLSearchParams();
-      if (opts.startDate) q.set('start_date', opts.startDate);
-      if (opts.endDate) q.set('end_date', opts.endDate);
-      const qs = q.size > 0 ? `?${q}` : '';
-      const open = await transport.stream({
-        operation,
-        method: 'GET',
-        url: `${base(operation)}/v2/analytics/messages${qs}`,
-        auth: 'service-account',
-        headers: {
-          ...extraHeaders,
-          accept: 'application/x-ndjson, application/jsonl, application/json, */*',
-        },
-        signal: opts.signal,
-      });
-      return exportBody(open, { operation, idleTimeoutMs: o.timeoutMs, scrubber, signal: opts.signal });
-    },
+  #base(operation: string): string {
+    if (!this.#o.baseUrl)
+      throw new CrsError('CONFIG_INVALID', `CRS_BASE_URL is not set; it is needed for ${operation}`);
+    return this.#o.baseUrl.replace(/\/+$/, '');
+  }
 
-    async listThreads(opts: CallOptions = {}): Promise<ThreadEntry[]> {
-      const operation = 'listThreads';
-      const { body, status } = await getJson({
-        operation,
-        url: `${base(operation)}/v2/threads`,
-        auth: 'access-token',
-        signal: opts.signal,
-      });
-      if (!isObject(body) || !Array.isArray(body.threads)) {
-        throw badResponse(operation, 'the answer has no threads array', status);
-      }
-      return body.threads.filter(
-        (t): t is ThreadEntry => isObject(t) && typeof t.thread_id === 'string' && t.thread_id !== '',
-      );
-    },
-
-    listMessages,
-
-    async *historyFrom(
-      threadId: string,
-      startIndex = 0,
-      pageSize = DEFAULT_PAGE_SIZE,
-      opts: CallOptions = {},
-    ) {
-      checkIndex('pageSize', pageSize, 1, MAX_PAGE_SIZE);
-      let index = startIndex;
-      let previousFirst: unknown;
-      for (;;) {
-        const messages = await listMessages(threadId, {
-          startIndex: index,
-          limitNum: pageSize,
-          signal: opts.signal,
-        });
-        // A service that ignored start_index would hand back the same full page forever.
-        const head = messages[0];
-        const first = isObject(head) ? head.message_id : undefined;
-        if (first !== undefined && first === previousFirst) {
-          throw badResponse(
-            'listMessages',
-            `start_index ${index} returned the same entries as the page before`,
-          );
-        }
-        previousFirst = first;
-        const last = messages.length < pageSize;
-        const page: HistoryPage = { startIndex: index, messages, nextIndex: index + messages.length, last };
-        index = page.nextIndex;
-        yield page;
-        if (last) return;
-      }
-    },
-
-    async getArtifact(threadId: string, artifactId: string, opts: CallOptions = {}): Promise<ArtifactResult> {
-      const operation = 'getArtifact';
-      try {
-        const { body, status } = await getJson({
-          operation,
-          url: `${base(operation)}/v2/threads/${seg(threadId)}/artifacts/${seg(artifactId)}`,
-          auth: 'access-token',
-          signal: opts.signal,
-        });
-        if (!isObject(body) || !isObject(body.artifact)) {
-          throw badResponse(operation, 'the answer has no artifact object', status);
-        }
-        return { artifact_id: artifactId, artifact: body.artifact, fetched_via: 'v2' };
-      } catch (err) {
-        const status = statusOf(err);
-        const canFallBack = (status === 404 || status === 405) && o.apiKey && o.legacyBaseUrl;
-        if (!canFallBack) throw err;
-        clog.debug({ operation, status }, 'v2 artifact not available; trying the legacy path');
-        return legacyArtifact(threadId, artifactId, opts.signal);
-      }
-    },
-  };
+  #getJson(spec: Omit<SendSpec, 'method' | 'headers'>): Promise<JsonResult> {
+    return this.#transport.json({
+      ...spec,
+      method: 'GET',
+      headers: { ...this.#o.extraHeaders, accept: 'application/json' },
+    });
+  }
 }
+
+const seg = encodeURIComponent;

@@ -34,7 +34,7 @@ export function createCredentials(cfg: ApiConfig, ex: TokenExchangeOptions): Cre
     cfg.clientId &&
     cfg.clientSecret &&
     cfg.serviceAccountToken
-      ? createTokenExchange(cfg.clientId, cfg.clientSecret, cfg.serviceAccountToken, ex)
+      ? new TokenExchange(cfg.clientId, cfg.clientSecret, cfg.serviceAccountToken, ex)
       : undefined;
 
   return {
@@ -72,26 +72,48 @@ function missing(variable: string, purpose: string): CrsError {
   return new CrsError('CONFIG_INVALID', `${variable} is not set; it is needed for ${purpose}`);
 }
 
-interface TokenExchange {
-  get(signal: AbortSignal | undefined): Promise<string>;
-  invalidate(token: string): void;
-}
+/**
+ * One RFC 8693 exchange of the service-account JWT for an access token, cached until shortly
+ * before it expires; concurrent callers share the exchange in flight.
+ */
+class TokenExchange {
+  readonly #clientId: string;
+  readonly #clientSecret: string;
+  readonly #subjectToken: string;
+  readonly #o: TokenExchangeOptions;
+  #cached: { token: string; refreshAt: number } | undefined;
+  #inflight: Promise<string> | undefined;
 
-function createTokenExchange(
-  clientId: string,
-  clientSecret: string,
-  subjectToken: string,
-  o: TokenExchangeOptions,
-): TokenExchange {
-  let cached: { token: string; refreshAt: number } | undefined;
-  let inflight: Promise<string> | undefined;
+  constructor(clientId: string, clientSecret: string, subjectToken: string, o: TokenExchangeOptions) {
+    this.#clientId = clientId;
+    this.#clientSecret = clientSecret;
+    this.#subjectToken = subjectToken;
+    this.#o = o;
+  }
 
-  async function exchange(): Promise<string> {
+  get(signal: AbortSignal | undefined): Promise<string> {
+    const cached = this.#cached;
+    if (cached && this.#o.now() < cached.refreshAt) return Promise.resolve(cached.token);
+    if (!this.#inflight) {
+      // Not tied to any one caller's signal: other callers may be waiting on the same exchange.
+      this.#inflight = this.#exchange().finally(() => {
+        this.#inflight = undefined;
+      });
+    }
+    return raceAbort(this.#inflight, signal);
+  }
+
+  invalidate(token: string): void {
+    if (this.#cached?.token === token) this.#cached = undefined;
+  }
+
+  async #exchange(): Promise<string> {
+    const o = this.#o;
     const form = new URLSearchParams({
       grant_type: TOKEN_EXCHANGE_GRANT,
-      client_id: clientId,
-      client_secret: clientSecret,
-      subject_token: subjectToken,
+      client_id: this.#clientId,
+      client_secret: this.#clientSecret,
+      subject_token: this.#subjectToken,
       subject_token_type: JWT_TOKEN_TYPE,
     });
     let body: unknown;
@@ -130,26 +152,10 @@ function createTokenExchange(
       lifetimeMs === undefined
         ? Number.POSITIVE_INFINITY
         : o.now() + lifetimeMs - Math.min(o.refreshSkewMs, lifetimeMs / 2);
-    cached = { token: b.access_token, refreshAt };
+    this.#cached = { token: b.access_token, refreshAt };
     o.log.debug({ expiresInS: expiresIn }, 'crs access token obtained by token exchange');
     return b.access_token;
   }
-
-  return {
-    get(signal) {
-      if (cached && o.now() < cached.refreshAt) return Promise.resolve(cached.token);
-      if (!inflight) {
-        // Not tied to any one caller's signal: other callers may be waiting on the same exchange.
-        inflight = exchange().finally(() => {
-          inflight = undefined;
-        });
-      }
-      return raceAbort(inflight, signal);
-    },
-    invalidate(token) {
-      if (cached?.token === token) cached = undefined;
-    },
-  };
 }
 
 function raceAbort<T>(p: Promise<T>, signal: AbortSignal | undefined): Promise<T> {

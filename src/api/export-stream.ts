@@ -44,117 +44,144 @@ class IdleTimeout extends Error {
   }
 }
 
-/**
- * The export's body as a stream of chunks with its completeness tracked (ExportBody).
- *
- * Long: one closure over the body's state (bytes read, last byte, finished) that its iterator, its
- * Node stream and its cancel share; split, that state would be passed around by reference.
- */
-export function exportBody(
-  open: OpenStream,
-  opts: {
-    operation: string;
-    idleTimeoutMs: number;
-    scrubber: SecretScrubber;
-    signal?: AbortSignal | undefined;
-  },
-): ExportBody {
-  const lengthHeader = open.header('content-length');
-  const contentLength =
-    lengthHeader !== undefined && /^\d+$/.test(lengthHeader) ? Number(lengthHeader) : undefined;
-  let bytesRead = 0;
-  let complete = false;
-  let lastByte = -1;
-  let started = false;
-  let finished = false;
-  const source = open.body[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
+interface ExportBodyOptions {
+  operation: string;
+  idleTimeoutMs: number;
+  scrubber: SecretScrubber;
+  signal?: AbortSignal | undefined;
+}
 
-  const finish = async (cancelBody: boolean) => {
-    if (finished) return;
-    finished = true;
+/**
+ * The export's body as a stream of chunks with its completeness tracked (ExportBody): its iterator,
+ * its Node stream and its cancel share the body's state (bytes read, last byte, finished).
+ */
+export function exportBody(open: OpenStream, opts: ExportBodyOptions): ExportBody {
+  return new StreamedExport(open, opts);
+}
+
+class StreamedExport implements ExportBody {
+  readonly status: number;
+  readonly fileName: string | undefined;
+  readonly contentType: string | undefined;
+  readonly contentLength: number | undefined;
+  readonly attempts: number;
+  readonly #open: OpenStream;
+  readonly #opts: ExportBodyOptions;
+  readonly #source: AsyncIterator<Buffer>;
+  #bytesRead = 0;
+  #complete = false;
+  #lastByte = -1;
+  #started = false;
+  #finished = false;
+
+  constructor(open: OpenStream, opts: ExportBodyOptions) {
+    this.#open = open;
+    this.#opts = opts;
+    const lengthHeader = open.header('content-length');
+    this.contentLength =
+      lengthHeader !== undefined && /^\d+$/.test(lengthHeader) ? Number(lengthHeader) : undefined;
+    this.#source = open.body[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
+    this.status = open.status;
+    this.fileName = fileNameFromContentDisposition(open.header('content-disposition'));
+    this.contentType = open.header('content-type');
+    this.attempts = open.attempts;
+  }
+
+  get bytesRead(): number {
+    return this.#bytesRead;
+  }
+
+  get complete(): boolean {
+    return this.#complete;
+  }
+
+  get incompleteReason(): string | null {
+    return incompleteReason({
+      complete: this.#complete,
+      status: this.#open.status,
+      contentType: this.#open.header('content-type'),
+      contentLength: this.contentLength,
+      bytesRead: this.#bytesRead,
+      lastByte: this.#lastByte,
+    });
+  }
+
+  [Symbol.asyncIterator](): AsyncGenerator<Uint8Array> {
+    return this.#iterate();
+  }
+
+  toNodeStream(): Readable {
+    return Readable.from(this.#iterate(), { objectMode: false });
+  }
+
+  cancel(): Promise<void> {
+    return this.#finish(true);
+  }
+
+  async *#iterate(): AsyncGenerator<Uint8Array> {
+    if (this.#started) throw new Error('an export body can be iterated only once');
+    this.#started = true;
+    try {
+      for (;;) {
+        const chunk = await this.#next();
+        if (chunk.done) break;
+        this.#bytesRead += chunk.value.byteLength;
+        if (chunk.value.byteLength > 0) this.#lastByte = u8At(chunk.value, chunk.value.byteLength - 1);
+        yield chunk.value;
+      }
+      if (this.contentLength !== undefined && this.#bytesRead < this.contentLength) {
+        throw this.#cut(`${this.contentLength} bytes announced`);
+      }
+      this.#complete = true;
+    } finally {
+      // Reached on normal end, on error, and when the consumer stops early (break/return).
+      await this.#finish(!this.#complete);
+    }
+  }
+
+  /** The next chunk within the idle timeout; a stall or a cut connection is STREAM_CUT. */
+  async #next(): Promise<IteratorResult<Buffer>> {
+    const { idleTimeoutMs } = this.#opts;
+    const idle = setTimeout(() => this.#open.abort(new IdleTimeout()), idleTimeoutMs);
+    try {
+      return await this.#source.next();
+    } catch (err) {
+      if (this.#open.callerAborted()) throw cancelled(this.#opts.signal);
+      if (err instanceof IdleTimeout || (err as { cause?: unknown })?.cause instanceof IdleTimeout) {
+        throw this.#cut(`no data for ${idleTimeoutMs} ms`);
+      }
+      throw this.#cut(this.#opts.scrubber.scrub(networkReason(err)));
+    } finally {
+      clearTimeout(idle);
+    }
+  }
+
+  async #finish(cancelBody: boolean): Promise<void> {
+    if (this.#finished) return;
+    this.#finished = true;
     // Destroying the body closes its connection: an unread rest must not go back to the pool.
     // undici then emits 'error' (RequestAbortedError) on a body that was not read to its end; a
     // body refused unread has no reader listening, and an 'error' event with no listener would
     // end the process.
     if (cancelBody) {
-      open.body.on('error', () => {});
-      open.body.destroy();
+      this.#open.body.on('error', () => {});
+      this.#open.body.destroy();
     }
-    open.release();
-  };
+    this.#open.release();
+  }
 
-  const cut = (why: string, cause?: unknown) =>
-    new CrsError(
+  #cut(why: string, cause?: unknown): CrsError {
+    const { operation } = this.#opts;
+    return new CrsError(
       'STREAM_CUT',
-      `${opts.operation}: the export stream was cut after ${bytesRead} bytes (${why})`,
+      `${operation}: the export stream was cut after ${this.#bytesRead} bytes (${why})`,
       {
         retryable: true,
         cause,
-        details: { operation: opts.operation, bytesRead, contentLength },
+        details: { operation, bytesRead: this.#bytesRead, contentLength: this.contentLength },
       },
     );
-
-  async function* iterate(): AsyncGenerator<Uint8Array> {
-    if (started) throw new Error('an export body can be iterated only once');
-    started = true;
-    try {
-      for (;;) {
-        let idle: NodeJS.Timeout | undefined;
-        let chunk: IteratorResult<Buffer>;
-        try {
-          idle = setTimeout(() => open.abort(new IdleTimeout()), opts.idleTimeoutMs);
-          chunk = await source.next();
-        } catch (err) {
-          if (open.callerAborted()) throw cancelled(opts.signal);
-          if (err instanceof IdleTimeout || (err as { cause?: unknown })?.cause instanceof IdleTimeout) {
-            throw cut(`no data for ${opts.idleTimeoutMs} ms`);
-          }
-          throw cut(opts.scrubber.scrub(networkReason(err)));
-        } finally {
-          clearTimeout(idle);
-        }
-        if (chunk.done) break;
-        bytesRead += chunk.value.byteLength;
-        if (chunk.value.byteLength > 0) lastByte = u8At(chunk.value, chunk.value.byteLength - 1);
-        yield chunk.value;
-      }
-      if (contentLength !== undefined && bytesRead < contentLength) {
-        throw cut(`${contentLength} bytes announced`);
-      }
-      complete = true;
-    } finally {
-      // Reached on normal end, on error, and when the consumer stops early (break/return).
-      await finish(!complete);
-    }
   }
-
-  const body: ExportBody = {
-    status: open.status,
-    fileName: fileNameFromContentDisposition(open.header('content-disposition')),
-    contentType: open.header('content-type'),
-    contentLength,
-    get bytesRead() {
-      return bytesRead;
-    },
-    attempts: open.attempts,
-    get complete() {
-      return complete;
-    },
-    get incompleteReason() {
-      return incompleteReason({
-        complete,
-        status: open.status,
-        contentType: open.header('content-type'),
-        contentLength,
-        bytesRead,
-        lastByte,
-      });
-    },
-    [Symbol.asyncIterator]: () => iterate(),
-    toNodeStream: () => Readable.from(iterate(), { objectMode: false }),
-    cancel: () => finish(true),
-  };
-  return body;
 }
 
 // The JSONL / NDJSON family under its registered and customary names, and text/plain.

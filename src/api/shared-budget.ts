@@ -63,172 +63,199 @@ export interface SharedRateLimiter extends RateLimiter {
  * waits, and the lease is retried with backoff (100 ms doubling to 5 s) until the database
  * answers. A worker without its warehouse commits nothing anyway, and a guessed local share
  * could exceed the tenant's limit when several workers guess at once.
- *
- * Long: one closure over the queue, the spare grants and the pause, shared by its small inner
- * functions (pump, lease, give), as in the process-local limiter.
  */
 export function createSharedRateLimiter(o: SharedLimiterOptions): SharedRateLimiter {
-  const { limit, windowMs } = o.window;
-  const holdMs = o.holdMs ?? DEFAULT_BUDGET_HOLD_MS;
-  const sharedWindowMs = windowMs + holdMs;
-  const maxBlock = Math.max(1, o.maxBlock ?? Math.ceil(limit / 4));
-  const now = o.now ?? (() => performance.now());
-  const log = o.log.child({ budget: o.store.name });
-  const queue: Waiter[] = [];
-  let spare = 0;
-  let spareUntil = 0;
-  let pausedUntil = 0;
-  let leasing = false;
-  let timer: NodeJS.Timeout | undefined;
-  let granted = 0;
-  let leases = 0;
-  let wasted = 0;
-  let failures = 0;
+  return new SharedBudgetLimiter(o);
+}
 
-  function arm(ms: number): void {
-    if (timer !== undefined) return;
-    timer = setTimeout(
+/** The queue, the spare grants and the pause of one process's share of the budget. */
+class SharedBudgetLimiter implements SharedRateLimiter {
+  readonly limit: number;
+  readonly windowMs: number;
+  readonly #store: BudgetStore;
+  readonly #holdMs: number;
+  readonly #sharedWindowMs: number;
+  readonly #maxBlock: number;
+  readonly #now: () => number;
+  readonly #log: Logger;
+  readonly #queue: Waiter[] = [];
+  #spare = 0;
+  #spareUntil = 0;
+  #pausedUntil = 0;
+  #leasing = false;
+  #timer: NodeJS.Timeout | undefined;
+  #granted = 0;
+  #leases = 0;
+  #wasted = 0;
+  #failures = 0;
+
+  constructor(o: SharedLimiterOptions) {
+    this.limit = o.window.limit;
+    this.windowMs = o.window.windowMs;
+    this.#store = o.store;
+    this.#holdMs = o.holdMs ?? DEFAULT_BUDGET_HOLD_MS;
+    this.#sharedWindowMs = this.windowMs + this.#holdMs;
+    this.#maxBlock = Math.max(1, o.maxBlock ?? Math.ceil(this.limit / 4));
+    this.#now = o.now ?? (() => performance.now());
+    this.#log = o.log.child({ budget: o.store.name });
+  }
+
+  get granted(): number {
+    return this.#granted;
+  }
+
+  get leases(): number {
+    return this.#leases;
+  }
+
+  get wasted(): number {
+    return this.#wasted;
+  }
+
+  async acquire(signal?: AbortSignal): Promise<void> {
+    for (;;) {
+      if (this.#now() <= (await this.acquireUntil(signal))) return;
+      this.#wasted++;
+    }
+  }
+
+  acquireUntil(signal?: AbortSignal): Promise<number> {
+    return enqueue(this.#queue, signal, () => this.#pump());
+  }
+
+  async pause(ms: number): Promise<void> {
+    if (!(ms > 0)) return;
+    this.#pausedUntil = Math.max(this.#pausedUntil, this.#now() + ms);
+    this.#spare = 0;
+    try {
+      await this.#store.pause(ms);
+      this.#log.info({ pauseMs: ms }, 'shared rate budget: the service asked to wait; the deployment pauses');
+    } catch (err) {
+      // This worker pauses anyway; the others learn of it from their own 429s.
+      this.#log.warn(
+        { pauseMs: ms, kind: dbFailureKind(err) ?? 'other', error: (err as Error).message },
+        'shared rate budget: could not record the pause in the warehouse',
+      );
+    }
+  }
+
+  #arm(ms: number): void {
+    if (this.#timer !== undefined) return;
+    this.#timer = setTimeout(
       () => {
-        timer = undefined;
-        pump();
+        this.#timer = undefined;
+        this.#pump();
       },
       Math.max(1, Math.ceil(ms)),
     );
   }
 
-  function give(): void {
-    while (queue.length > 0 && spare > 0) {
-      const w = queue.shift();
+  #give(): void {
+    while (this.#queue.length > 0 && this.#spare > 0) {
+      const w = this.#queue.shift();
       if (!w) break;
-      spare--;
-      granted++;
+      this.#spare--;
+      this.#granted++;
       if (w.onAbort) w.signal?.removeEventListener('abort', w.onAbort);
-      w.resolve(spareUntil);
+      w.resolve(this.#spareUntil);
     }
   }
 
-  function pump(): void {
-    const t = now();
-    if (spare > 0 && t > spareUntil) spare = 0;
-    give();
-    if (queue.length === 0 || leasing || timer !== undefined) return;
-    if (t < pausedUntil) {
-      arm(pausedUntil - t);
+  #pump(): void {
+    const t = this.#now();
+    if (this.#spare > 0 && t > this.#spareUntil) this.#spare = 0;
+    this.#give();
+    if (this.#queue.length === 0 || this.#leasing || this.#timer !== undefined) return;
+    if (t < this.#pausedUntil) {
+      this.#arm(this.#pausedUntil - t);
       return;
     }
-    void lease();
+    void this.#lease();
   }
 
-  async function lease(): Promise<void> {
-    leasing = true;
-    const want = Math.min(queue.length, maxBlock);
-    const sentAt = now();
+  async #lease(): Promise<void> {
+    this.#leasing = true;
+    const want = Math.min(this.#queue.length, this.#maxBlock);
+    const sentAt = this.#now();
     let answer: RateBudgetLease;
     try {
-      leases++;
-      answer = await o.store.lease(want, limit, sharedWindowMs);
+      this.#leases++;
+      answer = await this.#store.lease(want, this.limit, this.#sharedWindowMs);
     } catch (err) {
-      leasing = false;
-      failures++;
-      const delay = Math.min(MAX_DB_BACKOFF_MS, 100 * 2 ** Math.min(failures - 1, 6));
-      const kind = dbFailureKind(err);
-      // The first failure and then one in ten: an outage of minutes must not flood the log.
-      if (failures === 1 || failures % 10 === 0) {
-        const fields = { failures, kind: kind ?? 'other', retryInMs: delay, error: (err as Error).message };
-        if (kind) log.warn(fields, 'shared rate budget: the warehouse did not answer; requests wait');
-        else
-          log.error(
-            fields,
-            'shared rate budget: leasing failed (has `crs-sync migrate` run?); requests wait',
-          );
-      }
-      arm(delay);
+      this.#leasing = false;
+      this.#leaseFailed(err);
       return;
     }
-    leasing = false;
-    if (failures > 0) log.info({ failures }, 'shared rate budget: the warehouse answers again');
-    failures = 0;
-    const receivedAt = now();
+    this.#leasing = false;
+    if (this.#failures > 0)
+      this.#log.info({ failures: this.#failures }, 'shared rate budget: the warehouse answers again');
+    this.#failures = 0;
+    const receivedAt = this.#now();
     if (answer.pausedMs > 0) {
-      pausedUntil = Math.max(pausedUntil, receivedAt + answer.pausedMs);
-      spare = 0;
-      arm(answer.pausedMs);
+      this.#pausedUntil = Math.max(this.#pausedUntil, receivedAt + answer.pausedMs);
+      this.#spare = 0;
+      this.#arm(answer.pausedMs);
       return;
     }
     // A lease is asked only when no grant is spare. The block is counted from a moment after
     // `sentAt`: measured from `sentAt`, the hold ends early, never late.
-    spare = answer.granted;
-    spareUntil = sentAt + holdMs;
-    if (spare > 0 && receivedAt > spareUntil) {
-      // Too late to start within the hold (a slow database or a busy event loop): given back
-      // unused, so that the budget does not lose it for a whole window.
-      wasted += spare;
-      spare = 0;
-      log.debug(
-        { wasted: answer.granted, leaseMs: receivedAt - sentAt },
-        'shared rate budget: lease too slow',
-      );
-      if (answer.stamp !== undefined && o.store.release) {
-        // One call to the store at a time, as for leases.
-        leasing = true;
-        await o.store
-          .release(answer.stamp)
-          .finally(() => {
-            leasing = false;
-          })
-          .catch((err: unknown) => {
-            log.debug(
-              { error: (err as Error).message },
-              'shared rate budget: could not give a late block back',
-            );
-          });
-      }
+    this.#spare = answer.granted;
+    this.#spareUntil = sentAt + this.#holdMs;
+    if (this.#spare > 0 && receivedAt > this.#spareUntil) {
+      // Awaited only when there is a block to give back: otherwise the grants go out at once.
+      const givingBack = this.#dropLate(answer, receivedAt - sentAt);
+      if (givingBack) await givingBack;
     }
-    give();
-    if (queue.length === 0) return;
-    if (answer.granted < want) arm(Math.max(1, answer.waitMs));
-    else pump();
+    this.#give();
+    if (this.#queue.length === 0) return;
+    if (answer.granted < want) this.#arm(Math.max(1, answer.waitMs));
+    else this.#pump();
   }
 
-  function acquireUntil(signal?: AbortSignal): Promise<number> {
-    return enqueue(queue, signal, pump);
-  }
-
-  return {
-    limit,
-    windowMs,
-    get granted() {
-      return granted;
-    },
-    get leases() {
-      return leases;
-    },
-    get wasted() {
-      return wasted;
-    },
-    async acquire(signal?: AbortSignal): Promise<void> {
-      for (;;) {
-        if (now() <= (await acquireUntil(signal))) return;
-        wasted++;
-      }
-    },
-    acquireUntil,
-    async pause(ms: number): Promise<void> {
-      if (!(ms > 0)) return;
-      pausedUntil = Math.max(pausedUntil, now() + ms);
-      spare = 0;
-      try {
-        await o.store.pause(ms);
-        log.info({ pauseMs: ms }, 'shared rate budget: the service asked to wait; the deployment pauses');
-      } catch (err) {
-        // This worker pauses anyway; the others learn of it from their own 429s.
-        log.warn(
-          { pauseMs: ms, kind: dbFailureKind(err) ?? 'other', error: (err as Error).message },
-          'shared rate budget: could not record the pause in the warehouse',
+  /** A lease the store did not answer: the callers wait, the lease is asked again after a backoff. */
+  #leaseFailed(err: unknown): void {
+    this.#failures++;
+    const failures = this.#failures;
+    const delay = Math.min(MAX_DB_BACKOFF_MS, 100 * 2 ** Math.min(failures - 1, 6));
+    const kind = dbFailureKind(err);
+    // The first failure and then one in ten: an outage of minutes must not flood the log.
+    if (failures === 1 || failures % 10 === 0) {
+      const fields = { failures, kind: kind ?? 'other', retryInMs: delay, error: (err as Error).message };
+      if (kind) this.#log.warn(fields, 'shared rate budget: the warehouse did not answer; requests wait');
+      else
+        this.#log.error(
+          fields,
+          'shared rate budget: leasing failed (has `crs-sync migrate` run?); requests wait',
         );
-      }
-    },
-  };
+    }
+    this.#arm(delay);
+  }
+
+  /**
+   * A block that came too late to start within the hold (a slow database or a busy event loop):
+   * dropped, and given back unused (the promise of that) so that the budget does not lose it for
+   * a whole window.
+   */
+  #dropLate(answer: RateBudgetLease, leaseMs: number): Promise<void> | undefined {
+    this.#wasted += this.#spare;
+    this.#spare = 0;
+    this.#log.debug({ wasted: answer.granted, leaseMs }, 'shared rate budget: lease too slow');
+    const store = this.#store;
+    if (answer.stamp === undefined || !store.release) return undefined;
+    // One call to the store at a time, as for leases.
+    this.#leasing = true;
+    return store
+      .release(answer.stamp)
+      .finally(() => {
+        this.#leasing = false;
+      })
+      .catch((err: unknown) => {
+        this.#log.debug(
+          { error: (err as Error).message },
+          'shared rate budget: could not give a late block back',
+        );
+      });
+  }
 }
 
 /**

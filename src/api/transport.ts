@@ -113,49 +113,193 @@ class TimeoutSignal extends Error {
 
 /**
  * Every HTTP attempt of a client: credentials, a concurrency slot, a rate grant, the request,
- * and what its outcome means (retry, refresh, fail).
- *
- * Long: one closure whose helpers (failure, wait, run) share the client's options and counters.
+ * and what its outcome means (retry, refresh, fail). Its state is the client's options and
+ * counters (docs/decisions/0019-classes-with-private-fields.md).
  */
 export function createTransport(o: TransportOptions): Transport {
-  const stats: TransportStats = { requests: 0, retries: 0, tokenRefreshes: 0 };
-  const scrub = (s: string) => o.scrubber.scrub(s);
+  return new HttpTransport(o);
+}
 
-  function failure(
+/** A non-2xx or JSON answer, read whole; its connection is back in the pool. */
+interface Answer {
+  ok: boolean;
+  status: number;
+  headers: Dispatcher.ResponseData['headers'];
+  text: string;
+}
+
+/** What one attempt came to: a stream opened, an answer read, or no answer (a failure). */
+type Sent = { open: OpenStream } | { answer: Answer } | { failed: CrsError };
+
+/** The state of one call across its attempts. */
+interface Call {
+  retry: number;
+  attempts: number;
+  refreshed: boolean;
+}
+
+class HttpTransport implements Transport {
+  readonly stats: TransportStats = { requests: 0, retries: 0, tokenRefreshes: 0 };
+  readonly #o: TransportOptions;
+
+  constructor(o: TransportOptions) {
+    this.#o = o;
+  }
+
+  json(spec: SendSpec): Promise<JsonResult> {
+    return this.#run(spec, 'json');
+  }
+
+  stream(spec: SendSpec): Promise<OpenStream> {
+    return this.#run(spec, 'stream');
+  }
+
+  #run(spec: SendSpec, mode: 'json'): Promise<JsonResult>;
+  #run(spec: SendSpec, mode: 'stream'): Promise<OpenStream>;
+  /** One call, attempt after attempt, each outcome's branch where it is decided. */
+  async #run(spec: SendSpec, mode: 'json' | 'stream'): Promise<JsonResult | OpenStream> {
+    const o = this.#o;
+    const call: Call = { retry: 0, attempts: 0, refreshed: false };
+    for (;;) {
+      if (spec.signal?.aborted) throw cancelled(spec.signal);
+      // Credentials first: a token exchange needs a concurrency slot of its own.
+      const auth = await o.credentials().header(spec.auth, spec.signal);
+      const sent = await this.#send(spec, mode, auth, call);
+      if ('open' in sent) return sent.open;
+      if ('failed' in sent) {
+        if (!sent.failed.retryable || call.retry >= o.maxRetries) throw sent.failed;
+        await this.#wait(spec, call.retry++, sent.failed, undefined);
+        continue;
+      }
+      const answer = sent.answer;
+      o.log.debug(
+        { operation: spec.operation, status: answer.status, attempt: call.attempts },
+        'crs request done',
+      );
+      if (answer.ok) return parsedJson(spec.operation, answer, call.attempts);
+      if (
+        answer.status === 401 &&
+        !call.refreshed &&
+        auth &&
+        o.credentials().invalidate(spec.auth, auth.value)
+      ) {
+        // One refresh per call; a second 401 is a real authorization failure.
+        call.refreshed = true;
+        this.stats.tokenRefreshes++;
+        o.log.info({ operation: spec.operation }, 'crs access token rejected; refreshing it once');
+        continue;
+      }
+      await this.#refused(spec, answer, call);
+    }
+  }
+
+  /**
+   * One attempt: a concurrency slot, a rate grant, the request under its timeout, and its answer
+   * read (every body is read or destroyed: that is what gives the connection back to the pool).
+   * A 2xx answer to a stream keeps its slot and its body for the caller.
+   */
+  async #send(
     spec: SendSpec,
-    err: unknown,
-    timedOut: boolean,
-    attempts: number,
-    last: boolean,
-  ): CrsError {
+    mode: 'json' | 'stream',
+    auth: AuthHeader | undefined,
+    call: Call,
+  ): Promise<Sent> {
+    const o = this.#o;
+    const release = await o.concurrency.acquire(spec.signal);
+    const ctrl = new AbortController();
+    let timedOut = false;
+    let timer: NodeJS.Timeout | undefined;
+    const signal = spec.signal ? AbortSignal.any([spec.signal, ctrl.signal]) : ctrl.signal;
+    try {
+      await o.rate.acquire(spec.signal);
+      call.attempts++;
+      this.stats.requests++;
+      timer = setTimeout(() => {
+        timedOut = true;
+        ctrl.abort(new TimeoutSignal());
+      }, o.timeoutMs);
+      const headers: Record<string, string> = { ...spec.headers };
+      if (auth) headers[auth.name] = auth.value;
+      // undici's request() follows no redirect (that would carry x-api-key, unlike
+      // Authorization, to whatever host a redirect names), and no endpoint of the spec redirects.
+      const response = await o.request(spec.url, {
+        method: spec.method,
+        headers,
+        body: spec.body,
+        signal,
+        dispatcher: o.dispatcher,
+      });
+      const ok = response.statusCode >= 200 && response.statusCode < 300;
+      if (ok && mode === 'stream') {
+        clearTimeout(timer);
+        return { open: openStream(response, call.attempts, ctrl, release, spec.signal) };
+      }
+      const text = ok
+        ? await readLimited(response, o.maxResponseBytes, spec.operation, call.attempts)
+        : await readCapped(response.body, MAX_ERROR_BODY_BYTES);
+      clearTimeout(timer);
+      release();
+      return { answer: { ok, status: response.statusCode, headers: response.headers, text } };
+    } catch (err) {
+      clearTimeout(timer);
+      release();
+      return { failed: this.#failure(spec, err, timedOut, call.attempts, call.retry >= o.maxRetries) };
+    }
+  }
+
+  /** A non-2xx answer that no refresh answers: thrown, or waited for and retried (returns). */
+  async #refused(spec: SendSpec, answer: Answer, call: Call): Promise<void> {
+    const o = this.#o;
+    const { status } = answer;
+    const exhausted = call.retry >= o.maxRetries && classifyStatus(status).retryable;
+    const e = httpStatusError(spec.operation, status, answer.text, (s) => o.scrubber.scrub(s), {
+      attempts: call.attempts,
+      note:
+        status === 401 && call.refreshed
+          ? 'after refreshing the access token'
+          : exhausted
+            ? `after ${call.attempts} requests`
+            : undefined,
+    });
+    const retryAfterMs = parseRetryAfter(headerValue(answer.headers, 'retry-after') ?? null);
+    // The service's limit is the tenant's: its Retry-After holds for every worker, and is
+    // recorded before this call gives up or waits on its own.
+    if (e.retryable && retryAfterMs !== undefined && retryAfterMs > 0 && o.rate.pause)
+      await o.rate.pause(Math.min(retryAfterMs, o.maxRetryAfterMs));
+    if (!e.retryable || call.retry >= o.maxRetries) throw e;
+    await this.#wait(spec, call.retry++, e, retryAfterMs);
+  }
+
+  #failure(spec: SendSpec, err: unknown, timedOut: boolean, attempts: number, last: boolean): CrsError {
     if (spec.signal?.aborted) return cancelled(spec.signal);
     if (err instanceof CrsError) return err;
     const note = last && attempts > 1 ? ` after ${attempts} requests` : '';
     if (timedOut) {
       return new CrsError(
         'HTTP_TIMEOUT',
-        `${spec.operation} failed: no answer within ${o.timeoutMs} ms${note}`,
+        `${spec.operation} failed: no answer within ${this.#o.timeoutMs} ms${note}`,
         {
           retryable: true,
           details: { operation: spec.operation, attempts },
         },
       );
     }
-    const reason = scrub(networkReason(err));
+    const reason = this.#o.scrubber.scrub(networkReason(err));
     return new CrsError('HTTP_NETWORK', `${spec.operation} failed: network error (${reason})${note}`, {
       retryable: true,
       details: { operation: spec.operation, attempts, reason },
     });
   }
 
-  async function wait(spec: SendSpec, retry: number, err: CrsError, retryAfterMs: number | undefined) {
+  async #wait(spec: SendSpec, retry: number, err: CrsError, retryAfterMs: number | undefined): Promise<void> {
+    const o = this.#o;
     const delayMs = retryDelay(retry, retryAfterMs, {
       baseMs: o.baseBackoffMs,
       capMs: o.maxBackoffMs,
       maxRetryAfterMs: o.maxRetryAfterMs,
       random: o.random,
     });
-    stats.retries++;
+    this.stats.retries++;
     o.log.warn(
       {
         operation: spec.operation,
@@ -170,121 +314,37 @@ export function createTransport(o: TransportOptions): Transport {
     );
     await sleep(delayMs, spec.signal);
   }
+}
 
-  async function run(spec: SendSpec, mode: 'json'): Promise<JsonResult>;
-  async function run(spec: SendSpec, mode: 'stream'): Promise<OpenStream>;
-  /**
-   * One call, attempt after attempt.
-   *
-   * Long: the attempt loop read top to bottom, each outcome's branch where it is decided.
-   */
-  async function run(spec: SendSpec, mode: 'json' | 'stream'): Promise<JsonResult | OpenStream> {
-    let retry = 0;
-    let attempts = 0;
-    let refreshed = false;
-    for (;;) {
-      if (spec.signal?.aborted) throw cancelled(spec.signal);
-      // Credentials first: a token exchange needs a concurrency slot of its own.
-      const auth = await o.credentials().header(spec.auth, spec.signal);
-      const release = await o.concurrency.acquire(spec.signal);
-      const ctrl = new AbortController();
-      let timedOut = false;
-      let timer: NodeJS.Timeout | undefined;
-      const signal = spec.signal ? AbortSignal.any([spec.signal, ctrl.signal]) : ctrl.signal;
-      let response: Dispatcher.ResponseData | undefined;
-      let ok = false;
-      let text = '';
-      try {
-        await o.rate.acquire(spec.signal);
-        attempts++;
-        stats.requests++;
-        timer = setTimeout(() => {
-          timedOut = true;
-          ctrl.abort(new TimeoutSignal());
-        }, o.timeoutMs);
-        const headers: Record<string, string> = { ...spec.headers };
-        if (auth) headers[auth.name] = auth.value;
-        // undici's request() follows no redirect (that would carry x-api-key, unlike
-        // Authorization, to whatever host a redirect names), and no endpoint of the spec redirects.
-        response = await o.request(spec.url, {
-          method: spec.method,
-          headers,
-          body: spec.body,
-          signal,
-          dispatcher: o.dispatcher,
-        });
-        ok = response.statusCode >= 200 && response.statusCode < 300;
-        if (ok && mode === 'stream') {
-          clearTimeout(timer);
-          const res = response;
-          return {
-            status: res.statusCode,
-            header: (name) => headerValue(res.headers, name),
-            body: res.body,
-            attempts,
-            abort: (reason) => ctrl.abort(reason),
-            release,
-            callerAborted: () => spec.signal?.aborted === true,
-          };
-        }
-        // Every body is read or destroyed: that is what gives the connection back to the pool.
-        text = ok
-          ? await readLimited(response, o.maxResponseBytes, spec.operation, attempts)
-          : await readCapped(response.body, MAX_ERROR_BODY_BYTES);
-      } catch (err) {
-        clearTimeout(timer);
-        release();
-        const e = failure(spec, err, timedOut, attempts, retry >= o.maxRetries);
-        if (!e.retryable || retry >= o.maxRetries) throw e;
-        await wait(spec, retry++, e, undefined);
-        continue;
-      }
-      clearTimeout(timer);
-      release();
-      const status = response.statusCode;
-      o.log.debug({ operation: spec.operation, status, attempt: attempts }, 'crs request done');
-
-      if (ok) {
-        try {
-          return { status, body: text === '' ? undefined : JSON.parse(text), attempts };
-        } catch {
-          throw new CrsError('HTTP_BAD_RESPONSE', `${spec.operation} failed: the answer is not valid JSON`, {
-            details: { operation: spec.operation, status, attempts },
-          });
-        }
-      }
-      if (status === 401 && !refreshed && auth && o.credentials().invalidate(spec.auth, auth.value)) {
-        // One refresh per call; a second 401 is a real authorization failure.
-        refreshed = true;
-        stats.tokenRefreshes++;
-        o.log.info({ operation: spec.operation }, 'crs access token rejected; refreshing it once');
-        continue;
-      }
-      const exhausted = retry >= o.maxRetries && classifyStatus(status).retryable;
-      const e = httpStatusError(spec.operation, status, text, scrub, {
-        attempts,
-        note:
-          status === 401 && refreshed
-            ? 'after refreshing the access token'
-            : exhausted
-              ? `after ${attempts} requests`
-              : undefined,
-      });
-      const retryAfterMs = parseRetryAfter(headerValue(response.headers, 'retry-after') ?? null);
-      // The service's limit is the tenant's: its Retry-After holds for every worker, and is
-      // recorded before this call gives up or waits on its own.
-      if (e.retryable && retryAfterMs !== undefined && retryAfterMs > 0 && o.rate.pause)
-        await o.rate.pause(Math.min(retryAfterMs, o.maxRetryAfterMs));
-      if (!e.retryable || retry >= o.maxRetries) throw e;
-      await wait(spec, retry++, e, retryAfterMs);
-    }
-  }
-
+/** A 2xx answer's body handed to the caller, with the slot it holds and the abort of its request. */
+function openStream(
+  res: Dispatcher.ResponseData,
+  attempts: number,
+  ctrl: AbortController,
+  release: () => void,
+  callerSignal: AbortSignal | undefined,
+): OpenStream {
   return {
-    stats,
-    json: (spec) => run(spec, 'json'),
-    stream: (spec) => run(spec, 'stream'),
+    status: res.statusCode,
+    header: (name) => headerValue(res.headers, name),
+    body: res.body,
+    attempts,
+    abort: (reason) => ctrl.abort(reason),
+    release,
+    callerAborted: () => callerSignal?.aborted === true,
   };
+}
+
+/** A 2xx JSON answer's value (none for an empty body); text that is not JSON is HTTP_BAD_RESPONSE. */
+function parsedJson(operation: string, answer: Answer, attempts: number): JsonResult {
+  const { status, text } = answer;
+  try {
+    return { status, body: text === '' ? undefined : JSON.parse(text), attempts };
+  } catch {
+    throw new CrsError('HTTP_BAD_RESPONSE', `${operation} failed: the answer is not valid JSON`, {
+      details: { operation, status, attempts },
+    });
+  }
 }
 
 /** A short, secret-free description of a request failure (the reason may sit in `cause`). */

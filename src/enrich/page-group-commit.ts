@@ -29,16 +29,39 @@ export function createPageWriter(
   pool: Pick<pg.Pool, 'query'>,
   opts: { maxInFlight?: number; maxPages?: number } = {},
 ): PageWriter {
-  const maxInFlight = opts.maxInFlight ?? DEFAULT_WRITES_IN_FLIGHT;
-  const maxPages = opts.maxPages ?? DEFAULT_PAGES_PER_WRITE;
-  const queue: Waiting[] = [];
-  let inFlight = 0;
+  return new GroupCommitWriter(
+    pool,
+    opts.maxInFlight ?? DEFAULT_WRITES_IN_FLIGHT,
+    opts.maxPages ?? DEFAULT_PAGES_PER_WRITE,
+  );
+}
+
+class GroupCommitWriter implements PageWriter {
+  readonly #pool: Pick<pg.Pool, 'query'>;
+  readonly #maxInFlight: number;
+  readonly #maxPages: number;
+  readonly #queue: Waiting[] = [];
+  #inFlight = 0;
+
+  constructor(pool: Pick<pg.Pool, 'query'>, maxInFlight: number, maxPages: number) {
+    this.#pool = pool;
+    this.#maxInFlight = maxInFlight;
+    this.#maxPages = maxPages;
+  }
+
+  write(page: PageWrite): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.#queue.push({ page, resolve, reject });
+      this.#pump();
+    });
+  }
 
   /** The waiting pages that can share a statement, oldest first; a page that clashes waits. */
-  function take(): Waiting[] {
+  #take(): Waiting[] {
+    const queue = this.#queue;
     const keys = new Set<string>();
     const group: Waiting[] = [];
-    for (let i = 0; i < queue.length && group.length < maxPages; ) {
+    for (let i = 0; i < queue.length && group.length < this.#maxPages; ) {
       const k = pageKeys(itemAt(queue, i).page);
       if (k.some((x) => keys.has(x))) {
         i++;
@@ -50,7 +73,8 @@ export function createPageWriter(
     return group;
   }
 
-  async function run(group: Waiting[]): Promise<void> {
+  async #run(group: Waiting[]): Promise<void> {
+    const pool = this.#pool;
     try {
       await writePages(
         pool,
@@ -68,23 +92,14 @@ export function createPageWriter(
     }
   }
 
-  function pump(): void {
-    while (inFlight < maxInFlight && queue.length > 0) {
-      const group = take();
-      inFlight++;
-      void run(group).finally(() => {
-        inFlight--;
-        pump();
+  #pump(): void {
+    while (this.#inFlight < this.#maxInFlight && this.#queue.length > 0) {
+      const group = this.#take();
+      this.#inFlight++;
+      void this.#run(group).finally(() => {
+        this.#inFlight--;
+        this.#pump();
       });
     }
   }
-
-  return {
-    write(page) {
-      return new Promise<void>((resolve, reject) => {
-        queue.push({ page, resolve, reject });
-        pump();
-      });
-    },
-  };
 }

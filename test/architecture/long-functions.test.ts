@@ -21,6 +21,7 @@ describe('scripts/long-functions.ts', () => {
         `export function unexplained(): void {\n${body(85)}\n}`,
         `/**\n * Does a lot. Long: one table, read top to bottom.\n */\nexport function explained(): void {\n${body(90)}\n}`,
         `export const arrow = (): void => {\n${body(81)}\n};`,
+        `export class Holder {\n  #hidden(): void {\n${body(83)}\n  }\n}`,
       ].join('\n\n'),
     );
   });
@@ -35,11 +36,12 @@ describe('scripts/long-functions.ts', () => {
     ).toEqual([]);
   });
 
-  it('when functions are over the limit, then each is listed with its length and its reason if it gives one', () => {
+  it('when functions are over the limit, then each is listed by name (a private method’s #name too) with its length and its reason if it gives one', () => {
     const found = withSourceFiles(root, (files) => longFunctions(files, 80));
     expect(found.map((f) => [f.name, f.lines, f.why])).toEqual([
       ['explained', 92, 'Long: one table, read top to bottom.'],
       ['unexplained', 87, undefined],
+      ['#hidden', 85, undefined],
       ['arrow', 83, undefined],
     ]);
     expect(found.every((f) => f.file === 'src/a.ts')).toBe(true);
