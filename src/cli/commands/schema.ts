@@ -44,7 +44,7 @@ export function registerSchema(program: Command): void {
         'type (type_changed) is recorded once per source, path and kind, with the first day, how\n' +
         'many records carried it and a short example (credentials masked). A record quarantined\n' +
         'for another reason than its drift (rejects list) records none.\n\n' +
-        'CRS_SCHEMA_CONTRACT=evolve (the default) loads such export records, history entries and\n' +
+        'CRS_RECORD_CONTRACT=evolve (the default) loads such export records, history entries and\n' +
         'artifacts as before; =freeze quarantines them with the code schema_drift (thread-list\n' +
         'entries are only recorded). `accept` widens the contract by a field; `crs-sync rejects\n' +
         'replay --code schema_drift` then loads what freeze held back (entries and artifacts: their\n' +
@@ -106,13 +106,13 @@ export function registerSchema(program: Command): void {
     .command('accept')
     .description(
       'widen the contract by a field: its drift (new, missing or of another type) is accepted, no\n' +
-        'longer listed by --open, and no longer quarantined under CRS_SCHEMA_CONTRACT=freeze',
+        'longer listed by --open, and no longer quarantined under CRS_RECORD_CONTRACT=freeze',
     )
     .argument('<source>', `where the field is (${DRIFT_SOURCES.join(', ')})`)
     .argument('<path>', 'the field, as `schema changes` shows it (e.g. "Region", citations[].doi)')
     .addHelpText(
       'after',
-      '\nExample, under CRS_SCHEMA_CONTRACT=freeze:\n' +
+      '\nExample, under CRS_RECORD_CONTRACT=freeze:\n' +
         '  crs-sync schema accept export Region\n' +
         '  crs-sync rejects replay --code schema_drift  loads the lines freeze held back',
     )
