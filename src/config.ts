@@ -373,7 +373,8 @@ export function renamedSettingWarnings(cfg: Config): string[] {
   );
 }
 
-export function parseConfig(env: Record<string, string | undefined> = process.env): Config {
+/** The environment validated, old names read under their new ones; every problem at once. */
+function validEnv(env: Record<string, string | undefined>): { e: Env; renamed: RenamedSetting[] } {
   const renamed = readRenamed(env);
   const result = envSchema.safeParse(renamed.env);
   // A bad value given under an old name is reported under that name: the one the user wrote.
@@ -394,9 +395,13 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
       details: { problems },
     });
   }
-  const e = result.data;
+  return { e: result.data, renamed: renamed.used };
+}
+
+export function parseConfig(env: Record<string, string | undefined> = process.env): Config {
+  const { e, renamed } = validEnv(env);
   const cfg: Config = {
-    renamedSettingsUsed: renamed.used,
+    renamedSettingsUsed: renamed,
     databaseUrl: e.DATABASE_URL,
     allowEmbedded: e.CRS_ALLOW_EMBEDDED,
     schema: e.CRS_SCHEMA,
