@@ -181,13 +181,13 @@ const envSchema = z.object({
   CRS_RATE_LIMIT_RPS: numberSetting(10, { min: 0, max: 10_000, whole: false, aboveMin: true }),
   // The shared request budget's name in the warehouse (every worker with the same name shares
   // CRS_RATE_LIMIT_RPS); "off" gives each process a budget of its own.
-  CRS_RATE_BUDGET: z
+  CRS_SHARED_BUDGET_NAME: z
     .string()
     .trim()
     .default('crs')
     .refine((v) => /^[A-Za-z0-9_.:-]{1,100}$/.test(v), 'must be 1-100 of A-Z a-z 0-9 _ . : - (or "off")'),
   // The shared budget's limit for the whole deployment, whatever each worker's CRS_RATE_LIMIT_RPS.
-  CRS_RATE_BUDGET_RPS: optionalNumberSetting({ min: 0, max: 10_000, whole: false, aboveMin: true }),
+  CRS_SHARED_BUDGET_RPS: optionalNumberSetting({ min: 0, max: 10_000, whole: false, aboveMin: true }),
   CRS_ENRICH_CONCURRENCY: intSetting(8, 1, 256),
   CRS_HTTP_TIMEOUT_MS: intSetting(60_000, 100, 3_600_000),
   // Largest JSON answer read (a history page, an artifact, the thread list, a token): a hostile or
@@ -195,7 +195,8 @@ const envSchema = z.object({
   CRS_MAX_RESPONSE_BYTES: intSetting(128 * 1024 * 1024, 64 * 1024, MAX_TEXT_BYTES),
   CRS_MAX_LINE_BYTES: intSetting(16 * 1024 * 1024, 1024, MAX_TEXT_BYTES),
   CRS_BATCH_SIZE: intSetting(1000, 1, 50_000),
-  CRS_LOAD_CONNECTIONS: intSetting(4, 1, 64),
+  // Key partitions of one load, each merged on a connection of its own.
+  CRS_LOAD_PARTITIONS: intSetting(4, 1, 64),
   CRS_KNOWN_LINES_MAX: intSetting(2_000_000, 0, KNOWN_LINES_CEILING),
   // A complete export that would soft-delete more than this percent of a day's live rows has
   // its deletes held for review (a normal day deletes a handful; 100 turns the guard off).
@@ -208,7 +209,7 @@ const envSchema = z.object({
   // What a record that differs from the known contract (a new field, a field of another JSON
   // type) does: `evolve` loads it as before and records the drift; `freeze` quarantines it
   // (`schema_drift`) until the drift is accepted (`crs-sync schema accept`).
-  CRS_SCHEMA_CONTRACT: z.enum(['evolve', 'freeze']).default('evolve'),
+  CRS_RECORD_CONTRACT: z.enum(['evolve', 'freeze']).default('evolve'),
   // Database timeouts (0 turns one off). They stop a statement, lock wait or forgotten transaction
   // that hangs, so the activity fails retryably instead of looking busy for hours; the defaults
   // sit far above what a legitimate day needs (a first load's finalize of a 1M-row day: 41 s).
@@ -242,6 +243,8 @@ const envSchema = z.object({
 export type Env = z.infer<typeof envSchema>;
 
 export interface Config {
+  /** The old names of renamed settings (RENAMED_SETTINGS) this configuration was read from. */
+  readonly renamedSettingsUsed: readonly RenamedSetting[];
   readonly databaseUrl: string | undefined;
   /** CRS_ALLOW_EMBEDDED: worker and schedule create may run without DATABASE_URL. */
   readonly allowEmbedded: boolean;
@@ -257,9 +260,9 @@ export interface Config {
     readonly apiKey: string | undefined;
     readonly timeoutMs: number;
     readonly rateLimitRps: number;
-    /** CRS_RATE_BUDGET: the shared budget's name; undefined ("off"): a budget per process. */
+    /** CRS_SHARED_BUDGET_NAME: the shared budget's name; undefined ("off"): a budget per process. */
     readonly rateBudget?: string | undefined;
-    /** CRS_RATE_BUDGET_RPS: the shared budget's limit fixed by the deployment (absent: the lowest asked). */
+    /** CRS_SHARED_BUDGET_RPS: the shared budget's limit fixed by the deployment (absent: the lowest asked). */
     readonly rateBudgetRps?: number | undefined;
     /** CRS_MAX_RESPONSE_BYTES (absent: the client's default, the same 128 MiB). */
     readonly maxResponseBytes?: number;
@@ -278,6 +281,7 @@ export interface Config {
   readonly enrichConcurrency: number;
   readonly maxLineBytes: number;
   readonly batchSize: number;
+  /** CRS_LOAD_PARTITIONS: the key partitions of one load, a database connection each. */
   readonly loadConnections: number;
   /**
    * CRS_KNOWN_LINES_MAX: the most live rows of the open day an intraday pull reads the line hashes
@@ -289,7 +293,7 @@ export interface Config {
   /** CRS_DELETE_GUARD_LOAD: percent of a multi-day load's live rows above which all its deletes are held. */
   readonly deleteGuardLoadPct: number;
   /**
-   * CRS_SCHEMA_CONTRACT: `evolve` loads drifted export records, history entries and artifacts and
+   * CRS_RECORD_CONTRACT: `evolve` loads drifted export records, history entries and artifacts and
    * notes the drift; `freeze` quarantines them (`schema_drift`).
    */
   readonly schemaContract: 'evolve' | 'freeze';
@@ -318,16 +322,86 @@ export interface Config {
   readonly logLevel: Env['LOG_LEVEL'];
 }
 
-export function parseConfig(env: Record<string, string | undefined> = process.env): Config {
-  const result = envSchema.safeParse(env);
-  if (!result.success) {
-    const problems = result.error.issues.map((i) => `${i.path.join('.') || '(environment)'}: ${i.message}`);
+/**
+ * Settings renamed, old name to new. The old name is still read for one release, with a warning
+ * naming the new one (`renamedSettingWarnings`); set both to different values and the
+ * configuration is refused, naming both, rather than one silently winning.
+ */
+export const RENAMED_SETTINGS = {
+  CRS_RATE_BUDGET: 'CRS_SHARED_BUDGET_NAME',
+  CRS_RATE_BUDGET_RPS: 'CRS_SHARED_BUDGET_RPS',
+  CRS_SCHEMA_CONTRACT: 'CRS_RECORD_CONTRACT',
+  CRS_LOAD_CONNECTIONS: 'CRS_LOAD_PARTITIONS',
+} as const;
+
+export type RenamedSetting = keyof typeof RENAMED_SETTINGS;
+
+/**
+ * The environment with each old name's value under its new name. A blank old name is unset, as
+ * any blank setting; the same value under both names is no conflict (a deployment part-way
+ * through the rename), only a warning. The values compared are never shown: names only.
+ */
+function readRenamed(env: Record<string, string | undefined>): {
+  env: Record<string, string | undefined>;
+  used: RenamedSetting[];
+  problems: string[];
+} {
+  const out = { ...env };
+  const used: RenamedSetting[] = [];
+  const problems: string[] = [];
+  for (const [old, now] of Object.entries(RENAMED_SETTINGS) as [RenamedSetting, string][]) {
+    const before = env[old]?.trim() ?? '';
+    if (before === '') continue;
+    const after = env[now]?.trim() ?? '';
+    if (after !== '' && after !== before) {
+      problems.push(
+        `${old}, ${now}: both are set, to different values; ${old} is the old name of ${now}: keep ${now} only`,
+      );
+      continue;
+    }
+    out[now] = env[old];
+    used.push(old);
+  }
+  return { env: out, used, problems };
+}
+
+/** One warning for each old name the configuration was read from, naming its new name. */
+export function renamedSettingWarnings(cfg: Config): string[] {
+  return cfg.renamedSettingsUsed.map(
+    (old) =>
+      `${old} is renamed ${RENAMED_SETTINGS[old]}: set ${RENAMED_SETTINGS[old]} instead (${old} is read for one more release)`,
+  );
+}
+
+/** The environment validated, old names read under their new ones; every problem at once. */
+function validEnv(env: Record<string, string | undefined>): { e: Env; renamed: RenamedSetting[] } {
+  const renamed = readRenamed(env);
+  const result = envSchema.safeParse(renamed.env);
+  // A bad value given under an old name is reported under that name: the one the user wrote.
+  const givenAs = (name: string) => {
+    const old = renamed.used.find((o) => RENAMED_SETTINGS[o] === name && (env[name]?.trim() ?? '') === '');
+    return old ? `${old} (renamed ${name})` : name;
+  };
+  const problems = [
+    ...renamed.problems,
+    ...(result.success
+      ? []
+      : result.error.issues.map(
+          (i) => `${i.path.length > 0 ? givenAs(i.path.join('.')) : '(environment)'}: ${i.message}`,
+        )),
+  ];
+  if (!result.success || problems.length > 0) {
     throw new CrsError('CONFIG_INVALID', `invalid configuration:\n  - ${problems.join('\n  - ')}`, {
       details: { problems },
     });
   }
-  const e = result.data;
+  return { e: result.data, renamed: renamed.used };
+}
+
+export function parseConfig(env: Record<string, string | undefined> = process.env): Config {
+  const { e, renamed } = validEnv(env);
   const cfg: Config = {
+    renamedSettingsUsed: renamed,
     databaseUrl: e.DATABASE_URL,
     allowEmbedded: e.CRS_ALLOW_EMBEDDED,
     schema: e.CRS_SCHEMA,
@@ -342,8 +416,8 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
       apiKey: e.CRS_API_KEY,
       timeoutMs: e.CRS_HTTP_TIMEOUT_MS,
       rateLimitRps: e.CRS_RATE_LIMIT_RPS,
-      rateBudget: e.CRS_RATE_BUDGET === 'off' ? undefined : e.CRS_RATE_BUDGET,
-      rateBudgetRps: e.CRS_RATE_BUDGET_RPS,
+      rateBudget: e.CRS_SHARED_BUDGET_NAME === 'off' ? undefined : e.CRS_SHARED_BUDGET_NAME,
+      rateBudgetRps: e.CRS_SHARED_BUDGET_RPS,
       maxResponseBytes: e.CRS_MAX_RESPONSE_BYTES,
     },
     temporal: {
@@ -360,11 +434,11 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     enrichConcurrency: e.CRS_ENRICH_CONCURRENCY,
     maxLineBytes: e.CRS_MAX_LINE_BYTES,
     batchSize: e.CRS_BATCH_SIZE,
-    loadConnections: e.CRS_LOAD_CONNECTIONS,
+    loadConnections: e.CRS_LOAD_PARTITIONS,
     knownLinesMax: e.CRS_KNOWN_LINES_MAX,
     deleteGuardPct: e.CRS_DELETE_GUARD,
     deleteGuardLoadPct: e.CRS_DELETE_GUARD_LOAD,
-    schemaContract: e.CRS_SCHEMA_CONTRACT,
+    schemaContract: e.CRS_RECORD_CONTRACT,
     db: {
       statementTimeoutMs: e.CRS_DB_STATEMENT_TIMEOUT_MS,
       lockTimeoutMs: e.CRS_DB_LOCK_TIMEOUT_MS,

@@ -6,8 +6,8 @@ import { createServiceClient, type ServiceClient, type ServiceClientOptions } fr
 
 /**
  * The service client of a worker: CRS_RATE_LIMIT_RPS is the tenant's limit, shared through the
- * warehouse by every worker with the same CRS_RATE_BUDGET name (src/api/shared-budget.ts), unless
- * CRS_RATE_BUDGET=off. Workers asking for different limits share the lowest; CRS_RATE_BUDGET_RPS,
+ * warehouse by every worker with the same CRS_SHARED_BUDGET_NAME name (src/api/shared-budget.ts), unless
+ * CRS_SHARED_BUDGET_NAME=off. Workers asking for different limits share the lowest; CRS_SHARED_BUDGET_RPS,
  * set for the deployment, is the budget's limit whatever they ask (CRS_RATE_LIMIT_RPS still caps
  * each process). `close` ends the budget's own database connection.
  */

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { config as loadDotenv } from 'dotenv';
-import { type Config, configuredSecrets, parseConfig } from '../config.ts';
+import { type Config, configuredSecrets, parseConfig, renamedSettingWarnings } from '../config.ts';
 import { CrsError } from '../errors.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { checkConnection, openWarehouse, type Warehouse } from '../warehouse/db.ts';
@@ -18,6 +18,8 @@ export interface CliContext {
 }
 
 let dotenvLoaded = false;
+// A command may load its context more than once; the old names are the same each time.
+let renamesWarned = false;
 
 export function loadContext(): CliContext {
   if (!dotenvLoaded) {
@@ -26,7 +28,12 @@ export function loadContext(): CliContext {
     dotenvLoaded = true;
   }
   const config = parseConfig(process.env);
-  return { config, log: createLogger({ level: config.logLevel, secrets: configuredSecrets(config) }) };
+  const log = createLogger({ level: config.logLevel, secrets: configuredSecrets(config) });
+  if (!renamesWarned) {
+    for (const message of renamedSettingWarnings(config)) log.warn(message);
+    renamesWarned = true;
+  }
+  return { config, log };
 }
 
 export interface OpenedWarehouse {

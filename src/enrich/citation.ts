@@ -1,4 +1,5 @@
 import { parseOffsetTime } from '../common/iso-time.ts';
+import type { PageCitationRow } from '../warehouse/enrich-pages.ts';
 import { storedKey } from '../warehouse/stored-key.ts';
 
 /** The eight citation fields spec §2 names; everything else of a citation goes to `extra`. */
@@ -15,18 +16,14 @@ const SPEC_FIELDS = [
 
 const MAX_INT4 = 2_147_483_647;
 
-export interface CitationFields {
-  citation_id: string | null;
-  internal_id: string | null;
-  citation_type: string | null;
-  name: string | null;
-  inline_offset: number | null;
-  summary: string | null;
-  last_updated_at: string | null;
-  is_snippet: boolean | null;
-  /** Type-specific and data-point fields (url, snippet_start, data_point, …), verbatim; null when none. */
-  extra: Record<string, unknown> | null;
-}
+/**
+ * A citation as read from an entry or artifact: the columns of its `citations` row, but for
+ * where it stands (owner, position) and the load, which the page's rows add (page-rows.ts).
+ */
+export type CitationFields = Omit<
+  PageCitationRow,
+  'owner_kind' | 'owner_id' | 'ordinal' | 'message_id' | 'artifact_id' | 'thread_id' | 'load_id'
+>;
 
 export type CitationResult = { ok: true; value: CitationFields } | { ok: false; reason: string };
 

@@ -190,7 +190,7 @@ function dedupeFrom(out: DriftNote[], from: number): void {
 }
 
 /**
- * What a frozen contract (CRS_SCHEMA_CONTRACT=freeze) refused in a response, e.g. `new field
+ * What a frozen contract (CRS_RECORD_CONTRACT=freeze) refused in a response, e.g. `new field
  * "sentiment" (string)`: the detail of its `schema_drift` quarantine row.
  */
 export function driftDetail(what: string, notes: readonly DriftNote[]): string {
@@ -201,7 +201,7 @@ export function driftDetail(what: string, notes: readonly DriftNote[]): string {
         ? `missing field ${JSON.stringify(d.path)} (${d.expected})`
         : `${JSON.stringify(d.path)}: expected ${d.expected}, got ${d.actual}`,
   );
-  const d = `the ${what} differs from the contract (CRS_SCHEMA_CONTRACT=freeze): ${parts.join('; ')}`;
+  const d = `the ${what} differs from the contract (CRS_RECORD_CONTRACT=freeze): ${parts.join('; ')}`;
   // As an export line's detail: many new fields must not make a long row.
   return d.length > MAX_DETAIL ? `${d.slice(0, MAX_DETAIL - 1).toWellFormed()}…` : d;
 }

@@ -32,7 +32,7 @@ export interface EnrichDeps {
   /** Attempts at a thread that keeps failing with a retryable error before it is marked 'failed'. */
   maxAttempts?: number;
   /**
-   * CRS_SCHEMA_CONTRACT: `freeze` quarantines a history entry or an artifact that drifts from the
+   * CRS_RECORD_CONTRACT: `freeze` quarantines a history entry or an artifact that drifts from the
    * contract (`schema_drift`) instead of storing it; `evolve` (the default) stores it and notes
    * the drift.
    */
@@ -380,7 +380,7 @@ function parsePage(
 interface Accepted {
   history: ReadonlySet<string>;
   artifact: ReadonlySet<string>;
-  /** CRS_SCHEMA_CONTRACT=freeze: drift not accepted quarantines the entry or artifact. */
+  /** CRS_RECORD_CONTRACT=freeze: drift not accepted quarantines the entry or artifact. */
   freeze: boolean;
 }
 

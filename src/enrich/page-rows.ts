@@ -80,15 +80,7 @@ function citationRows(
       message_id: owner.messageId,
       artifact_id: owner.artifactId,
       thread_id: p.threadId,
-      citation_id: c.citation_id,
-      internal_id: c.internal_id,
-      citation_type: c.citation_type,
-      name: c.name,
-      inline_offset: c.inline_offset,
-      summary: c.summary,
-      last_updated_at: c.last_updated_at,
-      is_snippet: c.is_snippet,
-      extra: c.extra,
+      ...c,
       load_id: p.loadId,
     });
   });

@@ -1,4 +1,4 @@
-import { RECORD_LIMITS } from '../ingest/record-parser.ts';
+import { RECORD_LIMITS } from '../common/record-limits.ts';
 
 // JSON.stringify writes U+0000 as \u0000 and a lone surrogate as its escape \udXXX (lower-case
 // hex; a surrogate pair is written as itself). An odd number of backslashes before `u` is such an

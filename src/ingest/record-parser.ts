@@ -1,4 +1,5 @@
 import { parseOffsetTime } from '../common/iso-time.ts';
+import { RECORD_LIMITS } from '../common/record-limits.ts';
 import { type DriftNote, driftExample, type JsonType, jsonType } from '../common/schema-drift.ts';
 import { STORED_KEY_UNITS_WITHIN, storedKey } from '../warehouse/stored-key.ts';
 import type { LineProblem } from './line-splitter.ts';
@@ -23,22 +24,8 @@ export type RejectCode =
   | 'too_many_keys'
   | 'schema_drift';
 
-/**
- * Limits on the shape of a record's unknown keys (`extra`), so that every record the parser
- * accepts can be hashed, encoded and stored: JSON.stringify and any recursive walk throw
- * RangeError a few thousand levels down, and PostgreSQL refuses a jsonb number beyond its numeric
- * range (SQLSTATE 22003) and fails the whole COPY. The key limits keep `extra` a set of fields,
- * not a payload: no export field name comes near them. Key length is in bytes of UTF-8, what
- * PostgreSQL stores (a key of 1,024 CJK characters is 3,072 bytes).
- */
-export const RECORD_LIMITS = {
-  /** Levels of nesting, the line's own object being level 1. */
-  maxDepth: 64,
-  /** Bytes of UTF-8 of one key of `extra`, at any depth. */
-  maxKeyBytes: 1024,
-  /** Keys of `extra`, counted over every depth. */
-  maxKeys: 10_000,
-} as const;
+// The export's limits, the same as enrichment's: declared once in src/common.
+export { RECORD_LIMITS };
 
 /** A key of at most this many UTF-16 units is within maxKeyBytes unmeasured (a unit is ≤ 3 bytes). */
 const KEY_UNITS_WITHIN = Math.floor(RECORD_LIMITS.maxKeyBytes / 3);

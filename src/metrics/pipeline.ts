@@ -1,6 +1,7 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import { ALERT_KINDS, type AlertKind } from '../common/alert-kinds.ts';
 import type { LoadCounts } from '../common/counts.ts';
+import type { WarehouseGauges } from '../warehouse/gauges.ts';
 
 /**
  * The pipeline's own Prometheus series (prom-client, docs/decisions/0013-metrics.md), one
@@ -11,6 +12,8 @@ import type { LoadCounts } from '../common/counts.ts';
  */
 export const registry = new Registry();
 
+/** What the warehouse says at scrape time: the reader `setWarehouseReader` takes returns it. */
+export type { WarehouseGauges };
 export { ALERT_KINDS, type AlertKind };
 
 export const FRESHNESS_SOURCES = ['export', 'enrichment'] as const;
@@ -133,33 +136,6 @@ export function budgetWaitStarted(): () => void {
     if (!waiting.delete(w)) return;
     budgetWait.observe((performance.now() - w.since) / 1000);
   };
-}
-
-/** What the warehouse says at scrape time (src/warehouse/gauges.ts reads it). */
-export interface WarehouseGauges {
-  /** Days of the ledger by status. */
-  days: Partial<Record<string, number>>;
-  /** Rows whose soft-delete the guard holds for review. */
-  deletesHeld: number;
-  /** Open (not replayed) quarantined lines, by source and reject code. */
-  quarantineOpen: { source: string; code: string; lines: number }[];
-  /** Threads waiting for enrichment, and how long the oldest of them has waited (0: none). */
-  enrichBacklog: number;
-  enrichOldestPendingSeconds: number;
-  /** From the end of the watermark day (the newest of the complete days without a gap) to now; null: none. */
-  exportAgeSeconds: number | null;
-  /**
-   * Since the open day's last intraday pull finished (the newest day pulled intraday and not
-   * complete since); null: none. Not a freshness of the export, which counts complete days only.
-   */
-  openDayPullAgeSeconds: number | null;
-  /**
-   * The highest share of its lines read that a day's last load rejected, over the ledger's days
-   * (0: none rejected): what the quarantine_spike alert compares with CRS_ALERT_QUARANTINE_SHARE.
-   */
-  dayRejectedShareMax: number;
-  /** How long from now the shared request budget stays paused by a Retry-After (the longest; 0: none). */
-  budgetPausedSeconds: number;
 }
 
 export interface FreshnessReading {

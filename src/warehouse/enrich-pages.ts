@@ -63,6 +63,7 @@ export type PageCitationRow = Omit<
   '_load_id' | '_loaded_at' | 'last_updated_at' | 'extra'
 > & {
   last_updated_at: string | null;
+  /** Type-specific and data-point fields (url, snippet_start, data_point, …), verbatim; null when none. */
   extra: Record<string, unknown> | null;
   load_id: string;
 };

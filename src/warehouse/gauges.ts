@@ -9,21 +9,35 @@ import type { Executor } from './types.ts';
  * threads: threads_status_requested_idx); the caller runs them on a connection of its own with a
  * short statement timeout, so a slow warehouse costs a scrape its gauges, never a load.
  */
-export interface PipelineGauges {
-  days: Record<string, number>;
+export interface WarehouseGauges {
+  /** Days of the ledger by status. */
+  days: Partial<Record<string, number>>;
+  /** Rows whose soft-delete the guard holds for review. */
   deletesHeld: number;
+  /** Open (not replayed) quarantined lines, by source and reject code. */
   quarantineOpen: { source: string; code: string; lines: number }[];
+  /** Threads waiting for enrichment, and how long the oldest of them has waited (0: none). */
   enrichBacklog: number;
   enrichOldestPendingSeconds: number;
+  /** From the end of the watermark day (the newest of the complete days without a gap) to now; null: none. */
   exportAgeSeconds: number | null;
+  /**
+   * Since the open day's last intraday pull finished (the newest day pulled intraday and not
+   * complete since); null: none. Not a freshness of the export, which counts complete days only.
+   */
   openDayPullAgeSeconds: number | null;
+  /**
+   * The highest share of its lines read that a day's last load rejected, over the ledger's days
+   * (0: none rejected): what the quarantine_spike alert compares with CRS_ALERT_QUARANTINE_SHARE.
+   */
   dayRejectedShareMax: number;
+  /** How long from now the shared request budget stays paused by a Retry-After (the longest; 0: none). */
   budgetPausedSeconds: number;
 }
 
 const DAY_MS = 86_400_000;
 
-export async function readPipelineGauges(db: Executor, now = new Date()): Promise<PipelineGauges> {
+export async function readWarehouseGauges(db: Executor, now = new Date()): Promise<WarehouseGauges> {
   const days = await db
     .selectFrom('sync_days')
     .select([

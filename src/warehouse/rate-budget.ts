@@ -70,7 +70,7 @@ export function rateBudgetOnPool(
   pool: Pick<Warehouse['pool'], 'query'>,
   name: string,
   close: () => Promise<void> = async () => {},
-  /** `fixed`: this caller's limit is the one the deployment set (CRS_RATE_BUDGET_RPS). */
+  /** `fixed`: this caller's limit is the one the deployment set (CRS_SHARED_BUDGET_RPS). */
   opts: { fixed?: boolean } = {},
 ): RateBudgetStore {
   return {

@@ -284,7 +284,7 @@ export interface RateBudgetRequestTable {
   name: string;
   limit_per_window: number;
   window_ms: number;
-  /** Asked as the deployment's limit (CRS_RATE_BUDGET_RPS), not a worker's own. */
+  /** Asked as the deployment's limit (CRS_SHARED_BUDGET_RPS), not a worker's own. */
   fixed: boolean;
   asked_at: Timestamp;
 }

@@ -60,7 +60,7 @@ function start(budget: string, requests: number, extra: Record<string, string> =
       HOME: process.env.HOME,
       DATABASE_URL: tw.url,
       CRS_SCHEMA: tw.schema,
-      CRS_RATE_BUDGET: budget,
+      CRS_SHARED_BUDGET_NAME: budget,
       CRS_RATE_LIMIT_RPS: String(LIMIT),
       CRS_BASE_URL: sim.baseUrl,
       CRS_SERVICE_ACCOUNT_TOKEN: sim.credentials.serviceAccountToken,

@@ -83,7 +83,7 @@ describe('the budget row (rate_budget_lease)', () => {
     expect(row.rows[0]?.limit_per_window).toBe(10);
   });
 
-  it('when the deployment fixes the budget (CRS_RATE_BUDGET_RPS), then its limit holds whatever the workers ask, lower or higher', async () => {
+  it('when the deployment fixes the budget (CRS_SHARED_BUDGET_RPS), then its limit holds whatever the workers ask, lower or higher', async () => {
     const fixed = rateBudgetOnPool(tw.w.pool, 'fixed', undefined, { fixed: true });
     const low = rateBudgetOnPool(tw.w.pool, 'fixed');
     const high = rateBudgetOnPool(tw.w.pool, 'fixed');

@@ -145,6 +145,13 @@ describe('the layers of the source tree', () => {
     expect([...speakers]).toEqual(expect.arrayContaining(['workflows', 'activities']));
   });
 
+  it('when enrichment is read, then it imports nothing of the export loader: what both use (the record limits) lives in src/common', () => {
+    const intoIngest = imports.filter(
+      (i) => layerOf(i.from)?.name === 'enrich' && layerOf(i.to)?.name === 'ingest',
+    );
+    expect(intoIngest.map((i) => `${i.from} imports ${i.to}`)).toEqual([]);
+  });
+
   it('when the imports are followed file to file, then no chain comes back to where it started', () => {
     const edges = new Map<string, string[]>();
     for (const i of imports) edges.set(i.from, [...(edges.get(i.from) ?? []), i.to]);

@@ -192,7 +192,7 @@ describe('the warehouse commands say what they did', () => {
     recs.push(drifted, '{"not": json');
     const imp = await run(['import', fileOf(recs), '--no-progress', '--load-id', 'dry-1'], {
       ...env,
-      CRS_SCHEMA_CONTRACT: 'freeze',
+      CRS_RECORD_CONTRACT: 'freeze',
     });
     expect(imp.stdout).toMatch(/rejected\s+2/);
 
@@ -206,7 +206,7 @@ describe('the warehouse commands say what they did', () => {
 
     const frozen = await run(['rejects', 'replay', '--dry-run', '--load-id', 'dry-1'], {
       ...env,
-      CRS_SCHEMA_CONTRACT: 'freeze',
+      CRS_RECORD_CONTRACT: 'freeze',
     });
     expect(frozen.stdout).toMatch(/would load\s+0/);
     expect(frozen.stdout).toMatch(/would stay rejected\s+2/);

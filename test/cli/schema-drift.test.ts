@@ -176,7 +176,7 @@ describe('schema drift of the export', () => {
   });
 
   it('when the contract is frozen, then drifted records are quarantined as schema_drift, and after the field is accepted `rejects replay` loads them', () => {
-    const frozen = { ...env, CRS_SCHEMA_CONTRACT: 'freeze' };
+    const frozen = { ...env, CRS_RECORD_CONTRACT: 'freeze' };
     const records: FakeRecord[] = makeRecords(8, { day: '2026-11-23', seed: 'freeze' });
     (records[0] as FakeRecord).Sentiment = 'positive';
     (records[1] as FakeRecord).Sentiment = 'negative';
@@ -223,10 +223,10 @@ describe('schema drift of the export', () => {
     expect(bad.stderr).toContain('export, thread, history, artifact');
   });
 
-  it('when CRS_SCHEMA_CONTRACT is neither evolve nor freeze, then every command exits 2 naming it', () => {
-    const r = cli(['schema', 'changes'], { ...env, CRS_SCHEMA_CONTRACT: 'strict' });
+  it('when CRS_RECORD_CONTRACT is neither evolve nor freeze, then every command exits 2 naming it', () => {
+    const r = cli(['schema', 'changes'], { ...env, CRS_RECORD_CONTRACT: 'strict' });
     expect(r.code).toBe(2);
-    expect(r.stderr).toContain('CRS_SCHEMA_CONTRACT');
+    expect(r.stderr).toContain('CRS_RECORD_CONTRACT');
   });
 
   it('when a field name holds terminal control characters, then `schema changes` and `status` show them escaped, never raw', () => {

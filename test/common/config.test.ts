@@ -1,7 +1,13 @@
 import buffer from 'node:buffer';
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { KNOWN_LINES_CEILING, parseConfig, requireSettings } from '../../src/config.ts';
+import {
+  KNOWN_LINES_CEILING,
+  parseConfig,
+  RENAMED_SETTINGS,
+  renamedSettingWarnings,
+  requireSettings,
+} from '../../src/config.ts';
 import { CrsError } from '../../src/errors.ts';
 import { createLogger, redactText } from '../../src/log.ts';
 import { parseWorkerSettings } from '../../src/temporal/worker-settings.ts';
@@ -63,6 +69,92 @@ describe('configuration', () => {
   });
 });
 
+describe('renamed settings', () => {
+  const values = {
+    name: 'team-a',
+    rps: '25',
+    contract: 'freeze',
+    partitions: '7',
+  };
+  const read = (c: ReturnType<typeof parseConfig>) => [
+    c.api.rateBudget,
+    c.api.rateBudgetRps,
+    c.schemaContract,
+    c.loadConnections,
+  ];
+
+  it('when the new names are set, then they are read and nothing warns', () => {
+    const c = parseConfig({
+      CRS_SHARED_BUDGET_NAME: values.name,
+      CRS_SHARED_BUDGET_RPS: values.rps,
+      CRS_RECORD_CONTRACT: values.contract,
+      CRS_LOAD_PARTITIONS: values.partitions,
+    });
+    expect(read(c)).toEqual(['team-a', 25, 'freeze', 7]);
+    expect(renamedSettingWarnings(c)).toEqual([]);
+  });
+
+  it('when the old names are set, then they are still read, and each warns once naming its new name', () => {
+    const c = parseConfig({
+      CRS_RATE_BUDGET: values.name,
+      CRS_RATE_BUDGET_RPS: values.rps,
+      CRS_SCHEMA_CONTRACT: values.contract,
+      CRS_LOAD_CONNECTIONS: values.partitions,
+    });
+    expect(read(c)).toEqual(['team-a', 25, 'freeze', 7]);
+    const warnings = renamedSettingWarnings(c);
+    expect(warnings).toHaveLength(4);
+    for (const [old, now] of Object.entries(RENAMED_SETTINGS)) {
+      expect(warnings.filter((w) => w.startsWith(`${old} is renamed ${now}:`))).toHaveLength(1);
+    }
+    // Off by the old name is off too.
+    expect(parseConfig({ CRS_RATE_BUDGET: 'off' }).api.rateBudget).toBeUndefined();
+  });
+
+  it('when an old and a new name are both set to different values, then the configuration is refused naming both, with every other problem', () => {
+    const problems = problemsOf(() =>
+      parseConfig({
+        CRS_LOAD_CONNECTIONS: '2',
+        CRS_LOAD_PARTITIONS: '8',
+        CRS_SCHEMA_CONTRACT: 'freeze',
+        CRS_RECORD_CONTRACT: 'evolve',
+        CRS_LOOKBACK_DAYS: '-1',
+      }),
+    );
+    expect(problems).toEqual([
+      expect.stringMatching(/^CRS_SCHEMA_CONTRACT, CRS_RECORD_CONTRACT: both are set, to different values/),
+      expect.stringMatching(/^CRS_LOAD_CONNECTIONS, CRS_LOAD_PARTITIONS: both are set, to different values/),
+      expect.stringMatching(/^CRS_LOOKBACK_DAYS: /),
+    ]);
+    // The values are not repeated: only the names.
+    expect(problems.join('\n')).not.toMatch(/freeze|evolve/);
+  });
+
+  it('when an old and a new name hold the same value, then it is read, and the old name still warns', () => {
+    const c = parseConfig({ CRS_RATE_BUDGET: 'team-b', CRS_SHARED_BUDGET_NAME: ' team-b ' });
+    expect(c.api.rateBudget).toBe('team-b');
+    expect(renamedSettingWarnings(c)).toEqual([
+      expect.stringMatching(/^CRS_RATE_BUDGET is renamed CRS_SHARED_BUDGET_NAME:/),
+    ]);
+  });
+
+  it('when a blank old name is set beside its new one, then the old is unset: no conflict, no warning', () => {
+    const c = parseConfig({ CRS_LOAD_CONNECTIONS: ' ', CRS_LOAD_PARTITIONS: '6' });
+    expect(c.loadConnections).toBe(6);
+    expect(renamedSettingWarnings(c)).toEqual([]);
+  });
+
+  it('when a bad value is given under an old name, then the problem names the old name and the new', () => {
+    const problems = problemsOf(() =>
+      parseConfig({ CRS_LOAD_CONNECTIONS: '0', CRS_SCHEMA_CONTRACT: 'strict' }),
+    );
+    expect(problems.map((p) => p.split(':')[0]).sort()).toEqual([
+      'CRS_LOAD_CONNECTIONS (renamed CRS_LOAD_PARTITIONS)',
+      'CRS_SCHEMA_CONTRACT (renamed CRS_RECORD_CONTRACT)',
+    ]);
+  });
+});
+
 describe('numeric settings', () => {
   it('when a numeric setting is blank (empty or whitespace), then it is unset and its default applies, as for every other setting', () => {
     const c = parseConfig({
@@ -70,7 +162,7 @@ describe('numeric settings', () => {
       CRS_STALL_TIMEOUT_MS: ' ',
       CRS_DELETE_GUARD: '',
       CRS_KNOWN_LINES_MAX: '\t',
-      CRS_RATE_BUDGET_RPS: ' ',
+      CRS_SHARED_BUDGET_RPS: ' ',
       CRS_ALERT_QUARANTINE_SHARE: '',
       CRS_RATE_LIMIT_RPS: '',
     });
@@ -92,7 +184,7 @@ describe('numeric settings', () => {
         CRS_DELETE_GUARD: '0x10',
         CRS_BATCH_SIZE: '1e3',
         CRS_LOOKBACK_DAYS: '+5',
-        CRS_LOAD_CONNECTIONS: '5.0',
+        CRS_LOAD_PARTITIONS: '5.0',
         CRS_RATE_LIMIT_RPS: '-1',
         CRS_ALERT_QUARANTINE_SHARE: '1e-2',
         CRS_DB_LOCK_TIMEOUT_MS: 'Infinity',
@@ -105,7 +197,7 @@ describe('numeric settings', () => {
         'CRS_DELETE_GUARD: must be a number from 0 to 100, in decimal digits with an optional fraction (no sign, exponent or 0x)',
         'CRS_BATCH_SIZE: must be a whole number from 1 to 50000, in decimal digits only (no sign, fraction, exponent or 0x)',
         'CRS_LOOKBACK_DAYS: must be a whole number from 0 to 365, in decimal digits only (no sign, fraction, exponent or 0x)',
-        'CRS_LOAD_CONNECTIONS: must be a whole number from 1 to 64, in decimal digits only (no sign, fraction, exponent or 0x)',
+        'CRS_LOAD_PARTITIONS: must be a whole number from 1 to 64, in decimal digits only (no sign, fraction, exponent or 0x)',
         'CRS_RATE_LIMIT_RPS: must be a number above 0 and up to 10000, in decimal digits with an optional fraction (no sign, exponent or 0x)',
       ]),
     );
@@ -114,7 +206,7 @@ describe('numeric settings', () => {
       'CRS_BATCH_SIZE',
       'CRS_DB_LOCK_TIMEOUT_MS',
       'CRS_DELETE_GUARD',
-      'CRS_LOAD_CONNECTIONS',
+      'CRS_LOAD_PARTITIONS',
       'CRS_LOOKBACK_DAYS',
       'CRS_RATE_LIMIT_RPS',
       'CRS_SCHEMA',

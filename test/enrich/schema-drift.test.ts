@@ -165,7 +165,7 @@ describe('schema drift of the thread API', () => {
           .where('source', '=', source)
           .where('replayed_at', 'is', null)
           .execute();
-      const frozen = { CRS_SCHEMA_CONTRACT: 'freeze' };
+      const frozen = { CRS_RECORD_CONTRACT: 'freeze' };
 
       // Every entry carries the new field: none is stored, each is quarantined at its position.
       await enrichAll('freeze-1', fz, 'freeze');
@@ -174,7 +174,7 @@ describe('schema drift of the thread API', () => {
       expect(held).toHaveLength(entries);
       for (const r of held) {
         expect(r).toMatchObject({ error_code: 'schema_drift', source_name: `thread/${r.thread_id}` });
-        expect(r.error_detail).toContain('CRS_SCHEMA_CONTRACT=freeze');
+        expect(r.error_detail).toContain('CRS_RECORD_CONTRACT=freeze');
         expect(r.error_detail).toContain('new field "sim_new_field" (string)');
       }
       expect(held.map((r) => `${r.thread_id}#${r.line_no}`).sort()).toEqual(

@@ -31,7 +31,7 @@ async function pollUntil<T>(what: string, probe: () => Promise<T | undefined>, l
 describe('import with a concurrent writer', () => {
   let tw: TestWarehouse;
   let clean: TestWarehouse;
-  const config = parseConfig({ CRS_BATCH_SIZE: '40', CRS_LOAD_CONNECTIONS: '3' });
+  const config = parseConfig({ CRS_BATCH_SIZE: '40', CRS_LOAD_PARTITIONS: '3' });
   beforeAll(async () => {
     [tw, clean] = await Promise.all([createTestWarehouse(), createTestWarehouse()]);
   });
@@ -137,7 +137,7 @@ describe('import with a concurrent writer', () => {
       );
       const otherPid = (await other.query('select pg_backend_pid() as pid')).rows[0].pid as number;
       // One partition and one batch: the bad line is in the batch that is retried.
-      const one = parseConfig({ CRS_BATCH_SIZE: '1000', CRS_LOAD_CONNECTIONS: '1' });
+      const one = parseConfig({ CRS_BATCH_SIZE: '1000', CRS_LOAD_PARTITIONS: '1' });
       const imported = importFile(db.w, one, log, { file: file(toJsonl(lines)), loadId: 'retried-reject' });
       imported.catch(() => {});
       await pollUntil('the loader COPY to wait on the other writer', async () => {

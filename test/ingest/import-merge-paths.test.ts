@@ -72,7 +72,7 @@ describe('merge paths', () => {
   ])(
     'when a re-load mixes new, changed, unchanged and repeated keys ($shape), then the counts and rows are those of applying its lines in order',
     async ({ batch, conns }) => {
-      const config = parseConfig({ CRS_BATCH_SIZE: batch, CRS_LOAD_CONNECTIONS: conns });
+      const config = parseConfig({ CRS_BATCH_SIZE: batch, CRS_LOAD_PARTITIONS: conns });
       const tw = await warehouse();
       const clean = await warehouse();
       const a = makeRecords(40, { seed: `mix-a-${batch}`, day: '2026-08-03' });
@@ -175,7 +175,7 @@ describe('merge paths', () => {
       // Batches of 10: after a batch whose lookup found nothing, a partition copies its next
       // batch without the lookup; the stored keys further on make such a COPY fail on the primary
       // key, and that batch is merged again with the lookup.
-      const config = parseConfig({ CRS_BATCH_SIZE: '10', CRS_LOAD_CONNECTIONS: conns });
+      const config = parseConfig({ CRS_BATCH_SIZE: '10', CRS_LOAD_PARTITIONS: conns });
       const tw = await warehouse();
       const clean = await warehouse();
       const stored = makeRecords(30, { seed: `skip-a-${conns}`, day: '2026-08-06' });
@@ -200,7 +200,7 @@ describe('merge paths', () => {
   );
 
   it('when only some lines of a loaded file change, then only those rows are rewritten, keeping their first-loaded time', async () => {
-    const config = parseConfig({ CRS_BATCH_SIZE: '50', CRS_LOAD_CONNECTIONS: '2' });
+    const config = parseConfig({ CRS_BATCH_SIZE: '50', CRS_LOAD_PARTITIONS: '2' });
     const tw = await warehouse();
     const recs = makeRecords(200, { seed: 'partial', day: '2026-08-05' });
     await importFile(tw.w, config, log, { file: file(toJsonl(recs)), loadId: 'partial-1' });
@@ -309,7 +309,7 @@ describe('merge paths', () => {
       Region: `eu-${i}`,
     }));
     // Batches of 4 lines on one connection: ten batches, each merged while the next one fills.
-    const s = await importFile(tw.w, parseConfig({ CRS_BATCH_SIZE: '4', CRS_LOAD_CONNECTIONS: '1' }), log, {
+    const s = await importFile(tw.w, parseConfig({ CRS_BATCH_SIZE: '4', CRS_LOAD_PARTITIONS: '1' }), log, {
       file: file(toJsonl(recs)),
     });
     expect(s).toMatchObject({ inserted: 40, rejected: 0 });

@@ -19,7 +19,7 @@ function runImport(tw: TestWarehouse): ChildProcess {
       DATABASE_URL: tw.url,
       CRS_SCHEMA: tw.schema,
       CRS_BATCH_SIZE: '100',
-      CRS_LOAD_CONNECTIONS: '3',
+      CRS_LOAD_PARTITIONS: '3',
       LOG_LEVEL: 'silent',
     },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -21,7 +21,7 @@ function file(content: string): string {
 
 describe('import', () => {
   let tw: TestWarehouse;
-  const config = parseConfig({ CRS_BATCH_SIZE: '50', CRS_LOAD_CONNECTIONS: '3' });
+  const config = parseConfig({ CRS_BATCH_SIZE: '50', CRS_LOAD_PARTITIONS: '3' });
   beforeAll(async () => {
     tw = await createTestWarehouse();
   });
@@ -139,7 +139,7 @@ describe('import', () => {
     const recs = makeRecords(6, { day, seed: 'del' });
     const window = { from: day, to: day };
     // One of six is above the default delete guard (test/ingest/delete-guard.test.ts): off here.
-    const config = parseConfig({ CRS_BATCH_SIZE: '50', CRS_LOAD_CONNECTIONS: '3', CRS_DELETE_GUARD: '100' });
+    const config = parseConfig({ CRS_BATCH_SIZE: '50', CRS_LOAD_PARTITIONS: '3', CRS_DELETE_GUARD: '100' });
     await importFile(tw.w, config, log, { file: file(toJsonl(recs)), completeDays: window });
     const gone = recs[2]!['Message ID'];
     const without = await importFile(tw.w, config, log, {

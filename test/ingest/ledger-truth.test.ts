@@ -51,7 +51,7 @@ function deps(url: string) {
     CRS_BASE_URL: url,
     CRS_SERVICE_ACCOUNT_TOKEN: SECRETS.serviceAccountToken,
     CRS_BATCH_SIZE: '50',
-    CRS_LOAD_CONNECTIONS: '2',
+    CRS_LOAD_PARTITIONS: '2',
   });
   return { warehouse: tw.w, client: client(url).api, config, log };
 }

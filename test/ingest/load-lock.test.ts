@@ -14,7 +14,7 @@ import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts
 // its lines twice: a load holds a session advisory lock on its key while it runs.
 
 const log = createLogger({ level: 'silent', pretty: false });
-const config = parseConfig({ CRS_BATCH_SIZE: '50', CRS_LOAD_CONNECTIONS: '2' });
+const config = parseConfig({ CRS_BATCH_SIZE: '50', CRS_LOAD_PARTITIONS: '2' });
 
 describe('one load at a time per load key', () => {
   let tw: TestWarehouse;

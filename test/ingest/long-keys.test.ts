@@ -151,7 +151,7 @@ describe('keys no index can hold', () => {
 
   it('when an imported file holds keys of 1 MB, 10,000 characters and 1,024 CJK characters, 10,000+ keys and a 600-byte key, then each line loads or is quarantined, the rest loads, the run succeeds and drift is recorded only of the lines that loaded', async () => {
     const { lines, recs } = day();
-    const config = parseConfig({ CRS_BATCH_SIZE: '4', CRS_LOAD_CONNECTIONS: '2' });
+    const config = parseConfig({ CRS_BATCH_SIZE: '4', CRS_LOAD_PARTITIONS: '2' });
     const s = await importFile(tw.w, config, log, { file: file(toJsonl(lines)) });
     expect(s).toMatchObject({ rowsRead: 16, inserted: 10, rejected: 6 });
     const run = await tw.w.pool.query('select status from sync_runs where load_id = $1', [s.loadId]);
@@ -169,7 +169,7 @@ describe('keys no index can hold', () => {
   it('when 1,024 CJK characters (3,072 bytes) name a field of one of 8 records, then that line is quarantined key_too_long, the other 7 load and the import succeeds', async () => {
     const recs = makeRecords(8, { day: DAY, seed: 'cjk' });
     const lines = recs.map((r, i) => (i === 3 ? withExtra(r, `"${CJK_KEY}":"v"`) : JSON.stringify(r)));
-    const config = parseConfig({ CRS_BATCH_SIZE: '50', CRS_LOAD_CONNECTIONS: '2' });
+    const config = parseConfig({ CRS_BATCH_SIZE: '50', CRS_LOAD_PARTITIONS: '2' });
     const s = await importFile(tw.w, config, log, { file: file(toJsonl(lines)) });
     expect(s).toMatchObject({ rowsRead: 8, inserted: 7, rejected: 1 });
     expect((await rejectsOf(s.loadId)).map((r) => [Number(r.line_no), r.error_code])).toEqual([
@@ -189,7 +189,7 @@ describe('keys no index can hold', () => {
       CRS_BASE_URL: server.url,
       CRS_SERVICE_ACCOUNT_TOKEN: SECRETS.serviceAccountToken,
       CRS_BATCH_SIZE: '4',
-      CRS_LOAD_CONNECTIONS: '2',
+      CRS_LOAD_PARTITIONS: '2',
     });
     const s = await loadExportDay(
       { warehouse: tw.w, client: client(server.url).api, config, log },

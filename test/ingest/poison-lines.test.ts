@@ -55,7 +55,7 @@ describe('poison lines through the loader', () => {
     ).rows.map((r) => Number(r.l));
 
   it('when a line has an impossible Message Time (2026-02-30), then it is quarantined with day null and every other line loads', async () => {
-    const config = parseConfig({ CRS_BATCH_SIZE: '7', CRS_LOAD_CONNECTIONS: '2' });
+    const config = parseConfig({ CRS_BATCH_SIZE: '7', CRS_LOAD_PARTITIONS: '2' });
     const recs = makeRecords(20, { seed: 'feb30' });
     const lines: string[] = recs.map((r) => JSON.stringify(r));
     lines.splice(5, 0, JSON.stringify({ ...recs[0], 'Message Time': '2026-02-30T10:00:00Z' }));
@@ -77,7 +77,7 @@ describe('poison lines through the loader', () => {
   });
 
   it('when lines are nested 10,000 levels deep, hold 1e200000, an over-long key or too many keys, then each is quarantined under its code and the rest loads', async () => {
-    const config = parseConfig({ CRS_BATCH_SIZE: '4', CRS_LOAD_CONNECTIONS: '2' });
+    const config = parseConfig({ CRS_BATCH_SIZE: '4', CRS_LOAD_PARTITIONS: '2' });
     const recs = makeRecords(12, { seed: 'deep' });
     const many = Array.from({ length: 10_001 }, (_, i) => `"k${i}":0`).join(',');
     const lines = [
@@ -109,7 +109,7 @@ describe('poison lines through the loader', () => {
   });
 
   it('when lines hold only spaces, tabs or CRs, then they are blank lines, not rejects, and the line numbers after them are kept', async () => {
-    const config = parseConfig({ CRS_BATCH_SIZE: '3', CRS_LOAD_CONNECTIONS: '1' });
+    const config = parseConfig({ CRS_BATCH_SIZE: '3', CRS_LOAD_PARTITIONS: '1' });
     const recs = makeRecords(4, { seed: 'ws' });
     const text = `${JSON.stringify(recs[0])}\n   \n\t\t\n \r \r\n${JSON.stringify(recs[1])}\n\n${JSON.stringify(recs[2])}\n \t\n${JSON.stringify(recs[3])}\n`;
     const s = await importFile(tw.w, config, log, { file: file(text) });
@@ -120,7 +120,7 @@ describe('poison lines through the loader', () => {
 
   it('when a batch would hold many huge rejected lines, then each batch sends at most its byte bound of them', async () => {
     // One partition, batches of 1000 lines: before the bound, all 12 rejects (12 MB) went in one batch.
-    const config = parseConfig({ CRS_BATCH_SIZE: '1000', CRS_LOAD_CONNECTIONS: '1' });
+    const config = parseConfig({ CRS_BATCH_SIZE: '1000', CRS_LOAD_PARTITIONS: '1' });
     const huge = (i: number) => `{"Input": "${String(i).padEnd(1_000_000, 'x')}`; // unterminated: invalid_json
     const lines = [...Array.from({ length: 12 }, (_, i) => huge(i)), JSON.stringify(makeRecords(1)[0])];
     const sent: number[] = [];

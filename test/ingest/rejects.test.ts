@@ -7,7 +7,7 @@ import { runLoad } from '../../src/ingest/load.ts';
 import { replayRejects } from '../../src/ingest/replay.ts';
 import { createLogger } from '../../src/log.ts';
 import { markDayRunning } from '../../src/warehouse/days.ts';
-import { readPipelineGauges } from '../../src/warehouse/gauges.ts';
+import { readWarehouseGauges } from '../../src/warehouse/gauges.ts';
 import { listRejects } from '../../src/warehouse/quarantine.ts';
 import { readStatus } from '../../src/warehouse/read/status.ts';
 import { makeRecords, toJsonl } from '../helpers/export-lines.ts';
@@ -192,7 +192,7 @@ describe('one open reject per line', () => {
     expect((await readStatus(tw.w.db)).rejects).toEqual([
       { source: 'export', errorCode: 'invalid_json', open: 1, replayed: 0, closed: 0 },
     ]);
-    expect((await readPipelineGauges(tw.w.db)).quarantineOpen).toEqual([
+    expect((await readWarehouseGauges(tw.w.db)).quarantineOpen).toEqual([
       { source: 'export', code: 'invalid_json', lines: 1 },
     ]);
     // The bad line's row is not deleted for its absence, and the good ones all loaded.

@@ -59,7 +59,7 @@ function deps(url: string) {
     CRS_BASE_URL: url,
     CRS_SERVICE_ACCOUNT_TOKEN: SECRETS.serviceAccountToken,
     CRS_BATCH_SIZE: '100',
-    CRS_LOAD_CONNECTIONS: '3',
+    CRS_LOAD_PARTITIONS: '3',
   });
   return { warehouse: tw.w, client: client(url).api, config, log };
 }

@@ -73,7 +73,7 @@ describe('three workers on one task queue (real worker command, simulator, Postg
       TEMPORAL_SHUTDOWN_GRACE: '1s',
       TEMPORAL_MAX_CONCURRENT_DAY_LOADS: String(DAY_LOADS_PER_WORKER),
       CRS_RATE_LIMIT_RPS: String(TENANT_RPS),
-      CRS_LOAD_CONNECTIONS: '2',
+      CRS_LOAD_PARTITIONS: '2',
       CRS_ENRICH_CONCURRENCY: '4',
     });
     workers.push(w);

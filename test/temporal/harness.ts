@@ -79,7 +79,7 @@ export async function createTestWorker(
   // The test pools hold 10 connections: two day loads of two connections each, and the rest.
   const config = parseConfig({
     CRS_SCHEMA: deps.warehouse.schema,
-    CRS_LOAD_CONNECTIONS: '2',
+    CRS_LOAD_PARTITIONS: '2',
     CRS_ENRICH_CONCURRENCY: '2',
     ...(deps.env ?? {}),
   });

@@ -38,7 +38,7 @@ function workerKit(env: () => { h: TemporalHarness; tw: TestWarehouse; sim: Simu
         TEMPORAL_SHUTDOWN_GRACE: '1s',
         // Small batches: many checkpoints, so a kill lands between two of them.
         CRS_BATCH_SIZE: '100',
-        CRS_LOAD_CONNECTIONS: '2',
+        CRS_LOAD_PARTITIONS: '2',
         CRS_RATE_LIMIT_RPS: '1000',
         LOG_LEVEL: 'warn',
       },

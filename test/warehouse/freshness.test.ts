@@ -3,7 +3,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { shiftDay, utcDay } from '../../src/common/civil-date.ts';
 import { getWatermark, markDayRunning, recordDayLoaded } from '../../src/warehouse/days.ts';
-import { readPipelineGauges } from '../../src/warehouse/gauges.ts';
+import { readWarehouseGauges } from '../../src/warehouse/gauges.ts';
 import { describeFreshness, healthViewFreshness, readFreshness } from '../../src/warehouse/read/freshness.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 
@@ -58,7 +58,7 @@ describe('freshness with the open day pulled intraday (Postgres)', () => {
     expect(f.export.state).toBe('on_time');
     expect(f.export.open_day).toEqual({ day: today, pulled_at: at!.toISOString(), age_seconds: 900 });
     expect(describeFreshness(f)).toContain(`; open day ${today} pulled intraday 0h 15m ago`);
-    expect((await readPipelineGauges(tw.w.db, now)).openDayPullAgeSeconds).toBe(900);
+    expect((await readWarehouseGauges(tw.w.db, now)).openDayPullAgeSeconds).toBe(900);
   });
 
   it('when the next pull of the open day is running, then open_day still gives the last pull that finished', async () => {
@@ -109,6 +109,6 @@ describe('freshness with the open day pulled intraday (Postgres)', () => {
     expect(await getWatermark(tw.w.db)).toBe(today);
     expect((await readFreshness(tw.w.db, SLA)).export.open_day).toBeNull();
     expect((await healthViewFreshness(tw.w.pool)).export.open_day).toBeNull();
-    expect((await readPipelineGauges(tw.w.db)).openDayPullAgeSeconds).toBeNull();
+    expect((await readWarehouseGauges(tw.w.db)).openDayPullAgeSeconds).toBeNull();
   });
 });

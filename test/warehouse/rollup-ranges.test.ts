@@ -34,7 +34,7 @@ const DAYS = Array.from({ length: 10 }, (_, i) => `2026-11-${String(i + 1).padSt
 const RANGE = { from: DAYS[0] ?? '', to: DAYS[DAYS.length - 1] ?? '' };
 const config = parseConfig({
   CRS_BATCH_SIZE: '20',
-  CRS_LOAD_CONNECTIONS: '2',
+  CRS_LOAD_PARTITIONS: '2',
   CRS_DELETE_GUARD: '100',
   CRS_DELETE_GUARD_LOAD: '100',
 });

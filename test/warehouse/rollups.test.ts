@@ -39,7 +39,7 @@ const dir = mkdtempSync(path.join(tmpdir(), 'crs-rollups-'));
 let files = 0;
 const config = parseConfig({
   CRS_BATCH_SIZE: '25',
-  CRS_LOAD_CONNECTIONS: '3',
+  CRS_LOAD_PARTITIONS: '3',
   CRS_DELETE_GUARD: '100',
   CRS_DELETE_GUARD_LOAD: '100',
 });

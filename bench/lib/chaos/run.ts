@@ -224,7 +224,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
           // Alerts checked often: every day_failed incident the run opens is compared with the
           // days that really failed (ChaosReport.falsePages).
           CRS_ALERT_CHECK_INTERVAL: '5s',
-          CRS_LOAD_CONNECTIONS: '2',
+          CRS_LOAD_PARTITIONS: '2',
           CRS_ENRICH_CONCURRENCY: '4',
           CRS_RATE_LIMIT_RPS: '1000',
           CRS_HTTP_TIMEOUT_MS: String(HTTP_TIMEOUT_MS),

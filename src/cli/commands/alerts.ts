@@ -14,6 +14,7 @@ import {
 } from '../../warehouse/alert-settings.ts';
 import { listIncidents, pendingDeliveries } from '../../warehouse/incidents.ts';
 import { loadContext, openConfiguredWarehouse } from '../context.ts';
+import { printRows } from '../output.ts';
 
 const utc = (iso: string | null) => (iso ? iso.slice(0, 19).replace('T', ' ') : '');
 
@@ -82,41 +83,34 @@ export function registerAlerts(program: Command): void {
       try {
         const incidents = await listIncidents(wh.warehouse.db, limit);
         const pending = await pendingDeliveries(wh.warehouse.db);
-        if (o.json) {
-          process.stdout.write(`${JSON.stringify({ incidents, undelivered: pending }, null, 2)}\n`);
-          return;
-        }
-        if (incidents.length === 0) {
-          process.stdout.write('no incidents\n');
-          return;
-        }
-        process.stdout.write(
-          `${renderTable(
-            [
-              'state',
-              'kind',
-              'severity',
-              'opened (UTC)',
-              'resolved (UTC)',
-              'notified',
-              'summary',
-              'incident',
-            ],
-            incidents.map((i) => [
-              i.resolvedAt ? 'resolved' : 'open',
-              i.kind,
-              i.severity,
-              utc(i.openedAt),
-              utc(i.resolvedAt),
-              [i.firingNotifiedAt ? 'firing' : '', i.resolvedNotifiedAt ? 'resolved' : '']
-                .filter(Boolean)
-                .join(', '),
-              i.summary.slice(0, 100),
-              i.incident,
-            ]),
-          )}\n`,
-        );
-        if (pending.length > 0)
+        const printed = printRows(incidents, {
+          json: o.json,
+          asJson: { document: { incidents, undelivered: pending } },
+          none: 'no incidents',
+          head: [
+            'state',
+            'kind',
+            'severity',
+            'opened (UTC)',
+            'resolved (UTC)',
+            'notified',
+            'summary',
+            'incident',
+          ],
+          cells: (i) => [
+            i.resolvedAt ? 'resolved' : 'open',
+            i.kind,
+            i.severity,
+            utc(i.openedAt),
+            utc(i.resolvedAt),
+            [i.firingNotifiedAt ? 'firing' : '', i.resolvedNotifiedAt ? 'resolved' : '']
+              .filter(Boolean)
+              .join(', '),
+            i.summary.slice(0, 100),
+            i.incident,
+          ],
+        });
+        if (printed === 'table' && pending.length > 0)
           process.stdout.write(
             terminalText(
               `\n${pending.length} message(s) not delivered yet (retried with backoff), e.g. ${pending[0]?.incident} ${pending[0]?.state}: ${pending[0]?.lastError ?? 'not tried yet'}\n`,

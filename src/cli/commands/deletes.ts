@@ -1,10 +1,10 @@
 import type { Command } from 'commander';
-import { renderTable } from '../../common/table.ts';
 import { CrsError } from '../../errors.ts';
 import { applyHeldDeletes, heldIds, listHeldDeletes } from '../../warehouse/held-deletes.ts';
 import { refreshRollups } from '../../warehouse/rollups/refresh.ts';
 import { checkedDay } from '../args.ts';
 import { loadContext, openConfiguredWarehouse } from '../context.ts';
+import { printRows } from '../output.ts';
 
 const checkDay = (v: string): string => checkedDay('--day', v);
 
@@ -44,28 +44,22 @@ export function registerDeletes(program: Command): void {
       try {
         const days = await listHeldDeletes(wh.warehouse.db, day);
         const ids = o.ids && day !== undefined ? await heldIds(wh.warehouse.db, day, limit) : undefined;
-        if (o.json) {
-          process.stdout.write(`${JSON.stringify({ days, ...(ids ? { ids } : {}) }, null, 2)}\n`);
-          return;
-        }
-        if (days.length === 0) {
-          process.stdout.write(`no held deletes${day ? ` for ${day}` : ''}\n`);
-          return;
-        }
-        process.stdout.write(
-          `${renderTable(
-            ['day', 'held', 'still live', 'live rows', 'held at (UTC)', 'load id', 'reason'],
-            days.map((d) => [
-              d.day,
-              d.held,
-              d.applicable,
-              d.live,
-              d.heldAt.slice(0, 19).replace('T', ' '),
-              d.loadId,
-              d.forceReason === null ? (d.reason ?? '') : `needs --force: ${d.forceReason}`,
-            ]),
-          )}\n`,
-        );
+        const printed = printRows(days, {
+          json: o.json,
+          asJson: { document: { days, ...(ids ? { ids } : {}) } },
+          none: `no held deletes${day ? ` for ${day}` : ''}`,
+          head: ['day', 'held', 'still live', 'live rows', 'held at (UTC)', 'load id', 'reason'],
+          cells: (d) => [
+            d.day,
+            d.held,
+            d.applicable,
+            d.live,
+            d.heldAt.slice(0, 19).replace('T', ' '),
+            d.loadId,
+            d.forceReason === null ? (d.reason ?? '') : `needs --force: ${d.forceReason}`,
+          ],
+        });
+        if (printed !== 'table') return;
         if (ids) process.stdout.write(`\n${ids.join('\n')}\n`);
         process.stdout.write('\nApply with: crs-sync deletes apply --day DAY   (or --all)\n');
       } finally {
@@ -103,26 +97,19 @@ export function registerDeletes(program: Command): void {
         // The soft-deletes marked their days for the rollups; bring them up to date now, as a
         // load's finalize would, so the dashboard and the views read rollups again at once.
         await refreshRollups(wh.warehouse.pool);
-        if (o.json) {
-          process.stdout.write(`${JSON.stringify({ applied }, null, 2)}\n`);
-          return;
-        }
-        if (applied.length === 0) {
-          process.stdout.write('no held deletes to apply\n');
-          return;
-        }
-        process.stdout.write(
-          `${renderTable(
-            ['day', 'held', 'deleted', 'left alone', 'note'],
-            applied.map((a) => [
-              a.day,
-              a.held,
-              a.deleted,
-              a.skipped,
-              a.notApplied === null ? '' : `not applied, needs --force: ${a.notApplied}`,
-            ]),
-          )}\n`,
-        );
+        printRows(applied, {
+          json: o.json,
+          asJson: { document: { applied } },
+          none: 'no held deletes to apply',
+          head: ['day', 'held', 'deleted', 'left alone', 'note'],
+          cells: (a) => [
+            a.day,
+            a.held,
+            a.deleted,
+            a.skipped,
+            a.notApplied === null ? '' : `not applied, needs --force: ${a.notApplied}`,
+          ],
+        });
       } finally {
         await wh.close();
       }

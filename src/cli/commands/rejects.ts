@@ -5,6 +5,7 @@ import { replayRejects } from '../../ingest/replay.ts';
 import { dismissRejects, listRejects, type RejectFilter } from '../../warehouse/quarantine.ts';
 import type { RejectSource } from '../../warehouse/types.ts';
 import { loadContext, openConfiguredWarehouse } from '../context.ts';
+import { printRows } from '../output.ts';
 
 const SOURCES = ['export', 'history', 'artifact', 'file'];
 
@@ -94,51 +95,44 @@ export function registerRejects(program: Command): void {
         const rows = await listRejects(wh.warehouse.db, f, {
           includeReplayed: o.all === true || f.ids !== undefined,
         });
-        if (o.json) {
-          for (const r of rows) {
-            const { raw_bytes, ...rest } = r;
-            process.stdout.write(
-              `${JSON.stringify({ ...rest, raw_bytes_base64: raw_bytes?.toString('base64') ?? null })}\n`,
-            );
-          }
-          return;
-        }
-        if (rows.length === 0) {
-          process.stdout.write('no rejects match\n');
-          return;
-        }
-        process.stdout.write(
-          `${renderTable(
-            [
-              'id',
-              'source',
-              'day',
-              'loads',
-              'first load id',
-              'line',
-              'last load id',
-              'message id',
-              'code',
-              'detail',
-              'raw (start)',
-              'state',
-            ],
-            rows.map((r) => [
-              r.id,
-              r.source,
-              r.day ?? '',
-              r.times_seen,
-              r._load_id,
-              r.line_no === null ? '' : String(r.line_no),
-              r.last_load_id,
-              r.message_id ?? '',
-              r.error_code,
-              r.error_detail.slice(0, 60),
-              r.raw.slice(0, 40).replace(/\s+/g, ' '),
-              stateOf(r).slice(0, 80),
-            ]),
-          )}\n`,
-        );
+        printRows(rows, {
+          json: o.json,
+          asJson: {
+            line: ({ raw_bytes, ...rest }) => ({
+              ...rest,
+              raw_bytes_base64: raw_bytes?.toString('base64') ?? null,
+            }),
+          },
+          none: 'no rejects match',
+          head: [
+            'id',
+            'source',
+            'day',
+            'loads',
+            'first load id',
+            'line',
+            'last load id',
+            'message id',
+            'code',
+            'detail',
+            'raw (start)',
+            'state',
+          ],
+          cells: (r) => [
+            r.id,
+            r.source,
+            r.day ?? '',
+            r.times_seen,
+            r._load_id,
+            r.line_no === null ? '' : String(r.line_no),
+            r.last_load_id,
+            r.message_id ?? '',
+            r.error_code,
+            r.error_detail.slice(0, 60),
+            r.raw.slice(0, 40).replace(/\s+/g, ' '),
+            stateOf(r).slice(0, 80),
+          ],
+        });
       } finally {
         await wh.close();
       }

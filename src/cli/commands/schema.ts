@@ -1,10 +1,10 @@
 import type { Command } from 'commander';
 import { DRIFT_SOURCES, type DriftSource } from '../../common/schema-drift.ts';
-import { renderTable } from '../../common/table.ts';
 import { CrsError } from '../../errors.ts';
 import { listSchemaDrift, queryable, type SchemaDrift } from '../../warehouse/read/index.ts';
 import { acceptSchemaDrift } from '../../warehouse/schema-drift.ts';
 import { loadContext, openConfiguredWarehouse } from '../context.ts';
+import { printRows } from '../output.ts';
 
 function parseSource(v: string | undefined, what: string): DriftSource {
   if (v === undefined || !(DRIFT_SOURCES as readonly string[]).includes(v)) {
@@ -16,8 +16,9 @@ function parseSource(v: string | undefined, what: string): DriftSource {
   return v as DriftSource;
 }
 
-function json(d: SchemaDrift): string {
-  return JSON.stringify({
+/** A drift as `schema changes --json` prints it: snake_case, times in ISO 8601. */
+function driftJson(d: SchemaDrift): Record<string, unknown> {
+  return {
     source: d.source,
     path: d.path,
     kind: d.kind,
@@ -29,7 +30,7 @@ function json(d: SchemaDrift): string {
     last_seen_at: d.lastSeenAt.toISOString(),
     count: d.count,
     accepted_at: d.acceptedAt?.toISOString() ?? null,
-  });
+  };
 }
 
 /** `crs-sync schema changes|accept`. Long: one commander definition of two subcommands, each with its help and output. */
@@ -44,7 +45,7 @@ export function registerSchema(program: Command): void {
         'type (type_changed) is recorded once per source, path and kind, with the first day, how\n' +
         'many records carried it and a short example (credentials masked). A record quarantined\n' +
         'for another reason than its drift (rejects list) records none.\n\n' +
-        'CRS_SCHEMA_CONTRACT=evolve (the default) loads such export records, history entries and\n' +
+        'CRS_RECORD_CONTRACT=evolve (the default) loads such export records, history entries and\n' +
         'artifacts as before; =freeze quarantines them with the code schema_drift (thread-list\n' +
         'entries are only recorded). `accept` widens the contract by a field; `crs-sync rejects\n' +
         'replay --code schema_drift` then loads what freeze held back (entries and artifacts: their\n' +
@@ -73,30 +74,23 @@ export function registerSchema(program: Command): void {
           ...(source ? { source } : {}),
           includeAccepted: o.open !== true,
         });
-        if (o.json) {
-          for (const d of rows) process.stdout.write(`${json(d)}\n`);
-          return;
-        }
-        if (rows.length === 0) {
-          process.stdout.write('no schema drift recorded: every response matched the contract\n');
-          return;
-        }
-        process.stdout.write(
-          `${renderTable(
-            ['source', 'path', 'kind', 'expected', 'got', 'first day', 'count', 'example', 'accepted'],
-            rows.map((d) => [
-              d.source,
-              d.path,
-              d.kind,
-              d.expectedType ?? '',
-              d.actualType ?? '',
-              d.firstDay ?? '',
-              String(d.count),
-              d.example ?? '',
-              d.acceptedAt ? d.acceptedAt.toISOString().slice(0, 19).replace('T', ' ') : '',
-            ]),
-          )}\n`,
-        );
+        printRows(rows, {
+          json: o.json,
+          asJson: { line: driftJson },
+          none: 'no schema drift recorded: every response matched the contract',
+          head: ['source', 'path', 'kind', 'expected', 'got', 'first day', 'count', 'example', 'accepted'],
+          cells: (d) => [
+            d.source,
+            d.path,
+            d.kind,
+            d.expectedType ?? '',
+            d.actualType ?? '',
+            d.firstDay ?? '',
+            String(d.count),
+            d.example ?? '',
+            d.acceptedAt ? d.acceptedAt.toISOString().slice(0, 19).replace('T', ' ') : '',
+          ],
+        });
       } finally {
         await wh.close();
       }
@@ -106,13 +100,13 @@ export function registerSchema(program: Command): void {
     .command('accept')
     .description(
       'widen the contract by a field: its drift (new, missing or of another type) is accepted, no\n' +
-        'longer listed by --open, and no longer quarantined under CRS_SCHEMA_CONTRACT=freeze',
+        'longer listed by --open, and no longer quarantined under CRS_RECORD_CONTRACT=freeze',
     )
     .argument('<source>', `where the field is (${DRIFT_SOURCES.join(', ')})`)
     .argument('<path>', 'the field, as `schema changes` shows it (e.g. "Region", citations[].doi)')
     .addHelpText(
       'after',
-      '\nExample, under CRS_SCHEMA_CONTRACT=freeze:\n' +
+      '\nExample, under CRS_RECORD_CONTRACT=freeze:\n' +
         '  crs-sync schema accept export Region\n' +
         '  crs-sync rejects replay --code schema_drift  loads the lines freeze held back',
     )

@@ -80,7 +80,7 @@ function describeThreadList(t: ThreadListReads): string {
 /** The shared request budgets in a line: the limit in force, its use in the window, a pause. */
 function describeBudgets(s: WarehouseStatus): string {
   if (s.budgets.length === 0)
-    return '(no shared request budget used yet: CRS_RATE_BUDGET=off, or no worker has called the service)';
+    return '(no shared request budget used yet: CRS_SHARED_BUDGET_NAME=off, or no worker has called the service)';
   return s.budgets
     .map(
       (b) =>

@@ -28,7 +28,7 @@ import {
 } from '../../temporal/worker-settings.ts';
 import { deploymentFreshnessSla, JUDGED_SETTING_NAMES } from '../../warehouse/alert-settings.ts';
 import { openWarehouse } from '../../warehouse/db.ts';
-import { readPipelineGauges } from '../../warehouse/gauges.ts';
+import { readWarehouseGauges } from '../../warehouse/gauges.ts';
 import { listSchemaDrift, queryable, readFreshness } from '../../warehouse/read/index.ts';
 import {
   ALLOW_EMBEDDED_FLAG,
@@ -210,7 +210,7 @@ async function startMetrics(
     timeouts: { ...options.timeouts, statementMs: GAUGE_STATEMENT_MS, lockMs: GAUGE_STATEMENT_MS },
   });
   let lastWarned = 0;
-  setWarehouseReader(() => readPipelineGauges(gauges.db), {
+  setWarehouseReader(() => readWarehouseGauges(gauges.db), {
     onError: (err) => {
       // A scrape every few seconds against a warehouse that is down: one line a minute is enough.
       if (Date.now() - lastWarned < 60_000) return;

@@ -74,7 +74,7 @@ export interface WarehouseStatus {
   freshness: Freshness;
   /** Schema drift not accepted yet (`crs-sync schema changes`, `crs-sync schema accept`). */
   schemaDrift: SchemaDrift[];
-  /** The shared request budgets (`rate_budget`, CRS_RATE_BUDGET): the limit in force and its use now. */
+  /** The shared request budgets (`rate_budget`, CRS_SHARED_BUDGET_NAME): the limit in force and its use now. */
   budgets: RequestBudget[];
 }
 

@@ -47,7 +47,7 @@ const children = Array.from({ length: workers }, () => {
       PATH: process.env.PATH,
       DATABASE_URL: url,
       CRS_SCHEMA: schema,
-      CRS_RATE_BUDGET: 'measure',
+      CRS_SHARED_BUDGET_NAME: 'measure',
       CRS_RATE_LIMIT_RPS: String(limit),
       CRS_BASE_URL: sim.baseUrl,
       CRS_SERVICE_ACCOUNT_TOKEN: sim.credentials.serviceAccountToken,

@@ -31,7 +31,7 @@ const say = (o: Record<string, unknown>) => process.stdout.write(`${JSON.stringi
 
 const log = createLogger({ level: 'warn', pretty: false, destination: process.stderr });
 const warehouse = openWarehouse({ url: env('DATABASE_URL'), schema: env('CRS_SCHEMA'), max: 1 });
-const store = openRateBudget(warehouse, env('CRS_RATE_BUDGET'), log);
+const store = openRateBudget(warehouse, env('CRS_SHARED_BUDGET_NAME'), log);
 // How long each lease takes (one statement on the budget's own connection), for the measurements.
 const leaseMs: number[] = [];
 const budget: typeof store = {

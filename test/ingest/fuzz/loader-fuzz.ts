@@ -25,7 +25,7 @@ try {
   await migrateToLatest(w);
   const config = parseConfig({
     CRS_BATCH_SIZE: '40',
-    CRS_LOAD_CONNECTIONS: '3',
+    CRS_LOAD_PARTITIONS: '3',
     CRS_MAX_LINE_BYTES: String(256 * 1024),
   });
   await runFuzz({
