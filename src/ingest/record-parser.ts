@@ -359,7 +359,7 @@ function driftDetail(): string {
       ? `new field ${JSON.stringify(d.path)} (${d.actual})`
       : `${JSON.stringify(d.path)}: expected ${d.expected}, got ${d.actual}`,
   );
-  return `the record differs from the contract (CRS_SCHEMA_CONTRACT=freeze): ${parts.join('; ')}`;
+  return `the record differs from the contract (CRS_RECORD_CONTRACT=freeze): ${parts.join('; ')}`;
 }
 
 // Only ever called before drift is noted, but for `schema_drift`: a quarantined line leaves no

@@ -10,7 +10,7 @@ import { CrsError } from '../errors.ts';
 const schema = z.object({
   // Activity slots of this worker: day loads and enrichment batches running at once here.
   TEMPORAL_MAX_CONCURRENT_ACTIVITIES: numberSetting(16, { min: 1, max: 1000, whole: true }),
-  // Export day loads at once in this worker; each holds CRS_LOAD_CONNECTIONS database connections.
+  // Export day loads at once in this worker; each holds CRS_LOAD_PARTITIONS database connections.
   TEMPORAL_MAX_CONCURRENT_DAY_LOADS: numberSetting(2, { min: 1, max: 64, whole: true }),
   TEMPORAL_MAX_CONCURRENT_WORKFLOW_TASKS: numberSetting(40, { min: 2, max: 1000, whole: true }),
   // Activities started per second across every worker of the task queue (the server enforces
@@ -100,7 +100,7 @@ export const WORKER_SETTINGS_HELP: readonly {
   {
     name: 'TEMPORAL_MAX_CONCURRENT_DAY_LOADS',
     def: '2',
-    what: 'export day loads at once here; each holds CRS_LOAD_CONNECTIONS connections',
+    what: 'export day loads at once here; each holds CRS_LOAD_PARTITIONS connections',
   },
   { name: 'TEMPORAL_MAX_CONCURRENT_WORKFLOW_TASKS', def: '40', what: 'workflow task slots' },
   {
