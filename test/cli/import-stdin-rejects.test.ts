@@ -128,7 +128,7 @@ describe('import - (standard input)', () => {
 /**
  * `crs-sync rejects replay` with --dry-run, --id and --source, end to end. The rejects come from
  * bad lines: lines with a new field `Sentiment`, quarantined `schema_drift` under
- * CRS_SCHEMA_CONTRACT=freeze (one imported from a file, one read by an export pull), and a line
+ * CRS_RECORD_CONTRACT=freeze (one imported from a file, one read by an export pull), and a line
  * that is not JSON. Accepting the field (`schema accept`) makes the drifted lines loadable; the
  * broken one never is.
  */
@@ -190,7 +190,7 @@ describe('rejects replay --dry-run, --id, --source', () => {
 
   beforeAll(async () => {
     tw = await createTestWarehouse({ prefix: 'replay_cli' });
-    env = { DATABASE_URL: tw.url, CRS_SCHEMA: tw.schema, CRS_SCHEMA_CONTRACT: 'freeze' };
+    env = { DATABASE_URL: tw.url, CRS_SCHEMA: tw.schema, CRS_RECORD_CONTRACT: 'freeze' };
     const file = path.join(mkdtempSync(path.join(tmpdir(), 'crs-replay-')), 'day.jsonl');
     writeFileSync(file, toJsonl([...fileRecords.slice(0, 2), drifted, broken, ...fileRecords.slice(2)]));
     const imp = cli(['import', file, '--no-progress'], env);
