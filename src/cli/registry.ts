@@ -24,14 +24,23 @@ export const COMMANDS: Record<string, (program: Command) => Promise<void>> = {
   schema: async (p) => (await import('./commands/schema.ts')).registerSchema(p),
 };
 
+/** Columns help is laid out in: the longest line a description is written with, and room for its indent. */
+const HELP_WIDTH = 120;
+
 /** The program without its commands (program.ts registers the one that runs, or all for --help). */
 export function createProgram(): Command {
-  return new Command('crs-sync')
-    .description(
-      'Keeps a PostgreSQL warehouse in step with a Conversational Research Service.\n' +
-        'Configuration comes from the environment (a .env file in the working directory is read);\n' +
-        'see the README for every variable. Exit status: 0 success, 1 failure, 2 bad usage or configuration.',
-    )
-    .showHelpAfterError('(run with --help for usage)')
-    .exitOverride();
+  return (
+    new Command('crs-sync')
+      .description(
+        'Keeps a PostgreSQL warehouse in step with a Conversational Research Service.\n' +
+          'Configuration comes from the environment (a .env file in the working directory is read);\n' +
+          'see the README for every variable. Exit status: 0 success, 1 failure, 2 bad usage or configuration.',
+      )
+      // Descriptions are written as lines of up to ~110 characters; commander would cut each again
+      // at the terminal's width (80 on a pipe), leaving one- or two-word lines mid-sentence. A
+      // narrower terminal wraps the long lines itself.
+      .configureHelp({ helpWidth: Math.max(HELP_WIDTH, process.stdout.columns ?? 0) })
+      .showHelpAfterError('(run with --help for usage)')
+      .exitOverride()
+  );
 }

@@ -23,3 +23,19 @@ describe('crs-sync --help', () => {
     expect(silent).toEqual([]);
   });
 });
+
+describe('help text layout', () => {
+  it('when help is printed to a pipe (80 columns), then every line of a description written to fit stays as written, not cut again mid-sentence', async () => {
+    const program = createProgram();
+    for (const register of Object.values(COMMANDS)) await register(program);
+    const cut: string[] = [];
+    for (const { name, cmd } of walk(program)) {
+      const help = cmd.helpInformation().split('\n');
+      for (const line of cmd.description().split('\n')) {
+        // A one-line description longer than any written line is wrapped, as it should be.
+        if (line.trim() !== '' && line.length <= 110 && !help.includes(line)) cut.push(`${name}: ${line}`);
+      }
+    }
+    expect(cut).toEqual([]);
+  });
+});
