@@ -1,5 +1,6 @@
 import { ApplicationFailure, continueAsNew, setHandler, uuid4, workflowInfo } from '@temporalio/workflow';
 import { emptyTotals } from '../contract/counts.ts';
+import { closedDayLoad } from '../contract/load-target.ts';
 import type { BackfillInput, BackfillState, SyncProgress, SyncResult } from '../contract/workflows.ts';
 import { dayCount, isDay, shiftDay } from '../src/common/civil-date.ts';
 import { runBounded } from './bounded.ts';
@@ -66,7 +67,7 @@ export async function backfill(input: BackfillInput): Promise<SyncResult> {
     const started = await runBounded(
       days,
       input.concurrency ?? 4,
-      (day) => loadDayInto(p, day, state.startedAt, input.heartbeatTimeout),
+      (day) => loadDayInto(p, closedDayLoad(state.loadId, day), state.startedAt, input.heartbeatTimeout),
       () => workflowInfo().continueAsNewSuggested,
     );
     const nextIndex = state.nextIndex + started;

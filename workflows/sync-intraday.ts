@@ -1,5 +1,6 @@
 import { setHandler, uuid4, workflowInfo } from '@temporalio/workflow';
 import { emptyTotals } from '../contract/counts.ts';
+import { closedDayLoad, openDayLoad } from '../contract/load-target.ts';
 import type { SyncIntradayInput, SyncProgress, SyncResult } from '../contract/workflows.ts';
 import { shiftDay, utcDay } from '../src/common/civil-date.ts';
 import { endRunWithResult, recordAbort } from './finish.ts';
@@ -57,9 +58,10 @@ export async function syncIntraday(input: SyncIntradayInput = {}): Promise<SyncR
   });
   try {
     p.phase = 'loading';
-    if (pullClosed) await loadDayInto(p, closed, closedAt.toISOString(), input.heartbeatTimeout);
+    if (pullClosed)
+      await loadDayInto(p, closedDayLoad(p.loadId, closed), closedAt.toISOString(), input.heartbeatTimeout);
     // No earlier load of the open day stands for this one: `since` is now.
-    await loadDayInto(p, today, at.toISOString(), input.heartbeatTimeout, true);
+    await loadDayInto(p, openDayLoad(p.loadId, today), at.toISOString(), input.heartbeatTimeout);
     if (input.enrich !== false) {
       p.phase = 'enriching';
       publish(p);

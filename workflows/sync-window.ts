@@ -1,5 +1,6 @@
 import { setHandler, uuid4, workflowInfo } from '@temporalio/workflow';
 import { emptyTotals } from '../contract/counts.ts';
+import { closedDayLoad } from '../contract/load-target.ts';
 import type { SyncProgress, SyncResult, SyncWindowInput } from '../contract/workflows.ts';
 import { runBounded } from './bounded.ts';
 import { endRunWithResult, recordAbort } from './finish.ts';
@@ -52,7 +53,7 @@ export async function syncWindow(input: SyncWindowInput): Promise<SyncResult> {
   try {
     p.phase = 'loading';
     await runBounded(plan.days, input.concurrency ?? 2, (day) =>
-      loadDayInto(p, day, since, input.heartbeatTimeout),
+      loadDayInto(p, closedDayLoad(p.loadId, day), since, input.heartbeatTimeout),
     );
     if (input.enrich !== false && plan.days.length > 0) {
       p.phase = 'enriching';

@@ -1,4 +1,5 @@
 import { Readable } from 'node:stream';
+import { fileLoad } from '../common/load-target.ts';
 import type { Config } from '../config.ts';
 import type { Logger } from '../log.ts';
 import type { Warehouse } from '../warehouse/db.ts';
@@ -109,10 +110,7 @@ async function replayLines(
   const summary = await runLoad({
     warehouse: w,
     log,
-    loadId,
-    loadKey: loadId,
-    source: 'file',
-    sourceName: 'replay',
+    target: fileLoad(loadId, 'replay'),
     open: async () => Readable.from([body]),
     batchSize: config.batchSize,
     parts: 1,

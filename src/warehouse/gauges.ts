@@ -51,7 +51,7 @@ export async function readPipelineGauges(db: Executor, now = new Date()): Promis
     db,
   );
   const watermark = await getWatermark(db);
-  const openDay = await readOpenDayPull(db, now);
+  const pull = await readOpenDayPull(db, now);
   const oldest = backlog.oldest ? new Date(backlog.oldest as Date | string).getTime() : null;
   return {
     days: Object.fromEntries(days.map((d) => [d.status, Number(d.n)])),
@@ -62,7 +62,7 @@ export async function readPipelineGauges(db: Executor, now = new Date()): Promis
     // The watermark day ends at the next midnight UTC: data is as fresh as that moment.
     exportAgeSeconds:
       watermark === null ? null : Math.max(0, (now.getTime() - (Date.parse(watermark) + DAY_MS)) / 1000),
-    openDayPullAgeSeconds: openDay?.age_seconds ?? null,
+    openDayPullAgeSeconds: pull?.age_seconds ?? null,
     dayRejectedShareMax: Number(alertMeasures.rows[0]?.share ?? 0),
     budgetPausedSeconds: Math.max(0, Number(alertMeasures.rows[0]?.paused ?? 0)),
   };
