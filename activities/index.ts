@@ -24,14 +24,16 @@ import { errorMessage } from '../src/errors.ts';
 import { loadExportDay } from '../src/ingest/export-day.ts';
 import type { Logger } from '../src/log.ts';
 import { countDayFailed, countDayLoad, countEnrichBatch } from '../src/metrics/pipeline.ts';
+import type { Warehouse } from '../src/warehouse/db.ts';
 import {
+  closeRun,
   findDayCompletedSince,
   type LoadAttempt,
   recordDayRetry,
   releaseUnfinishedDay,
-} from '../src/warehouse/days.ts';
-import type { Warehouse } from '../src/warehouse/db.ts';
-import { closeRun, startRun, touchRun } from '../src/warehouse/runs.ts';
+  startRun,
+  touchRun,
+} from '../src/warehouse/ledger.ts';
 import { planWindow } from '../src/warehouse/sync-window.ts';
 import { attemptEnd, failureCode, loadRetryPolicy, maxAttemptsOf } from './attempts.ts';
 import { awaitWorkflowResult } from './await-workflow.ts';

@@ -1,7 +1,7 @@
 import type { EnrichCounts } from '../contract/counts.ts';
 import type { DayLoad } from '../contract/load-target.ts';
 import type { ExportDaySummary } from '../src/ingest/export-day.ts';
-import type { LoadAttempt } from '../src/warehouse/days.ts';
+import type { LoadAttempt } from '../src/warehouse/ledger.ts';
 
 /**
  * What the activities need from the loader and the enrichment code, as plain functions. The

@@ -5,13 +5,13 @@ import type { DayLoad } from '../common/load-target.ts';
 import type { Config } from '../config.ts';
 import { CrsError, errorMessage, isCrsError } from '../errors.ts';
 import { type Logger, redactText } from '../log.ts';
+import type { Warehouse } from '../warehouse/db.ts';
 import {
   type LoadAttempt,
   markDayRunning,
   recordDayDownload,
   releaseUnfinishedDay,
-} from '../warehouse/days.ts';
-import type { Warehouse } from '../warehouse/db.ts';
+} from '../warehouse/ledger.ts';
 import { type LoadProgress, runLoad } from './load.ts';
 
 /**

@@ -3,8 +3,8 @@ import { dayRange } from '../common/civil-date.ts';
 import type { LoadCounts } from '../common/counts.ts';
 import { exportDayOf, type LoadTarget, loadIdOf, wholeDaysOf } from '../common/load-target.ts';
 import { CrsError } from '../errors.ts';
-import { addDayDeletes, recordDayExport, recordDayLoaded, recountDayDeletes } from '../warehouse/days.ts';
 import type { Warehouse } from '../warehouse/db.ts';
+import { addDayDeletes, recordDayExport, recordDayLoaded, recountDayDeletes } from '../warehouse/ledger.ts';
 import { closeGoneRejects } from '../warehouse/quarantine.ts';
 import { marksWaitSql } from '../warehouse/rollups/mark.ts';
 import { refreshRollups } from '../warehouse/rollups/refresh.ts';
@@ -83,11 +83,8 @@ export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<Fina
       const known = (f.incompleteReason ?? null) === null;
       const loadPct = f.deleteGuardLoadPct ?? DEFAULT_DELETE_GUARD_LOAD_PCT;
       const load = known ? await findGone(client, f, complete, loadPct) : NO_LOAD_HOLD;
-      for (const day of complete) {
-        const summary = days.get(day) ?? daySummary(day, { r: 0, i: 0, u: 0, n: 0, j: 0 });
-        days.set(day, summary);
-        deleted += await finalizeDay(client, summary, f, { guardPct, load });
-      }
+      for (const day of complete)
+        deleted += await finalizeDay(client, summaryOf(days, day), f, { guardPct, load });
     }
   } finally {
     if (client) {
@@ -98,12 +95,7 @@ export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<Fina
     }
   }
 
-  if (f.target.kind === 'open-day') {
-    const day = f.target.day;
-    const summary = days.get(day) ?? daySummary(day, { r: 0, i: 0, u: 0, n: 0, j: 0 });
-    days.set(day, summary);
-    await recordOpenDay(pool, summary, f);
-  }
+  if (f.target.kind === 'open-day') await recordOpenDay(pool, summaryOf(days, f.target.day), f);
   // Held ids of any day this load saw leave the hold, before its seen ids go.
   await settleHeld(pool, f);
   if (f.seen) await pool.query('delete from load_seen where load_key = $1', [loadIdOf(f.target)]);
@@ -122,7 +114,7 @@ export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<Fina
   const t1 = performance.now();
   const exportDay = exportDayOf(f.target);
   const release = new Set(exportDay ? [...complete, exportDay] : complete);
-  const runId = f.target.runId;
+  const { runId } = f.target;
   await refreshRollups(pool, undefined, {
     release: [...release],
     first: (c) => drainThreadQueue(c, runId),
@@ -231,6 +223,13 @@ interface Sums {
   u: number;
   n: number;
   j: number;
+}
+
+/** The day's summary in `days`, a zero one put there if the load counted nothing of it. */
+function summaryOf(days: Map<string, DaySummary>, day: string): DaySummary {
+  const summary = days.get(day) ?? daySummary(day, { r: 0, i: 0, u: 0, n: 0, j: 0 });
+  days.set(day, summary);
+  return summary;
 }
 
 function daySummary(day: string, c: Sums): DaySummary {

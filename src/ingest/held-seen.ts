@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { type LoadTarget, loadIdOf } from '../common/load-target.ts';
-import { recountHeld, requireForce } from '../warehouse/held-deletes.ts';
+import { recountHeld, requireForce } from '../warehouse/ledger.ts';
 import type { RejectsSeen } from './rejects-seen.ts';
 
 /**

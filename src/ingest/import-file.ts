@@ -7,7 +7,7 @@ import type { Config } from '../config.ts';
 import { CrsError, errorMessage } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { Warehouse } from '../warehouse/db.ts';
-import { closeRun, runStatus, startRun } from '../warehouse/runs.ts';
+import { closeRun, runStatus, startRun } from '../warehouse/ledger.ts';
 import { type LoadProgress, type LoadSummary, runLoad } from './load.ts';
 
 /**

@@ -4,6 +4,7 @@ import { itemAt } from '../common/checked.ts';
 import type { LoadCounts } from '../common/counts.ts';
 import { exportDayOf, type LoadTarget, loadIdOf, sourceNameOf, sourceOf } from '../common/load-target.ts';
 import { driftKey } from '../common/schema-drift.ts';
+import { mirrorDayCheckpoint } from '../warehouse/ledger.ts';
 import { marksWaitSql } from '../warehouse/rollups/mark.ts';
 import { addBatchDrift, type DriftCount } from '../warehouse/schema-drift.ts';
 import { type ByteSink, COPY_HEADER, COPY_TRAILER, TUPLE_COLUMNS } from './copy-binary.ts';
@@ -184,10 +185,6 @@ const DAY_COUNTS_SQL = `
     rows_updated = load_day_counts.rows_updated + excluded.rows_updated,
     rows_unchanged = load_day_counts.rows_unchanged + excluded.rows_unchanged,
     rows_rejected = load_day_counts.rows_rejected + excluded.rows_rejected`;
-
-const LEDGER_DAY_SQL = `
-  update sync_days set lines_committed = (select min(lines_committed) from load_checkpoints where load_key = $1)
-  where day = $2`;
 
 function dayCounts(days: BatchCounts['days'], day: string): DayCounts {
   let c = days.get(day);
@@ -437,9 +434,7 @@ async function writeBookkeeping(
     });
   }
   const day = exportDayOf(t.target);
-  if (day) {
-    await client.query({ name: 'crs_ledger_day', text: LEDGER_DAY_SQL, values: [loadId, day] });
-  }
+  if (day) await mirrorDayCheckpoint(client, loadId, day);
   if (t.drift.size > 0) await addBatchDrift(client, loadId, t.part, driftCounts(t.drift));
 }
 

@@ -3,6 +3,7 @@ import { fileLoad } from '../common/load-target.ts';
 import type { Config } from '../config.ts';
 import type { Logger } from '../log.ts';
 import type { Warehouse } from '../warehouse/db.ts';
+import { closeRun, startRun } from '../warehouse/ledger.ts';
 import {
   listRejects,
   markReplayed,
@@ -11,7 +12,6 @@ import {
   recordReplay,
   rejectsByLine,
 } from '../warehouse/quarantine.ts';
-import { closeRun, startRun } from '../warehouse/runs.ts';
 import { acceptedDriftPaths } from '../warehouse/schema-drift.ts';
 import { requeueThreads } from '../warehouse/threads.ts';
 import type { RejectedRecord } from '../warehouse/types.ts';

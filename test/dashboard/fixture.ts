@@ -11,7 +11,7 @@ import { loadExportDay } from '../../src/ingest/export-day.ts';
 import { importFile } from '../../src/ingest/import-file.ts';
 import { createLogger } from '../../src/log.ts';
 import { type Simulator, startSimulator } from '../../src/simulator/index.ts';
-import { closeRun, startRun } from '../../src/warehouse/runs.ts';
+import { closeRun, startRun } from '../../src/warehouse/ledger.ts';
 import { PINNED, runningClock } from '../helpers/clock.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 

@@ -7,7 +7,7 @@ import { KnownLines, readKnownLines } from '../../src/ingest/known-lines.ts';
 import { type LoadSummary, runLoad } from '../../src/ingest/load.ts';
 import { createLogger } from '../../src/log.ts';
 import { Rng } from '../../src/simulator/prng.ts';
-import { markDayRunning } from '../../src/warehouse/days.ts';
+import { markDayRunning } from '../../src/warehouse/ledger.ts';
 import { type FakeRecord, makeRecords, toJsonl } from '../helpers/export-lines.ts';
 import { messageRows } from '../helpers/load-files.ts';
 import { rollupRows } from '../helpers/rollups.ts';

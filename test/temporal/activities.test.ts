@@ -9,7 +9,7 @@ import { createServiceClient } from '../../src/api/index.ts';
 import { parseConfig } from '../../src/config.ts';
 import { CrsError } from '../../src/errors.ts';
 import { pipelineMetricsText } from '../../src/metrics/pipeline.ts';
-import { markDayRunning } from '../../src/warehouse/days.ts';
+import { markDayRunning } from '../../src/warehouse/ledger.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 import { testLog } from './harness.ts';
 

@@ -1,6 +1,6 @@
 import type { SyncOps } from '../../activities/ops.ts';
-import { markDayRunning } from '../../src/warehouse/days.ts';
 import type { Warehouse } from '../../src/warehouse/db.ts';
+import { markDayRunning } from '../../src/warehouse/ledger.ts';
 
 /**
  * A stand-in for the export loader, for the tests of workflow structure only (attach, continue-

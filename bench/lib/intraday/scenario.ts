@@ -9,8 +9,8 @@ import { splitLines } from '../../../src/ingest/line-splitter.ts';
 import { LineDigest } from '../../../src/ingest/resume.ts';
 import { createLogger, type Logger } from '../../../src/log.ts';
 import { openWarehouse, type Warehouse } from '../../../src/warehouse/db.ts';
+import { closeRun, startRun } from '../../../src/warehouse/ledger.ts';
 import { dropSchema, migrateToLatest } from '../../../src/warehouse/migrator.ts';
-import { closeRun, startRun } from '../../../src/warehouse/runs.ts';
 import type { BenchServer, TableWrites } from './server.ts';
 import type { ClockedSimulator, ExportShape } from './sim.ts';
 

@@ -4,7 +4,7 @@ import { CrsError } from '../../../src/errors.ts';
 import { type LoadSummary, runLoad } from '../../../src/ingest/load.ts';
 import type { Logger } from '../../../src/log.ts';
 import { Rng } from '../../../src/simulator/prng.ts';
-import { markDayRunning } from '../../../src/warehouse/days.ts';
+import { markDayRunning } from '../../../src/warehouse/ledger.ts';
 import type { TestWarehouse } from '../../helpers/warehouse.ts';
 import { adversarialLine, oracle } from './line-reading-core.ts';
 
