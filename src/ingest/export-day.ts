@@ -12,7 +12,7 @@ import {
   recordDayDownload,
   releaseUnfinishedDay,
 } from '../warehouse/ledger.ts';
-import { type LoadProgress, runLoad } from './load.ts';
+import { type LoadProgress, loaderSettings, runLoad } from './load.ts';
 
 /**
  * One UTC day of the analytics export into the warehouse: the unit of work of the sync.
@@ -97,13 +97,9 @@ export async function loadExportDay(deps: ExportDayDeps, input: ExportDayInput):
           checksum = digest;
         });
       },
-      knownLinesMax: input.knownLines === false ? 0 : config.knownLinesMax,
+      ...loaderSettings(config),
+      ...(input.knownLines === false ? { knownLinesMax: 0 } : {}),
       incompleteReason: () => (body ? body.incompleteReason : 'the export was not downloaded'),
-      deleteGuardPct: config.deleteGuardPct,
-      batchSize: config.batchSize,
-      parts: config.loadConnections,
-      maxLineBytes: config.maxLineBytes,
-      schemaContract: config.schemaContract,
       ...(input.signal ? { signal: input.signal } : {}),
       ...(input.onProgress ? { onProgress: input.onProgress } : {}),
     });

@@ -8,7 +8,7 @@ import { CrsError, errorMessage } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { Warehouse } from '../warehouse/db.ts';
 import { closeRun, runStatus, startRun } from '../warehouse/ledger.ts';
-import { type LoadProgress, type LoadSummary, runLoad } from './load.ts';
+import { type LoadProgress, type LoadSummary, loaderSettings, runLoad } from './load.ts';
 
 /**
  * `crs-sync import`: a JSONL export file (or stdin) through the same parser and loader as the
@@ -72,12 +72,7 @@ export async function importFile(
           : tail.last < 0
             ? 'empty input'
             : 'the input does not end with a newline (it may be cut)',
-      deleteGuardPct: config.deleteGuardPct,
-      deleteGuardLoadPct: config.deleteGuardLoadPct,
-      batchSize: config.batchSize,
-      parts: config.loadConnections,
-      maxLineBytes: config.maxLineBytes,
-      schemaContract: config.schemaContract,
+      ...loaderSettings(config),
       maxReopens: fromStdin ? 0 : 2,
       ...(opts.signal ? { signal: opts.signal } : {}),
       ...(opts.onProgress ? { onProgress: opts.onProgress } : {}),

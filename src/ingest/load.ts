@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import type { LoadCounts } from '../common/counts.ts';
 import { exportDayOf, type LoadTarget, loadIdOf, wholeDaysOf } from '../common/load-target.ts';
+import type { Config } from '../config.ts';
 import { CrsError, errorMessage, isCrsError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { Warehouse } from '../warehouse/db.ts';
@@ -44,7 +45,48 @@ export interface LoadProgress {
   rejected: number;
 }
 
-export interface LoadRequest {
+/**
+ * How the loader works, from the config (`loaderSettings`): the same for every load, an export
+ * day's, an import's, a replay's. A caller may change one for a load of its own (a replay takes
+ * one partition; a test or a bench, small batches).
+ */
+export interface LoaderSettings {
+  /** CRS_BATCH_SIZE: lines per batch of a partition. */
+  batchSize: number;
+  /** CRS_LOAD_CONNECTIONS: key partitions, each on a connection of its own. */
+  parts: number;
+  /** CRS_MAX_LINE_BYTES: a longer line is quarantined (its first bytes kept). */
+  maxLineBytes: number;
+  /** CRS_SCHEMA_CONTRACT: `freeze` quarantines records that drift from the contract (default evolve). */
+  schemaContract?: 'evolve' | 'freeze';
+  /** CRS_DELETE_GUARD: percent of a day's live rows above which its deletes are held for review (default 10). */
+  deleteGuardPct?: number;
+  /** CRS_DELETE_GUARD_LOAD: percent of a multi-day load's live rows above which all its deletes are held (default 2). */
+  deleteGuardLoadPct?: number;
+  /**
+   * On an intraday pull (an open day's load), skip the lines the warehouse holds byte for
+   * byte (known-lines.ts) while the day has at most this many live rows (CRS_KNOWN_LINES_MAX,
+   * default KNOWN_LINES_MAX). 0 sends every line through the merge, as a complete pull does: the
+   * comparison the tests and the bench make.
+   */
+  knownLinesMax?: number;
+}
+
+/** The loader's settings as the config gives them: the one place a load's settings are read. */
+export function loaderSettings(config: Config): LoaderSettings {
+  return {
+    batchSize: config.batchSize,
+    parts: config.loadConnections,
+    maxLineBytes: config.maxLineBytes,
+    schemaContract: config.schemaContract,
+    deleteGuardPct: config.deleteGuardPct,
+    deleteGuardLoadPct: config.deleteGuardLoadPct,
+    knownLinesMax: config.knownLinesMax,
+  };
+}
+
+/** A load: what it loads and from where, how it reports, and the loader's settings. */
+export interface LoadRequest extends LoaderSettings {
   warehouse: Warehouse;
   log: Logger;
   /**
@@ -61,27 +103,11 @@ export interface LoadRequest {
    * its whole days is deleted), or null. Unset: the source is taken as whole (a file).
    */
   incompleteReason?: () => string | null;
-  /** Percent of a day's live rows above which its deletes are held for review (default 10). */
-  deleteGuardPct?: number;
-  /** Percent of a multi-day load's live rows above which all its deletes are held (default 2). */
-  deleteGuardLoadPct?: number;
-  /**
-   * On an intraday pull (an open day's load), skip the lines the warehouse holds byte for
-   * byte (known-lines.ts) while the day has at most this many live rows (CRS_KNOWN_LINES_MAX,
-   * default KNOWN_LINES_MAX). 0 sends every line through the merge, as a complete pull does: the
-   * comparison the tests and the bench make.
-   */
-  knownLinesMax?: number;
   /**
    * false: no line takes the fast path (fast-path.ts): each is parsed before it is routed. The
    * slow path the differential tests compare the fast one with; default true.
    */
   fastPath?: boolean;
-  batchSize: number;
-  parts: number;
-  maxLineBytes: number;
-  /** CRS_SCHEMA_CONTRACT: `freeze` quarantines records that drift from the contract (default evolve). */
-  schemaContract?: 'evolve' | 'freeze';
   /**
    * Quarantine this load's rejects as rows of its own, not as the one open reject of each line
    * (merge.ts `rejectsPerLoad`): `rejects replay`.

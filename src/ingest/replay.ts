@@ -16,7 +16,7 @@ import { acceptedDriftPaths } from '../warehouse/schema-drift.ts';
 import { requeueThreads } from '../warehouse/threads.ts';
 import type { RejectedRecord } from '../warehouse/types.ts';
 import { splitLines } from './line-splitter.ts';
-import { runLoad } from './load.ts';
+import { loaderSettings, runLoad } from './load.ts';
 import { exportContract, parseRecord, rejectCodeForLineProblem } from './record-parser.ts';
 
 /**
@@ -112,10 +112,8 @@ async function replayLines(
     log,
     target: fileLoad(loadId, 'replay'),
     open: async () => Readable.from([body]),
-    batchSize: config.batchSize,
+    ...loaderSettings(config),
     parts: 1,
-    maxLineBytes: config.maxLineBytes,
-    schemaContract: config.schemaContract,
     // Its lines that fail again are reported against the rejects they came from (recordReplay).
     rejectsPerLoad: true,
   });
