@@ -15,6 +15,7 @@ import type {
   WorkerSettings,
 } from '../contract/activities.ts';
 import { type EnrichCounts, type LoadCounts, pickCounts } from '../contract/counts.ts';
+import { type DayLoad, dayLoadOf } from '../contract/load-target.ts';
 import type { DayResult } from '../contract/workflows.ts';
 import type { ServiceClient } from '../src/api/index.ts';
 import type { Config } from '../src/config.ts';
@@ -23,14 +24,16 @@ import { errorMessage } from '../src/errors.ts';
 import { loadExportDay } from '../src/ingest/export-day.ts';
 import type { Logger } from '../src/log.ts';
 import { countDayFailed, countDayLoad, countEnrichBatch } from '../src/metrics/pipeline.ts';
+import type { Warehouse } from '../src/warehouse/db.ts';
 import {
+  closeRun,
   findDayCompletedSince,
   type LoadAttempt,
   recordDayRetry,
   releaseUnfinishedDay,
-} from '../src/warehouse/days.ts';
-import type { Warehouse } from '../src/warehouse/db.ts';
-import { closeRun, startRun, touchRun } from '../src/warehouse/runs.ts';
+  startRun,
+  touchRun,
+} from '../src/warehouse/ledger.ts';
 import { planWindow } from '../src/warehouse/sync-window.ts';
 import { attemptEnd, failureCode, loadRetryPolicy, maxAttemptsOf } from './attempts.ts';
 import { awaitWorkflowResult } from './await-workflow.ts';
@@ -129,9 +132,10 @@ export function createActivities(deps: ActivityDeps): Activities {
      * same checkpoint so the UI shows progress and a stalled worker is detected.
      */
     async loadExportDay(input: DayLoadInput): Promise<LoadCounts> {
+      const target = dayLoadOf(input);
       const ctx = Context.current();
       const resumedFrom = ctx.info.heartbeatDetails as DayLoadProgress | undefined;
-      const alog = log.child({ day: input.day, loadId: input.loadId, attempt: ctx.info.attempt });
+      const alog = log.child({ day: target.day, runId: target.runId, attempt: ctx.info.attempt });
       if (resumedFrom) alog.info({ resumedFrom }, 'resuming the day load from its checkpoint');
       // Temporal's attempt number is the day's one count of attempts: the ledger, status, the
       // alert and the metrics all take it from here.
@@ -141,7 +145,7 @@ export function createActivities(deps: ActivityDeps): Activities {
         // Waiting for a slot heartbeats too, so a long wait is not taken for a dead worker.
         const release = await whileBeating(
           () => {
-            alive(input.loadId);
+            alive(target.runId);
             return resumedFrom;
           },
           () => dayLoads.acquire(ctx.cancellationSignal),
@@ -150,7 +154,7 @@ export function createActivities(deps: ActivityDeps): Activities {
           return await loadOnce();
         } catch (err) {
           const failure = toFailure(err);
-          await closeFailedAttempt(db, alog, input, { attempt, policy, failure });
+          await closeFailedAttempt(db, alog, target, { attempt, policy, failure });
           throw failure;
         } finally {
           release();
@@ -162,20 +166,18 @@ export function createActivities(deps: ActivityDeps): Activities {
         beat.moved(last);
         const s = await whileBeating(
           () => {
-            alive(input.loadId, input.day);
+            alive(target.runId, target.day);
             return last;
           },
           () =>
             need('loadDay')({
-              day: input.day,
-              loadId: input.loadId,
+              target,
               attempt,
-              ...(input.partial ? { partial: true } : {}),
               signal: ctx.cancellationSignal,
               onProgress: (p) => {
                 last = { linesCommitted: p.linesCommitted, rowsRead: p.rowsRead, bytesRead: p.bytesRead };
                 if (beat.moved(last)) ctx.heartbeat(last);
-                alive(input.loadId, input.day);
+                alive(target.runId, target.day);
               },
             }),
           beat,
@@ -189,19 +191,20 @@ export function createActivities(deps: ActivityDeps): Activities {
 
     /**
      * Keeps the ledger true when a day load ends without finishing (cancelled, or out of
-     * retries): a day still marked running under this load id goes back to pending when it was
+     * retries): a day still marked running under this run id goes back to pending when it was
      * cancelled and becomes failed otherwise (an open day stays partial). The load's last attempt
      * has usually released the day itself; this covers an attempt that could not (its worker
      * lost, its heartbeat timed out), with the attempt number its start recorded.
      */
     async releaseDay(input: ReleaseDayInput): Promise<boolean> {
+      const target = dayLoadOf(input);
       const cancelled = input.reason === 'cancelled';
       const status = await guarded(() =>
-        releaseUnfinishedDay(db, input.day, {
+        releaseUnfinishedDay(db, target.day, {
           cancelled,
           reason: input.reason,
-          loadId: input.loadId,
-          ...(input.partial ? { partial: true } : {}),
+          loadId: target.runId,
+          ...(target.kind === 'open-day' ? { partial: true } : {}),
         }),
       );
       if (status === 'failed') countDayFailed();
@@ -280,34 +283,35 @@ export function createActivities(deps: ActivityDeps): Activities {
 async function closeFailedAttempt(
   db: Warehouse['db'],
   log: Logger,
-  input: DayLoadInput,
+  target: DayLoad,
   a: { attempt: LoadAttempt; policy: RetryPolicy; failure: Error },
 ): Promise<void> {
   const end = attemptEnd(a.failure, a.attempt.number, a.policy);
   if (end.kind === 'cancelled') return;
+  const open = target.kind === 'open-day';
   const failed = {
-    loadId: input.loadId,
+    loadId: target.runId,
     error: a.failure.message,
     code: failureCode(a.failure),
     attempt: a.attempt,
-    ...(input.partial ? { partial: true } : {}),
+    ...(open ? { partial: true } : {}),
   };
   try {
     if (end.kind === 'retry') {
-      await recordDayRetry(db, input.day, { ...failed, retryInMs: end.retryInMs });
+      await recordDayRetry(db, target.day, { ...failed, retryInMs: end.retryInMs });
       log.warn(
         { code: failed.code, retryInMs: end.retryInMs, maxAttempts: a.attempt.maxAttempts },
         'day load attempt failed; Temporal retries it',
       );
       return;
     }
-    const status = await releaseUnfinishedDay(db, input.day, {
+    const status = await releaseUnfinishedDay(db, target.day, {
       cancelled: false,
       reason: failed.error,
       code: failed.code,
       attempt: a.attempt,
-      loadId: input.loadId,
-      ...(input.partial ? { partial: true } : {}),
+      loadId: target.runId,
+      ...(open ? { partial: true } : {}),
     });
     if (status === 'failed') countDayFailed();
     log.error({ code: failed.code, why: end.reason, status }, 'day load failed: no further attempt');

@@ -1,6 +1,7 @@
 import type { EnrichCounts } from '../contract/counts.ts';
+import type { DayLoad } from '../contract/load-target.ts';
 import type { ExportDaySummary } from '../src/ingest/export-day.ts';
-import type { LoadAttempt } from '../src/warehouse/days.ts';
+import type { LoadAttempt } from '../src/warehouse/ledger.ts';
 
 /**
  * What the activities need from the loader and the enrichment code, as plain functions. The
@@ -17,12 +18,10 @@ export type LoadDayResult = Omit<ExportDaySummary, 'resumedFromLine' | 'reopens'
 
 export interface SyncOps {
   loadDay(input: {
-    day: string;
-    loadId: string;
+    /** The closed day, or the open day of an intraday pull, under its run's id. */
+    target: DayLoad;
     /** Which attempt of the load this is (Temporal's); the loader records it in the ledger. */
     attempt?: LoadAttempt;
-    /** An intraday pull of the open day. */
-    partial?: boolean;
     signal: AbortSignal;
     onProgress: (p: DayLoadProgress) => void;
   }): Promise<LoadDayResult>;

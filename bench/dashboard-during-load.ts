@@ -28,6 +28,7 @@ import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { createServiceClient } from '../src/api/index.ts';
 import { utcDay } from '../src/common/civil-date.ts';
+import { openDayLoad } from '../src/common/load-target.ts';
 import { parseConfig } from '../src/config.ts';
 import { startDashboard } from '../src/dashboard/server.ts';
 import { loadExportDay } from '../src/ingest/export-day.ts';
@@ -101,7 +102,7 @@ async function main(): Promise<void> {
       await sim.setClock(Date.parse(`${day}T${flags['first-at']}:00Z`));
       const first = await loadExportDay(
         { warehouse: loader, client, config, log },
-        { day, loadId: firstId, partial: true },
+        { target: openDayLoad(firstId, day) },
       );
       const held = await loader.pool.query<{ n: string }>(
         'select count(*) as n from analytics_messages where message_date = $1 and _deleted_at is null',
@@ -133,9 +134,7 @@ async function main(): Promise<void> {
     const pull = loadExportDay(
       { warehouse: loader, client, config, log },
       {
-        day,
-        loadId,
-        partial: true,
+        target: openDayLoad(loadId, day),
         onProgress: () => {
           merged = performance.now() - t0;
         },

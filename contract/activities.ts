@@ -1,4 +1,5 @@
 import type { EnrichCounts, LoadCounts, RunTotals } from './counts.ts';
+import type { DayLoad, RecordedDayLoad } from './load-target.ts';
 import type { DayResult, SyncKind } from './workflows.ts';
 
 /**
@@ -77,21 +78,17 @@ export interface EndRunInput {
   error?: string;
 }
 
-export interface DayLoadInput {
-  day: string;
-  loadId: string;
-  /** An intraday pull of the open day: loaded, nothing deleted, ledger `partial`. Absent: a complete day. */
-  partial?: boolean;
-}
+/**
+ * The day load to run. An activity scheduled by a history recorded before load targets carries
+ * the day, the run id (as `loadId`) and `partial` instead: `dayLoadOf` reads both.
+ */
+export type DayLoadInput = { target: DayLoad } | RecordedDayLoad;
 
-export interface ReleaseDayInput {
-  day: string;
-  loadId: string;
-  /** `cancelled`, or why the load failed. */
-  reason: string;
-  /** The load was an intraday pull of the open day: the day stays `partial`. Absent: a complete day. */
-  partial?: boolean;
-}
+/**
+ * A day load that did not finish (an open day stays `partial`), and why: `cancelled`, or why the
+ * load failed. Recorded before load targets: the day, `loadId` and `partial` instead.
+ */
+export type ReleaseDayInput = DayLoadInput & { reason: string };
 
 export interface DayLoadedSinceInput {
   day: string;

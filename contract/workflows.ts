@@ -1,4 +1,5 @@
 import type { DayOutcome, EnrichCounts, LoadCounts, RunTotals } from './counts.ts';
+import type { DayLoad, RecordedDayLoad } from './load-target.ts';
 
 /**
  * Ids, inputs, results and progress of the crs-sync workflows. Everything here travels through
@@ -28,17 +29,17 @@ export interface SyncIntradayInput {
   now?: string;
 }
 
-export interface SyncDayInput {
-  day: string;
-  /** Load id of the run that asked for the day; the same id on every retry, so the loader resumes. */
-  loadId: string;
+/**
+ * A day workflow's input: the day load (a closed day, or the open day of an intraday pull, under
+ * the run's id, the same on every retry, so the loader resumes). Histories recorded before load
+ * targets hold the day, the run id (as `loadId`) and `partial` instead: `dayLoadOf` reads both.
+ */
+export type SyncDayInput = DayWorkflowInput | (RecordedDayLoad & { heartbeatTimeout?: string });
+
+export interface DayWorkflowInput {
+  target: DayLoad;
   /** How long the load may go without a heartbeat before Temporal retries it elsewhere (default 30s). */
   heartbeatTimeout?: string;
-  /**
-   * An intraday pull of the open UTC day: nothing of the day is deleted and it stays `partial`.
-   * Absent (every history recorded before intraday pulls): a complete day.
-   */
-  partial?: boolean;
 }
 
 /** What syncDay returns: the figures of the day's load (the loader's counts, under their names). */

@@ -1,13 +1,12 @@
-import { ApplicationFailure, continueAsNew, setHandler, uuid4, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, continueAsNew, uuid4, workflowInfo } from '@temporalio/workflow';
 import { emptyTotals } from '../contract/counts.ts';
-import type { BackfillInput, BackfillState, SyncProgress, SyncResult } from '../contract/workflows.ts';
+import { closedDayLoad } from '../contract/load-target.ts';
+import type { BackfillInput, BackfillState, SyncResult } from '../contract/workflows.ts';
 import { dayCount, isDay, shiftDay } from '../src/common/civil-date.ts';
 import { runBounded } from './bounded.ts';
-import { endRunWithResult, recordAbort } from './finish.ts';
-import { ledger } from './policies.ts';
-import { progressQuery } from './queries.ts';
-import { runEnrich } from './run-enrich.ts';
-import { loadDayInto, publish } from './run-state.ts';
+import { endRunWithResult } from './finish.ts';
+import { openProgress, runSkeleton } from './run-skeleton.ts';
+import { loadDayInto } from './run-state.ts';
 
 const DEFAULT_DAYS_PER_RUN = 100;
 
@@ -32,7 +31,7 @@ export async function backfill(input: BackfillInput): Promise<SyncResult> {
     startedAt: workflowInfo().startTime.toISOString(),
   };
   const total = dayCount(input.from, input.to);
-  const p: SyncProgress = {
+  const p = openProgress({
     kind: 'backfill',
     loadId: state.loadId,
     phase: 'loading',
@@ -41,42 +40,32 @@ export async function backfill(input: BackfillInput): Promise<SyncResult> {
     daysTotal: total,
     daysDone: state.nextIndex,
     daysFailed: state.failedDays.length,
-    daysRunning: [],
     failedDays: [...state.failedDays],
     firstError: state.firstError,
     totals: { ...state.totals },
-    enrich: null,
     runs: state.runs + 1,
-  };
-  setHandler(progressQuery, () => p);
-  publish(p);
-  if (first) {
-    await ledger.beginRun({
-      loadId: state.loadId,
-      kind: 'backfill',
-      from: input.from,
-      to: input.to,
-      workflowId: workflowInfo().workflowId,
-    });
-  }
-  try {
-    const end = Math.min(total, state.nextIndex + (input.daysPerRun ?? DEFAULT_DAYS_PER_RUN));
-    const days: string[] = [];
-    for (let i = state.nextIndex; i < end; i++) days.push(shiftDay(input.from, i));
-    const started = await runBounded(
-      days,
-      input.concurrency ?? 4,
-      (day) => loadDayInto(p, day, state.startedAt, input.heartbeatTimeout),
-      () => workflowInfo().continueAsNewSuggested,
-    );
-    const nextIndex = state.nextIndex + started;
-    if (input.enrich !== false && started > 0) {
-      p.phase = 'enriching';
-      publish(p);
-      p.enrich = await runEnrich(state.loadId, undefined);
-    }
-    if (nextIndex < total) {
-      return await continueAsNew<typeof backfill>({
+  });
+  let nextIndex = state.nextIndex;
+  return runSkeleton(p, {
+    begin: first,
+    load: async () => {
+      const end = Math.min(total, state.nextIndex + (input.daysPerRun ?? DEFAULT_DAYS_PER_RUN));
+      const days: string[] = [];
+      for (let i = state.nextIndex; i < end; i++) days.push(shiftDay(input.from, i));
+      const started = await runBounded(
+        days,
+        input.concurrency ?? 4,
+        (day) => loadDayInto(p, closedDayLoad(state.loadId, day), state.startedAt, input.heartbeatTimeout),
+        () => workflowInfo().continueAsNewSuggested,
+      );
+      nextIndex = state.nextIndex + started;
+      return started > 0;
+    },
+    // Its enrichment reads the worker's width itself.
+    enrichConcurrency: input.enrich !== false ? async () => undefined : null,
+    finish: async () => {
+      if (nextIndex >= total) return endRunWithResult(p);
+      return continueAsNew<typeof backfill>({
         ...input,
         state: {
           loadId: state.loadId,
@@ -88,12 +77,6 @@ export async function backfill(input: BackfillInput): Promise<SyncResult> {
           startedAt: state.startedAt,
         },
       });
-    }
-    return await endRunWithResult(p);
-  } catch (err) {
-    // continueAsNew throws to end this run; that is not a failure of the backfill.
-    if (err instanceof Error && err.name === 'ContinueAsNew') throw err;
-    await recordAbort(p, err);
-    throw err;
-  }
+    },
+  });
 }

@@ -5,6 +5,7 @@ import {
   ParentClosePolicy,
   WorkflowIdReusePolicy,
 } from '@temporalio/workflow';
+import type { DayLoad } from '../contract/load-target.ts';
 import { type DayResult, dayWorkflowId } from '../contract/workflows.ts';
 import { lookup, waiting } from './policies.ts';
 import { syncDay } from './sync-day.ts';
@@ -20,18 +21,14 @@ const MAX_ATTACH = 3;
  * loading the day, this run loads it itself. So a backfill that reaches a day the schedule is
  * loading, or has just loaded, neither loads it a second time nor skips it.
  *
- * `partial`: an intraday pull of the open day. The same id serialises it with every other load
+ * An open day's load (an intraday pull): The same id serialises it with every other load
  * of the day. A run that needs the day complete and finds an intraday pull running waits for it,
  * then loads the day itself (a partial pull deletes nothing, so its result cannot stand for a
  * complete one); an intraday pull that finds a complete load running takes its result.
  */
-export async function runDay(
-  day: string,
-  loadId: string,
-  since: string,
-  heartbeatTimeout?: string,
-  partial = false,
-): Promise<DayResult> {
+export async function runDay(target: DayLoad, since: string, heartbeatTimeout?: string): Promise<DayResult> {
+  const { day, runId } = target;
+  const open = target.kind === 'open-day';
   const workflowId = dayWorkflowId(day);
   const fresh = await lookup.dayLoadedSince({ day, since });
   if (fresh) return fresh;
@@ -39,20 +36,18 @@ export async function runDay(
     try {
       return await executeChild(syncDay, {
         workflowId,
-        args: [
-          { day, loadId, ...(heartbeatTimeout ? { heartbeatTimeout } : {}), ...(partial ? { partial } : {}) },
-        ],
+        args: [{ target, ...(heartbeatTimeout ? { heartbeatTimeout } : {}) }],
         // A finished day may be loaded again (late data, an explicit re-run); a running one may not.
         workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE,
         // Cancelling or terminating the parent asks the day to stop cleanly and release the ledger.
         parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL,
         cancellationType: ChildWorkflowCancellationType.WAIT_CANCELLATION_COMPLETED,
-        staticSummary: partial ? `intraday pull ${day}` : `load ${day}`,
+        staticSummary: open ? `intraday pull ${day}` : `load ${day}`,
       });
     } catch (err) {
       if (!(err instanceof WorkflowExecutionAlreadyStartedError) || attempt >= MAX_ATTACH) throw err;
-      const theirs = await waiting.awaitDayWorkflow({ workflowId, loadId });
-      if (theirs && (partial || !theirs.partial)) return { ...theirs, outcome: 'attached' };
+      const theirs = await waiting.awaitDayWorkflow({ workflowId, loadId: runId });
+      if (theirs && (open || !theirs.partial)) return { ...theirs, outcome: 'attached' };
     }
   }
 }

@@ -1,5 +1,6 @@
 import { isCancellation, rootCause, setCurrentDetails } from '@temporalio/workflow';
 import { addDay } from '../contract/counts.ts';
+import type { DayLoad } from '../contract/load-target.ts';
 import type { SyncProgress } from '../contract/workflows.ts';
 import { runDay } from './run-day.ts';
 
@@ -20,20 +21,21 @@ export function publish(p: SyncProgress): void {
 }
 
 /**
- * Loads one day for a run and folds the outcome into its progress. A failed day is recorded
- * and the run goes on with the others; cancellation propagates.
+ * Runs one day load of a run (a closed day, or the open day of an intraday pull) and folds the
+ * outcome into its progress. A failed day is recorded and the run goes on with the others;
+ * cancellation propagates.
  */
 export async function loadDayInto(
   p: SyncProgress,
-  day: string,
+  target: DayLoad,
   since: string,
   heartbeatTimeout: string | undefined,
-  partial = false,
 ): Promise<void> {
+  const { day } = target;
   p.daysRunning.push(day);
   publish(p);
   try {
-    const r = await runDay(day, p.loadId, since, heartbeatTimeout, partial);
+    const r = await runDay(target, since, heartbeatTimeout);
     p.totals = addDay(p.totals, r);
   } catch (err) {
     if (isCancellation(err)) throw err;

@@ -1,12 +1,10 @@
-import { setHandler, uuid4, workflowInfo } from '@temporalio/workflow';
-import { emptyTotals } from '../contract/counts.ts';
-import type { SyncIntradayInput, SyncProgress, SyncResult } from '../contract/workflows.ts';
+import { uuid4 } from '@temporalio/workflow';
+import { closedDayLoad, openDayLoad } from '../contract/load-target.ts';
+import type { SyncIntradayInput, SyncResult } from '../contract/workflows.ts';
 import { shiftDay, utcDay } from '../src/common/civil-date.ts';
-import { endRunWithResult, recordAbort } from './finish.ts';
 import { ledger } from './policies.ts';
-import { progressQuery } from './queries.ts';
-import { runEnrich } from './run-enrich.ts';
-import { loadDayInto, publish } from './run-state.ts';
+import { openProgress, runSkeleton } from './run-skeleton.ts';
+import { loadDayInto } from './run-state.ts';
 
 /**
  * How long after midnight UTC the day that just closed is pulled as a complete day: the daily
@@ -30,45 +28,22 @@ export async function syncIntraday(input: SyncIntradayInput = {}): Promise<SyncR
   const closed = shiftDay(today, -1);
   const closedAt = new Date(Date.parse(`${today}T00:00:00Z`) + CLOSED_DAY_AFTER_MS);
   const pullClosed = at.getTime() >= closedAt.getTime();
-  const p: SyncProgress = {
+  const p = openProgress({
     kind: 'intraday',
     loadId: uuid4(),
-    phase: 'planning',
     from: pullClosed ? closed : today,
     to: today,
     daysTotal: pullClosed ? 2 : 1,
-    daysDone: 0,
-    daysFailed: 0,
-    daysRunning: [],
-    failedDays: [],
-    firstError: null,
-    totals: emptyTotals(),
-    enrich: null,
-    runs: 1,
-  };
-  setHandler(progressQuery, () => p);
-  publish(p);
-  await ledger.beginRun({
-    loadId: p.loadId,
-    kind: 'intraday',
-    from: p.from,
-    to: p.to,
-    workflowId: workflowInfo().workflowId,
   });
-  try {
-    p.phase = 'loading';
-    if (pullClosed) await loadDayInto(p, closed, closedAt.toISOString(), input.heartbeatTimeout);
-    // No earlier load of the open day stands for this one: `since` is now.
-    await loadDayInto(p, today, at.toISOString(), input.heartbeatTimeout, true);
-    if (input.enrich !== false) {
-      p.phase = 'enriching';
-      publish(p);
-      const { enrichConcurrency } = await ledger.workerSettings();
-      p.enrich = await runEnrich(p.loadId, enrichConcurrency);
-    }
-    return await endRunWithResult(p);
-  } catch (err) {
-    await recordAbort(p, err);
-    throw err;
-  }
+  return runSkeleton(p, {
+    load: async () => {
+      if (pullClosed)
+        await loadDayInto(p, closedDayLoad(p.loadId, closed), closedAt.toISOString(), input.heartbeatTimeout);
+      // No earlier load of the open day stands for this one: `since` is now.
+      await loadDayInto(p, openDayLoad(p.loadId, today), at.toISOString(), input.heartbeatTimeout);
+      return true;
+    },
+    enrichConcurrency:
+      input.enrich !== false ? async () => (await ledger.workerSettings()).enrichConcurrency : null,
+  });
 }

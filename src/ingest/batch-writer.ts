@@ -15,7 +15,7 @@ import type { Batch, Partition } from './partition.ts';
 const MAX_QUEUED_THREADS = 100_000;
 
 /** What every batch of a load carries (the rest of BatchTarget is per batch). */
-export type LoadTarget = Omit<
+export type LoadBatches = Omit<
   BatchTarget,
   'part' | 'uptoLine' | 'sink' | 'drift' | 'known' | 'stageAll' | 'queuedThreads'
 >;
@@ -27,14 +27,14 @@ export class BatchWriter {
   readonly totals: LoadCounts = emptyCounts();
   // Bounded: a load of millions of threads starts over rather than hold them all.
   private readonly queuedThreads = new Set<string>();
-  private readonly target: LoadTarget;
+  private readonly target: LoadBatches;
   private readonly batchSize: number;
   private readonly gate: FastPathGate;
   private readonly signal: AbortSignal | undefined;
   private readonly onCommit: () => void;
 
   constructor(opts: {
-    target: LoadTarget;
+    target: LoadBatches;
     batchSize: number;
     gate: FastPathGate;
     signal?: AbortSignal | undefined;

@@ -1,17 +1,18 @@
 import { createHash } from 'node:crypto';
 import { type ExportBody, notAnExport, type ServiceClient } from '../api/index.ts';
 import { type LoadCounts, pickCounts } from '../common/counts.ts';
+import type { DayLoad } from '../common/load-target.ts';
 import type { Config } from '../config.ts';
 import { CrsError, errorMessage, isCrsError } from '../errors.ts';
 import { type Logger, redactText } from '../log.ts';
+import type { Warehouse } from '../warehouse/db.ts';
 import {
   type LoadAttempt,
   markDayRunning,
   recordDayDownload,
   releaseUnfinishedDay,
-} from '../warehouse/days.ts';
-import type { Warehouse } from '../warehouse/db.ts';
-import { type LoadProgress, runLoad } from './load.ts';
+} from '../warehouse/ledger.ts';
+import { type LoadProgress, loaderSettings, runLoad } from './load.ts';
 
 /**
  * One UTC day of the analytics export into the warehouse: the unit of work of the sync.
@@ -21,7 +22,7 @@ import { type LoadProgress, runLoad } from './load.ts';
  * deletes are applied only when the download is known to be the whole export (see
  * ExportBody.incompleteReason: an error page sent with status 200, an empty body or one cut at a
  * line boundary deletes nothing, and the ledger says why), and only up to CRS_DELETE_GUARD. The
- * checkpoint key is the load id plus the day: a retry of the same load (a Temporal activity
+ * checkpoint key is the load id (the run id plus the day, load-target.ts): a retry of the same load (a Temporal activity
  * retry, a worker killed mid-day) resumes from the last committed batch; a new load of the day
  * starts from its first line and leaves unchanged rows untouched.
  */
@@ -34,13 +35,12 @@ export interface ExportDayDeps {
 }
 
 export interface ExportDayInput {
-  day: string;
-  loadId: string;
   /**
-   * An intraday pull of the open day: the export so far is loaded, but it is not the day's whole
-   * set, so nothing of the day is deleted and the ledger marks it `partial` (finalize.ts).
+   * The day and its run. An open day's (an intraday pull) export so far is loaded, but it is not
+   * the day's whole set, so nothing of the day is deleted and the ledger marks it `partial`
+   * (finalize.ts).
    */
-  partial?: boolean;
+  target: DayLoad;
   /** False: a partial pull merges every line, none skipped as known (load.ts `knownLines`; bench:intraday compares). */
   knownLines?: boolean;
   /**
@@ -55,7 +55,8 @@ export interface ExportDayInput {
 
 export interface ExportDaySummary extends LoadCounts {
   day: string;
-  loadId: string;
+  /** The run's id (the `_load_id` of the rows it wrote). */
+  runId: string;
   /** Deletes held for review by the guard (`crs-sync deletes`). */
   deletesHeld?: number;
   /** Why the export was not known complete (nothing deleted); null when it was. */
@@ -68,9 +69,11 @@ export interface ExportDaySummary extends LoadCounts {
 
 export async function loadExportDay(deps: ExportDayDeps, input: ExportDayInput): Promise<ExportDaySummary> {
   const { warehouse, client, config } = deps;
-  const { day, loadId } = input;
-  const log = deps.log.child({ day, loadId });
-  const { takenOverFrom } = await markDayRunning(warehouse.db, day, loadId, input.attempt);
+  const { target } = input;
+  const { day, runId } = target;
+  const open = target.kind === 'open-day';
+  const log = deps.log.child({ day, runId });
+  const { takenOverFrom } = await markDayRunning(warehouse.db, day, runId, input.attempt);
   if (takenOverFrom)
     log.warn({ takenOverFrom }, 'the day was left running by a load that is gone; this load takes it over');
   // The digest of the last complete download: two equal checksums mean the export of the day
@@ -82,44 +85,30 @@ export async function loadExportDay(deps: ExportDayDeps, input: ExportDayInput):
     const summary = await runLoad({
       warehouse,
       log,
-      loadId,
-      loadKey: `${loadId}:${day}`,
-      source: 'export',
-      sourceName: `export:${day}`,
+      target,
       open: async () => {
         body = null;
         body = await openExport(client, day, input.signal);
         // An intraday pull records no checksum: its export is the open day so far, which the
         // next pull reads again whole, and hashing all of it at every pull cost the loader nearly
         // as much as the sha1 of its lines. The closed-day pull records the day's.
-        if (input.partial) return body;
+        if (open) return body;
         return hashing(body, (digest) => {
           checksum = digest;
         });
       },
-      completeDays: input.partial ? null : { from: day, to: day },
-      openDay: input.partial ? day : null,
-      knownLinesMax: input.knownLines === false ? 0 : config.knownLinesMax,
+      ...loaderSettings(config),
+      ...(input.knownLines === false ? { knownLinesMax: 0 } : {}),
       incompleteReason: () => (body ? body.incompleteReason : 'the export was not downloaded'),
-      deleteGuardPct: config.deleteGuardPct,
-      ledgerDay: day,
-      batchSize: config.batchSize,
-      parts: config.loadConnections,
-      maxLineBytes: config.maxLineBytes,
-      schemaContract: config.schemaContract,
       ...(input.signal ? { signal: input.signal } : {}),
       ...(input.onProgress ? { onProgress: input.onProgress } : {}),
     });
     await recordDayDownload(warehouse.db, day, { checksum, bytes: summary.bytesRead });
     const ledger = summary.days.find((d) => d.day === day);
-    logDayLoaded(
-      log,
-      summary,
-      input.partial ? { ...ledger, incompleteReason: null, deletesHeld: 0 } : ledger,
-    );
+    logDayLoaded(log, summary, open ? { ...ledger, incompleteReason: null, deletesHeld: 0 } : ledger);
     return {
       day,
-      loadId,
+      runId,
       ...pickCounts(summary),
       deletesHeld: ledger?.deletesHeld ?? 0,
       incompleteReason: ledger?.incompleteReason ?? null,
@@ -134,7 +123,7 @@ export async function loadExportDay(deps: ExportDayDeps, input: ExportDayInput):
         cancelled,
         reason: cancelled ? 'cancelled before the day completed' : redactText(errorMessage(err)),
         code: isCrsError(err) ? err.code : null,
-        ...(input.partial ? { partial: true } : {}),
+        ...(open ? { partial: true } : {}),
       }).catch(() => {});
     }
     throw err;

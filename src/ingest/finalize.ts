@@ -1,9 +1,10 @@
 import type pg from 'pg';
 import { dayRange } from '../common/civil-date.ts';
 import type { LoadCounts } from '../common/counts.ts';
+import { exportDayOf, type LoadTarget, loadIdOf, wholeDaysOf } from '../common/load-target.ts';
 import { CrsError } from '../errors.ts';
-import { addDayDeletes, recordDayExport, recordDayLoaded, recountDayDeletes } from '../warehouse/days.ts';
 import type { Warehouse } from '../warehouse/db.ts';
+import { addDayDeletes, recordDayExport, recordDayLoaded, recountDayDeletes } from '../warehouse/ledger.ts';
 import { closeGoneRejects } from '../warehouse/quarantine.ts';
 import { marksWaitSql } from '../warehouse/rollups/mark.ts';
 import { refreshRollups } from '../warehouse/rollups/refresh.ts';
@@ -33,11 +34,16 @@ export interface FinalizeResult extends Omit<LoadCounts, 'linesRead' | 'bytesRea
 }
 
 export interface FinalizeInput {
-  loadId: string;
-  loadKey: string;
   /**
-   * Whether `load_seen` holds the ids the source held under the load key: always when completeDays
-   * is set, and when held deletes existed at the load's start (held-seen.ts).
+   * The load (load-target.ts). A closed day's, or a file's whole days, are complete: rows of them
+   * the source lacks are deleted. An open day's (an intraday pull) rows so far are loaded, none is
+   * deleted (a row missing from a day still filling is not known gone), and the ledger marks it
+   * `partial`, never complete; its held deletes are left alone.
+   */
+  target: LoadTarget;
+  /**
+   * Whether `load_seen` holds the ids the source held under the load id: always when the load has
+   * whole days, and when held deletes existed at the load's start (held-seen.ts).
    */
   seen: boolean;
   /** How many ids the load spilled there (duplicates included), to prove none was lost. */
@@ -53,14 +59,6 @@ export interface FinalizeInput {
   deleteGuardPct?: number | undefined;
   /** Percent of the live rows of a load's complete days (more than one) above which all its deletes are held. */
   deleteGuardLoadPct?: number | undefined;
-  completeDays: { from: string; to: string } | null;
-  ledgerDay: string | null;
-  /**
-   * The open UTC day this load pulled (an intraday pull): its rows so far are loaded, none is
-   * deleted (a row missing from a day still filling is not known gone), and the ledger marks it
-   * `partial`, never complete. Its held deletes are left alone.
-   */
-  openDay?: string | null | undefined;
   bytes: number;
   /** Told how long each step took (ms), for the debug log: where a load's end goes. */
   onPhases?: ((ms: { deletes: number; threads: number; rollups: number }) => void) | undefined;
@@ -73,7 +71,8 @@ export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<Fina
   const pool = w.pool;
   const t0 = performance.now();
   const { t, days } = await committedCounts(pool, f);
-  const complete = f.completeDays ? dayRange(f.completeDays.from, f.completeDays.to) : [];
+  const whole = wholeDaysOf(f.target);
+  const complete = whole ? dayRange(whole.from, whole.to) : [];
   let deleted = 0;
   const guardPct = f.deleteGuardPct ?? DEFAULT_DELETE_GUARD_PCT;
   // One connection for the days: the candidates of the whole window are found at once, in a
@@ -81,14 +80,11 @@ export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<Fina
   const client = complete.length > 0 ? await pool.connect() : null;
   try {
     if (client) {
-      const whole = (f.incompleteReason ?? null) === null;
+      const known = (f.incompleteReason ?? null) === null;
       const loadPct = f.deleteGuardLoadPct ?? DEFAULT_DELETE_GUARD_LOAD_PCT;
-      const load = whole ? await findGone(client, f, complete, loadPct) : NO_LOAD_HOLD;
-      for (const day of complete) {
-        const summary = days.get(day) ?? daySummary(day, { r: 0, i: 0, u: 0, n: 0, j: 0 });
-        days.set(day, summary);
-        deleted += await finalizeDay(client, summary, f, { guardPct, load });
-      }
+      const load = known ? await findGone(client, f, complete, loadPct) : NO_LOAD_HOLD;
+      for (const day of complete)
+        deleted += await finalizeDay(client, summaryOf(days, day), f, { guardPct, load });
     }
   } finally {
     if (client) {
@@ -99,14 +95,10 @@ export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<Fina
     }
   }
 
-  if (f.openDay && !complete.includes(f.openDay)) {
-    const summary = days.get(f.openDay) ?? daySummary(f.openDay, { r: 0, i: 0, u: 0, n: 0, j: 0 });
-    days.set(f.openDay, summary);
-    await recordOpenDay(pool, summary, f);
-  }
+  if (f.target.kind === 'open-day') await recordOpenDay(pool, summaryOf(days, f.target.day), f);
   // Held ids of any day this load saw leave the hold, before its seen ids go.
   await settleHeld(pool, f);
-  if (f.seen) await pool.query('delete from load_seen where load_key = $1', [f.loadKey]);
+  if (f.seen) await pool.query('delete from load_seen where load_key = $1', [loadIdOf(f.target)]);
   // Days the load wrote without completing them: a row it sent again may have been deleted.
   const touched = [...days.values()]
     .filter((d) => d.updated > 0 && !complete.includes(d.day))
@@ -120,17 +112,19 @@ export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<Fina
   // marks that makes are refreshed before any reader sees them; the aggregates of the threads this
   // load queued follow the refresh, which they are read from.
   const t1 = performance.now();
-  const release = new Set([...complete, f.ledgerDay, f.openDay].filter((d): d is string => Boolean(d)));
+  const exportDay = exportDayOf(f.target);
+  const release = new Set(exportDay ? [...complete, exportDay] : complete);
+  const { runId } = f.target;
   await refreshRollups(pool, undefined, {
     release: [...release],
-    first: (c) => drainThreadQueue(c, f.loadId),
+    first: (c) => drainThreadQueue(c, runId),
   });
   const t2 = performance.now();
   // The queued threads' aggregates: from the rollups just refreshed when they are current (one
   // row per thread), else from the raw rows (a warehouse waiting for its rollup rebuild, or a
   // concurrent write marked since our refresh).
   const threadsQueued =
-    (await threadTotalsFromRollups(pool, f.loadId)) ?? (await refreshQueuedThreads(pool, f.loadId));
+    (await threadTotalsFromRollups(pool, runId)) ?? (await refreshQueuedThreads(pool, runId));
   f.onPhases?.({
     deletes: Math.round(t1 - t0),
     threads: Math.round(performance.now() - t2),
@@ -168,11 +162,11 @@ async function recordOpenDay(pool: pg.Pool, summary: DaySummary, f: FinalizeInpu
   try {
     await c.query('begin');
     await recordDayLoaded(c, summary, {
-      loadId: f.loadId,
+      loadId: f.target.runId,
       complete: false,
       open: true,
-      bytes: f.ledgerDay === summary.day ? f.bytes : 0,
-      linesCommitted: f.ledgerDay === summary.day ? summary.rowsRead : 0,
+      bytes: f.bytes,
+      linesCommitted: summary.rowsRead,
     });
     await recordDayExport(c, summary.day, {
       incompleteReason: summary.incompleteReason ?? OPEN_DAY_REASON,
@@ -202,7 +196,7 @@ async function committedCounts(
             coalesce(sum(rows_updated),0)::bigint u, coalesce(sum(rows_unchanged),0)::bigint n,
             coalesce(sum(rows_rejected),0)::bigint j
      from load_checkpoints where load_key = $1`,
-    [f.loadKey],
+    [loadIdOf(f.target)],
   );
   // An aggregate without group by: always one row.
   const t = tot.rows[0] ?? { r: 0, i: 0, u: 0, n: 0, j: 0 };
@@ -212,12 +206,13 @@ async function committedCounts(
     `select day::text, sum(rows_read)::bigint r, sum(rows_inserted)::bigint i, sum(rows_updated)::bigint u,
             sum(rows_unchanged)::bigint n, sum(rows_rejected)::bigint j
      from load_day_counts where load_key = $1 group by day order by day`,
-    [f.loadKey],
+    [loadIdOf(f.target)],
   );
   const days = new Map<string, DaySummary>();
   for (const r of perDay.rows) days.set(r.day, daySummary(r.day, { ...r, r: r.r + r.j }));
   // Every line of a day's export belongs to that day, rejected ones included.
-  if (f.ledgerDay) days.set(f.ledgerDay, daySummary(f.ledgerDay, t));
+  const day = exportDayOf(f.target);
+  if (day) days.set(day, daySummary(day, t));
   return { t, days };
 }
 
@@ -228,6 +223,13 @@ interface Sums {
   u: number;
   n: number;
   j: number;
+}
+
+/** The day's summary in `days`, a zero one put there if the load counted nothing of it. */
+function summaryOf(days: Map<string, DaySummary>, day: string): DaySummary {
+  const summary = days.get(day) ?? daySummary(day, { r: 0, i: 0, u: 0, n: 0, j: 0 });
+  days.set(day, summary);
+  return summary;
 }
 
 function daySummary(day: string, c: Sums): DaySummary {
@@ -268,17 +270,18 @@ async function finalizeDay(
   f: FinalizeInput,
   g: { guardPct: number; load: LoadHold },
 ): Promise<number> {
-  const own = f.ledgerDay === summary.day;
+  const own = exportDayOf(f.target) === summary.day;
   try {
     // The pull's own day: its deletes wait for the refresh with its batches' writes (merge.ts).
     await c.query(own ? `begin; ${marksWaitSql(summary.day)}` : 'begin');
     const held = await deleteStep(c, summary, f, g);
     // The same judgement as the deletes: an export trusted to delete what it lacks also closes
     // the rejects of lines it no longer has (one whose deletes were held is not trusted).
-    if (summary.incompleteReason === null && held === null) await closeGoneRejects(c, summary.day, f.loadId);
-    summary.deleted = await addDayDeletes(c, f.loadKey, summary.day, summary.deleted);
+    if (summary.incompleteReason === null && held === null)
+      await closeGoneRejects(c, summary.day, f.target.runId);
+    summary.deleted = await addDayDeletes(c, loadIdOf(f.target), summary.day, summary.deleted);
     await recordDayLoaded(c, summary, {
-      loadId: f.loadId,
+      loadId: f.target.runId,
       complete: true,
       bytes: own ? f.bytes : 0,
       linesCommitted: own ? summary.rowsRead : 0,
@@ -313,7 +316,7 @@ async function findGone(
     // has emptied it, and an anti-join against too few ids would take present rows for deleted.
     const r = await client.query<{ n: number }>(
       'select count(*)::bigint as n from load_seen where load_key = $1',
-      [f.loadKey],
+      [loadIdOf(f.target)],
     );
     const n = r.rows[0]?.n ?? 0;
     if (n !== f.seenCount) {
@@ -334,7 +337,7 @@ async function findGone(
      select m.message_id, m.message_date from analytics_messages m
      where m.message_date between $1 and $2 and m._deleted_at is null
        and not exists (select 1 from load_seen s where s.load_key = $3 and s.message_id = m.message_id)`,
-    [from, to, f.seen ? f.loadKey : ''],
+    [from, to, f.seen ? loadIdOf(f.target) : ''],
   );
   const n = await client.query<{ gone: number; live: number }>(
     `select (select count(*) from crs_gone)::bigint as gone,
@@ -399,7 +402,7 @@ async function deleteStep(
   if (held) {
     await client.query(
       'insert into held_deletes (day, message_id, load_id) select $1, message_id, $2 from crs_gone where message_date = $1',
-      [summary.day, f.loadId],
+      [summary.day, f.target.runId],
     );
     summary.deletesHeld = gone;
     return held;

@@ -1,5 +1,6 @@
 import type pg from 'pg';
-import { recountHeld, requireForce } from '../warehouse/held-deletes.ts';
+import { type LoadTarget, loadIdOf } from '../common/load-target.ts';
+import { recountHeld, requireForce } from '../warehouse/ledger.ts';
 import type { RejectsSeen } from './rejects-seen.ts';
 
 /**
@@ -17,16 +18,15 @@ import type { RejectsSeen } from './rejects-seen.ts';
  */
 
 /** Whether a load starting now must note the ids it sees (`load_seen`) for the held deletes. */
-export async function watchesHeld(pool: pg.Pool, hasCompleteDays: boolean): Promise<boolean> {
-  if (hasCompleteDays) return true;
+export async function watchesHeld(pool: pg.Pool, hasWholeDays: boolean): Promise<boolean> {
+  if (hasWholeDays) return true;
   const r = await pool.query<{ held: boolean }>('select exists (select 1 from held_deletes) as held');
   return r.rows[0]?.held === true;
 }
 
 export interface SeenLoad {
-  loadId: string;
-  loadKey: string;
-  /** Whether `load_seen` holds every id the load saw under its load key (its quarantined lines' too). */
+  target: LoadTarget;
+  /** Whether `load_seen` holds every id the load saw under its load id (its quarantined lines' too). */
   seen: boolean;
   /** The load's quarantined lines whose id or day cannot be read (rejects-seen.ts); none when absent. */
   rejects?: Pick<RejectsSeen, 'unreadableDays' | 'unreadableAnyDay' | 'dayless'> | undefined;
@@ -48,7 +48,7 @@ export async function settleHeld(pool: pg.Pool, l: SeenLoad): Promise<void> {
       `delete from held_deletes h
        where $2 and exists (select 1 from load_seen s where s.load_key = $1 and s.message_id = h.message_id)
        returning h.day::text as day`,
-      [l.loadKey, l.seen],
+      [loadIdOf(l.target), l.seen],
     );
     const blocked = await blockUnreadable(c, l);
     const unnoted = l.seen ? [] : await blockUnnoted(c, l);
@@ -72,13 +72,13 @@ async function blockUnreadable(c: pg.PoolClient, l: SeenLoad): Promise<string[]>
   const r = await c.query<{ day: string }>(
     `select distinct h.day::text as day from held_deletes h
      where h.load_id <> $1 and ($2 or h.day = any($3::date[]))`,
-    [l.loadId, l.rejects?.unreadableAnyDay ?? false, [...(l.rejects?.unreadableDays ?? [])]],
+    [l.target.runId, l.rejects?.unreadableAnyDay ?? false, [...(l.rejects?.unreadableDays ?? [])]],
   );
   const days = r.rows.map((x) => x.day);
   await requireForce(
     c,
     days,
-    `load ${l.loadId} quarantined a line whose message id cannot be read: it may be one of these rows (see crs-sync rejects list)`,
+    `load ${l.target.runId} quarantined a line whose message id cannot be read: it may be one of these rows (see crs-sync rejects list)`,
   );
   return days;
 }
@@ -93,13 +93,13 @@ async function blockUnnoted(c: pg.PoolClient, l: SeenLoad): Promise<string[]> {
     `select distinct h.day::text as day from held_deletes h
      where h.load_id <> $2
        and ($3 or exists (select 1 from load_day_counts d where d.load_key = $1 and d.day = h.day))`,
-    [l.loadKey, l.loadId, l.rejects?.dayless ?? false],
+    [loadIdOf(l.target), l.target.runId, l.rejects?.dayless ?? false],
   );
   const days = r.rows.map((x) => x.day);
   await requireForce(
     c,
     days,
-    `load ${l.loadId} read rows of this day while its deletes were being held, without noting which: load the day again to settle them`,
+    `load ${l.target.runId} read rows of this day while its deletes were being held, without noting which: load the day again to settle them`,
   );
   return days;
 }

@@ -2,12 +2,13 @@ import { createHash, randomBytes } from 'node:crypto';
 import { statSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import path from 'node:path';
+import { type DayRange, fileLoad } from '../common/load-target.ts';
 import type { Config } from '../config.ts';
 import { CrsError, errorMessage } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { Warehouse } from '../warehouse/db.ts';
-import { closeRun, runStatus, startRun } from '../warehouse/runs.ts';
-import { type LoadProgress, type LoadSummary, runLoad } from './load.ts';
+import { closeRun, runStatus, startRun } from '../warehouse/ledger.ts';
+import { type LoadProgress, type LoadSummary, loaderSettings, runLoad } from './load.ts';
 
 /**
  * `crs-sync import`: a JSONL export file (or stdin) through the same parser and loader as the
@@ -19,8 +20,10 @@ import { type LoadProgress, type LoadSummary, runLoad } from './load.ts';
  */
 export interface ImportOptions {
   file: string; // a path, or '-' for stdin
+  /** The run's id (`--load-id`): for a file, its run id is its load id. */
   loadId?: string;
-  completeDays?: { from: string; to: string } | null;
+  /** The days of which the file holds every record (`--complete-days`): rows of them it lacks are deleted. */
+  wholeDays?: DayRange | null;
   onProgress?: (p: LoadProgress) => void;
   onStart?: (info: { loadId: string; totalBytes: number | null; resuming: boolean }) => void;
   signal?: AbortSignal;
@@ -40,8 +43,8 @@ export async function importFile(
     loadId,
     kind: 'import',
     source: sourceName,
-    windowStart: opts.completeDays?.from ?? null,
-    windowEnd: opts.completeDays?.to ?? null,
+    windowStart: opts.wholeDays?.from ?? null,
+    windowEnd: opts.wholeDays?.to ?? null,
   });
 
   let opened = false;
@@ -50,10 +53,7 @@ export async function importFile(
     const summary = await runLoad({
       warehouse: w,
       log,
-      loadId,
-      loadKey: loadId,
-      source: 'file',
-      sourceName,
+      target: fileLoad(loadId, sourceName, opts.wholeDays ?? null),
       open: async () => {
         if (fromStdin) {
           // stdin cannot be read twice: a failure part way is final for this run (the checkpoint
@@ -64,7 +64,6 @@ export async function importFile(
         }
         return lastByteOf(readChunks(sourceName), tail);
       },
-      completeDays: opts.completeDays ?? null,
       // A file cut at a line boundary looks like a whole one with fewer records: without its final
       // newline, the declared days lose nothing.
       incompleteReason: () =>
@@ -73,12 +72,7 @@ export async function importFile(
           : tail.last < 0
             ? 'empty input'
             : 'the input does not end with a newline (it may be cut)',
-      deleteGuardPct: config.deleteGuardPct,
-      deleteGuardLoadPct: config.deleteGuardLoadPct,
-      batchSize: config.batchSize,
-      parts: config.loadConnections,
-      maxLineBytes: config.maxLineBytes,
-      schemaContract: config.schemaContract,
+      ...loaderSettings(config),
       maxReopens: fromStdin ? 0 : 2,
       ...(opts.signal ? { signal: opts.signal } : {}),
       ...(opts.onProgress ? { onProgress: opts.onProgress } : {}),

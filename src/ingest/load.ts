@@ -1,6 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import type { LoadCounts } from '../common/counts.ts';
+import { exportDayOf, type LoadTarget, loadIdOf, wholeDaysOf } from '../common/load-target.ts';
+import type { Config } from '../config.ts';
 import { CrsError, errorMessage, isCrsError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { Warehouse } from '../warehouse/db.ts';
@@ -29,7 +31,7 @@ export { quickMessageId } from './fast-path.ts';
  * in line order (batch-writer.ts, merge.ts), so the later line of a key always wins, while the
  * partitions run in parallel (one connection tops out near 29k rows/s here; four reach ~45k).
  * Each batch commits with its partition's checkpoint (the line up to which the partition is
- * complete), so a load stopped anywhere and started again with the same load key skips exactly
+ * complete), so a load stopped anywhere and started again with the same load id skips exactly
  * the lines already merged, and its counters end as if it had never stopped (resume.ts). Once
  * every line is merged, finalize.ts deletes, refreshes threads and writes the day ledger.
  */
@@ -43,48 +45,69 @@ export interface LoadProgress {
   rejected: number;
 }
 
-export interface LoadRequest {
-  warehouse: Warehouse;
-  log: Logger;
-  loadId: string;
-  /** Checkpoint key: the load id for an import, load id + day for an export day. */
-  loadKey: string;
-  source: 'export' | 'file';
-  sourceName: string;
-  /** Opens the source from its first byte; called again after a retryable cut. */
-  open: (attempt: number) => Promise<AsyncIterable<Uint8Array>>;
-  /** UTC days of which this source holds every record: rows of them it lacks are marked deleted. */
-  completeDays?: { from: string; to: string } | null;
-  /**
-   * Asked once every line is read: why the source is not known to be whole (then nothing of
-   * completeDays is deleted), or null. Unset: the source is taken as whole (a file).
-   */
-  incompleteReason?: () => string | null;
-  /** Percent of a day's live rows above which its deletes are held for review (default 10). */
+/**
+ * How the loader works, from the config (`loaderSettings`): the same for every load, an export
+ * day's, an import's, a replay's. A caller may change one for a load of its own (a replay takes
+ * one partition; a test or a bench, small batches).
+ */
+export interface LoaderSettings {
+  /** CRS_BATCH_SIZE: lines per batch of a partition. */
+  batchSize: number;
+  /** CRS_LOAD_CONNECTIONS: key partitions, each on a connection of its own. */
+  parts: number;
+  /** CRS_MAX_LINE_BYTES: a longer line is quarantined (its first bytes kept). */
+  maxLineBytes: number;
+  /** CRS_SCHEMA_CONTRACT: `freeze` quarantines records that drift from the contract (default evolve). */
+  schemaContract?: 'evolve' | 'freeze';
+  /** CRS_DELETE_GUARD: percent of a day's live rows above which its deletes are held for review (default 10). */
   deleteGuardPct?: number;
-  /** Percent of a multi-day load's live rows above which all its deletes are held (default 2). */
+  /** CRS_DELETE_GUARD_LOAD: percent of a multi-day load's live rows above which all its deletes are held (default 2). */
   deleteGuardLoadPct?: number;
-  /** The sync_days row this load is the export of (mirrors the checkpoint in the same transaction). */
-  ledgerDay?: string | null;
-  /** The open UTC day an intraday pull reads: loaded, never deleted from, marked `partial` (finalize.ts). */
-  openDay?: string | null;
   /**
-   * On an intraday pull (openDay, its ledger day), skip the lines the warehouse holds byte for
+   * On an intraday pull (an open day's load), skip the lines the warehouse holds byte for
    * byte (known-lines.ts) while the day has at most this many live rows (CRS_KNOWN_LINES_MAX,
    * default KNOWN_LINES_MAX). 0 sends every line through the merge, as a complete pull does: the
    * comparison the tests and the bench make.
    */
   knownLinesMax?: number;
+}
+
+/** The loader's settings as the config gives them: the one place a load's settings are read. */
+export function loaderSettings(config: Config): LoaderSettings {
+  return {
+    batchSize: config.batchSize,
+    parts: config.loadConnections,
+    maxLineBytes: config.maxLineBytes,
+    schemaContract: config.schemaContract,
+    deleteGuardPct: config.deleteGuardPct,
+    deleteGuardLoadPct: config.deleteGuardLoadPct,
+    knownLinesMax: config.knownLinesMax,
+  };
+}
+
+/** A load: what it loads and from where, how it reports, and the loader's settings. */
+export interface LoadRequest extends LoaderSettings {
+  warehouse: Warehouse;
+  log: Logger;
+  /**
+   * What is loaded, under which run (src/common/load-target.ts): a closed day (its rows the
+   * export lacks are deleted), an open day (an intraday pull: loaded, never deleted from, marked
+   * `partial`; finalize.ts) or a file (rows of the days it holds whole are deleted). Its load id
+   * is the checkpoint's key.
+   */
+  target: LoadTarget;
+  /** Opens the source from its first byte; called again after a retryable cut. */
+  open: (attempt: number) => Promise<AsyncIterable<Uint8Array>>;
+  /**
+   * Asked once every line is read: why the source is not known to be whole (then nothing of
+   * its whole days is deleted), or null. Unset: the source is taken as whole (a file).
+   */
+  incompleteReason?: () => string | null;
   /**
    * false: no line takes the fast path (fast-path.ts): each is parsed before it is routed. The
    * slow path the differential tests compare the fast one with; default true.
    */
   fastPath?: boolean;
-  batchSize: number;
-  parts: number;
-  maxLineBytes: number;
-  /** CRS_SCHEMA_CONTRACT: `freeze` quarantines records that drift from the contract (default evolve). */
-  schemaContract?: 'evolve' | 'freeze';
   /**
    * Quarantine this load's rejects as rows of its own, not as the one open reject of each line
    * (merge.ts `rejectsPerLoad`): `rejects replay`.
@@ -98,8 +121,12 @@ export interface LoadRequest {
 
 /** A load's counts (src/common/counts.ts: `pickCounts(summary)` takes them) and how it went. */
 export interface LoadSummary extends LoadCounts {
+  /**
+   * The run's id (`sync_runs.load_id`; the `_load_id` of the rows it wrote). Kept under this name:
+   * the import prints it, and for a file the run id is the load id.
+   */
   loadId: string;
-  /** Per UTC day of the records (and the ledger day of an export day's load). */
+  /** Per UTC day of the records (and the export day of a day's load). */
   days: DaySummary[];
   /** Whether lines were skipped because an earlier attempt had committed them. */
   resumed: boolean;
@@ -127,7 +154,8 @@ export async function runLoad(req: LoadRequest): Promise<LoadSummary> {
       cause: err,
     });
   }
-  const lockKey = `${lockPrefix(req.warehouse.schema)}${req.loadKey}`;
+  const loadId = loadIdOf(req.target);
+  const lockKey = `${lockPrefix(req.warehouse.schema)}${loadId}`;
   let locked = false;
   try {
     const r = await first.query<{ ok: boolean }>('select pg_try_advisory_lock(hashtext($1)) as ok', [
@@ -137,14 +165,14 @@ export async function runLoad(req: LoadRequest): Promise<LoadSummary> {
     if (!locked) {
       throw new CrsError(
         'LOAD_BUSY',
-        `load ${req.loadId} is running in another process; when it has ended, run this again to resume it`,
+        `load ${loadId} is running in another process; when it has ended, run this again to resume it`,
         { retryable: true },
       );
     }
     return await runLocked(req, first, started);
   } catch (err) {
     // Also the checkpoint reads and the finalize: a dropped connection there is retryable too.
-    throw toDbCrsError(err, 'LOAD_FAILED', `load ${req.loadId} failed`);
+    throw toDbCrsError(err, 'LOAD_FAILED', `load ${loadId} failed`);
   } finally {
     if (locked) {
       await first.query('select pg_advisory_unlock(hashtext($1))', [lockKey]).then(
@@ -155,7 +183,7 @@ export async function runLoad(req: LoadRequest): Promise<LoadSummary> {
   }
 }
 
-/** The name of a load's lock, less its load key (hashed into the advisory lock's key). */
+/** The name of a load's lock, less its load id (hashed into the advisory lock's key). */
 function lockPrefix(schema: string): string {
   return `crs-sync:load:${schema}:`;
 }
@@ -174,14 +202,12 @@ interface SourceRead {
  * partitions and the source's counters; the merge and the finalize are one call each.
  */
 async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number): Promise<LoadSummary> {
-  const { warehouse, log } = req;
+  const { warehouse, log, target } = req;
   const pool = warehouse.pool;
-  const cp = await openCheckpoints(pool, req.loadKey, req.parts);
+  const loadId = loadIdOf(target);
+  const cp = await openCheckpoints(pool, loadId, req.parts);
   if (cp.resumed) {
-    log.info(
-      { loadKey: req.loadKey, resumedFromLine: cp.resumedFromLine },
-      'resuming load from its checkpoint',
-    );
+    log.info({ loadId, resumedFromLine: cp.resumedFromLine }, 'resuming load from its checkpoint');
   }
   const read: SourceRead = { linesRead: 0, bytesRead: 0, reopens: 0 };
   let lastProgressAt = 0;
@@ -199,10 +225,10 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
   };
   // Ids left by loads that died (their lock is gone with their session): nothing else removes them.
   await removeDeadSpills(pool, lockPrefix(warehouse.schema));
-  const seen = (await watchesHeld(pool, Boolean(req.completeDays))) ? new SeenSpill(pool, req.loadKey) : null;
+  const seen = (await watchesHeld(pool, wholeDaysOf(target) !== null)) ? new SeenSpill(pool, loadId) : null;
   const rejectsSeen = new RejectsSeen(seen);
   const gate = new FastPathGate(20 * req.batchSize * cp.parts, req.fastPath !== false);
-  const ledgerDay = req.ledgerDay ?? null;
+  const day = exportDayOf(target);
   // The contract as widened by the drift operators accepted, read once per load.
   const contract = exportContract({
     freeze: req.schemaContract === 'freeze',
@@ -210,16 +236,11 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
   });
   const writer = new BatchWriter({
     target: {
-      loadId: req.loadId,
-      loadKey: req.loadKey,
-      source: req.source,
-      sourceName: req.sourceName,
-      ledgerDay,
+      target,
       contract,
       onSeen: seen ? (id) => seen.add(id) : undefined,
       onReject: (rej) => rejectsSeen.note(rej),
       rejectsPerLoad: req.rejectsPerLoad === true,
-      marksWaitDay: ledgerDay,
     },
     batchSize: req.batchSize,
     gate,
@@ -235,10 +256,10 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
   // lookup would fail and run again (~10k rows a day written and rolled back at 1 h). So always look up.
   if (known) for (const p of partitions) p.lookupAlways = true;
   const router = new LineRouter(partitions, writer, seen, gate, {
-    loadId: req.loadId,
+    runId: target.runId,
     batchSize: req.batchSize,
     maxLineBytes: req.maxLineBytes,
-    ledgerDay,
+    day,
     contract,
     known,
     rejectsSeen,
@@ -249,28 +270,24 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
 
   const merged = Date.now();
   log.debug(
-    { loadKey: req.loadKey, elapsedMs: merged - started, knownLines: known?.size, skipped: known?.skipped },
+    { loadId, elapsedMs: merged - started, knownLines: known?.size, skipped: known?.skipped },
     'every line merged; finalizing',
   );
   const fin = await finalizeLoad(warehouse, {
-    loadId: req.loadId,
-    loadKey: req.loadKey,
+    target,
     seen: seen !== null,
     ...(seen ? { seenCount: seen.count } : {}),
     rejects: rejectsSeen,
     incompleteReason: req.incompleteReason?.() ?? null,
     deleteGuardPct: req.deleteGuardPct,
     deleteGuardLoadPct: req.deleteGuardLoadPct,
-    completeDays: req.completeDays ?? null,
-    ledgerDay,
-    openDay: req.openDay ?? null,
     bytes: read.bytesRead,
-    onPhases: (phaseMs) => log.debug({ loadKey: req.loadKey, phaseMs }, 'finalize phases'),
+    onPhases: (phaseMs) => log.debug({ loadId, phaseMs }, 'finalize phases'),
   });
-  log.debug({ loadKey: req.loadKey, finalizeMs: Date.now() - merged }, 'load finalized');
+  log.debug({ loadId, finalizeMs: Date.now() - merged }, 'load finalized');
   return {
     ...fin,
-    loadId: req.loadId,
+    loadId: target.runId,
     linesRead: read.linesRead,
     bytesRead: read.bytesRead,
     resumed: cp.resumed,
@@ -290,10 +307,9 @@ async function openDayKnown(
   first: pg.PoolClient,
   seen: SeenSpill | null,
 ): Promise<KnownLines | null> {
-  const day = req.openDay;
   const max = req.knownLinesMax ?? KNOWN_LINES_MAX;
-  if (!day || day !== req.ledgerDay || seen !== null || max === 0) return null;
-  return readKnownLines(first, day, max);
+  if (req.target.kind !== 'open-day' || seen !== null || max === 0) return null;
+  return readKnownLines(first, req.target.day, max);
 }
 
 /** What one run of a load merges with: its partitions, their writer, the router feeding them. */
@@ -342,7 +358,7 @@ async function mergeSource(m: Merging): Promise<void> {
     await seen?.discard().catch(() => {});
     if (isCrsError(writer.failure)) throw writer.failure;
     // A lost connection or a timeout is retryable: run again, the load resumes at its checkpoint.
-    throw toDbCrsError(writer.failure, 'LOAD_FAILED', `load ${req.loadId} failed`);
+    throw toDbCrsError(writer.failure, 'LOAD_FAILED', `load ${loadIdOf(req.target)} failed`);
   }
 }
 

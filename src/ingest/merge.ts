@@ -2,7 +2,9 @@ import type pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import { itemAt } from '../common/checked.ts';
 import type { LoadCounts } from '../common/counts.ts';
+import { exportDayOf, type LoadTarget, loadIdOf, sourceNameOf, sourceOf } from '../common/load-target.ts';
 import { driftKey } from '../common/schema-drift.ts';
+import { mirrorDayCheckpoint } from '../warehouse/ledger.ts';
 import { marksWaitSql } from '../warehouse/rollups/mark.ts';
 import { addBatchDrift, type DriftCount } from '../warehouse/schema-drift.ts';
 import { type ByteSink, COPY_HEADER, COPY_TRAILER, TUPLE_COLUMNS } from './copy-binary.ts';
@@ -31,15 +33,18 @@ import { type ExportContract, lastDrift } from './record-parser.ts';
  */
 
 export interface BatchTarget {
-  loadId: string;
-  loadKey: string;
+  /**
+   * The load (load-target.ts): its load id keys the checkpoint, its run id is each row's
+   * `_load_id`, its source names the quarantine's rows. A day load's export day is the sync_days
+   * row whose lines_committed mirrors the checkpoint, and the day whose writes' rollup marks wait
+   * for the pull's finalize instead of marking the day (src/warehouse/rollups/mark.ts
+   * `marksWaitSql`), so readers go on reading the day from its rollups, as the last pull of it
+   * left them, while this one loads. A file import marks as it writes.
+   */
+  target: LoadTarget;
   part: number;
   /** Every line of this partition up to here is in the batch or committed before it. */
   uptoLine: number;
-  source: 'export' | 'file';
-  sourceName: string;
-  /** The sync_days row whose lines_committed mirrors this load's checkpoint (export day loads). */
-  ledgerDay: string | null;
   /** Where the batch's tuples are (and where rows parsed here are encoded). */
   sink: ByteSink;
   /** What a record must look like (CRS_SCHEMA_CONTRACT, and the drift accepted). */
@@ -51,8 +56,8 @@ export interface BatchTarget {
    */
   drift: Map<number, LineDrift>;
   /**
-   * Lines of the batch known by content (known-lines.ts): each the line of a live row of
-   * `ledgerDay`, byte for byte, so read and unchanged; only counted.
+   * Lines of the batch known by content (known-lines.ts): each the line of a live row of the
+   * open day, byte for byte, so read and unchanged; only counted.
    */
   known?: number;
   /**
@@ -87,13 +92,6 @@ export interface BatchTarget {
    * reported against the rejects they came from and then removed (replay.ts).
    */
   rejectsPerLoad?: boolean;
-  /**
-   * The day of a pull of one export day (daily, backfill, intraday): the batch's writes of that
-   * day wait for the pull's finalize instead of marking the day for the rollups
-   * (src/warehouse/rollups/mark.ts `marksWaitSql`), so readers go on reading the day from its
-   * rollups, as the last pull of it left them, while this one loads. A file import marks as it writes.
-   */
-  marksWaitDay?: string | null;
 }
 
 /** A batch's counts (a part of the load's, see src/common/counts.ts) and what the loader steers by. */
@@ -188,10 +186,6 @@ const DAY_COUNTS_SQL = `
     rows_unchanged = load_day_counts.rows_unchanged + excluded.rows_unchanged,
     rows_rejected = load_day_counts.rows_rejected + excluded.rows_rejected`;
 
-const LEDGER_DAY_SQL = `
-  update sync_days set lines_committed = (select min(lines_committed) from load_checkpoints where load_key = $1)
-  where day = $2`;
-
 function dayCounts(days: BatchCounts['days'], day: string): DayCounts {
   let c = days.get(day);
   if (!c) {
@@ -253,7 +247,8 @@ export async function mergeBatch(
   };
   // Lines quarantined here are added to a copy: a retried batch starts from the same list.
   const quarantined = rejects.slice();
-  await client.query(t.marksWaitDay ? `begin; ${marksWaitSql(t.marksWaitDay)}` : 'begin');
+  const day = exportDayOf(t.target);
+  await client.query(day ? `begin; ${marksWaitSql(day)}` : 'begin');
   try {
     const state = new Map<string, KeyState>();
     const stored = new Set<string>();
@@ -270,8 +265,8 @@ export async function mergeBatch(
       counts.found = found.rows.length;
     }
     if (t.known) {
-      if (!t.ledgerDay) throw new Error('lines known by content are counted on the day they were read from');
-      countKnown(counts, t.known, t.ledgerDay);
+      if (!day) throw new Error('lines known by content are counted on the day they were read from');
+      countKnown(counts, t.known, day);
     }
     const finalVersion = decide(rows, state, t, counts, quarantined);
     if (finalVersion.size > 0) await writeRows(client, rows, finalVersion, stored, t, counts);
@@ -316,15 +311,15 @@ function decide(
         continue;
       }
       const text = t.sink.buf.toString('utf8', pending.rawAt, pending.rawEnd);
-      const enc = encodeText(text, t.sink, pending.lineNo, t.loadId, pending.lineHash, t.contract);
+      const enc = encodeText(text, t.sink, pending.lineNo, t.target.runId, pending.lineHash, t.contract);
       const notes = lastDrift();
       // As the router: drift of a line that loads, or is held for it (`schema_drift`).
       if (notes.length > 0 && (enc.ok || enc.code === 'schema_drift')) {
-        const day = enc.ok ? enc.row.messageDate : (t.ledgerDay ?? dayOfRaw(text));
+        const day = enc.ok ? enc.row.messageDate : (exportDayOf(t.target) ?? dayOfRaw(text));
         t.drift.set(pending.lineNo, { day, notes: notes.slice() });
       }
       if (!enc.ok) {
-        const day = t.ledgerDay ?? dayOfRaw(text);
+        const day = exportDayOf(t.target) ?? dayOfRaw(text);
         const rej = textReject(pending.lineNo, enc, text, t.sink.view(pending.rawAt, pending.rawEnd), day);
         quarantined.push(rej);
         t.onReject?.(rej);
@@ -388,7 +383,7 @@ async function writeRows(
     await client.query({
       name: 'crs_threads',
       text: THREADS_SQL,
-      values: [counts.threadIds, [...threads.values()], t.loadId],
+      values: [counts.threadIds, [...threads.values()], t.target.runId],
     });
   }
 }
@@ -400,6 +395,7 @@ async function writeBookkeeping(
   t: BatchTarget,
   counts: BatchCounts,
 ): Promise<void> {
+  const loadId = loadIdOf(t.target);
   if (rejects.length > 0) {
     counts.rowsRead += rejects.length;
     counts.rejected += rejects.length;
@@ -410,7 +406,7 @@ async function writeBookkeeping(
     name: 'crs_checkpoint',
     text: CHECKPOINT_SQL,
     values: [
-      t.loadKey,
+      loadId,
       t.part,
       t.uptoLine,
       counts.rowsRead,
@@ -426,7 +422,7 @@ async function writeBookkeeping(
       name: 'crs_day_counts',
       text: DAY_COUNTS_SQL,
       values: [
-        t.loadKey,
+        loadId,
         t.part,
         days.map((d) => d[0]),
         days.map((d) => d[1][0]),
@@ -437,10 +433,9 @@ async function writeBookkeeping(
       ],
     });
   }
-  if (t.ledgerDay) {
-    await client.query({ name: 'crs_ledger_day', text: LEDGER_DAY_SQL, values: [t.loadKey, t.ledgerDay] });
-  }
-  if (t.drift.size > 0) await addBatchDrift(client, t.loadKey, t.part, driftCounts(t.drift));
+  const day = exportDayOf(t.target);
+  if (day) await mirrorDayCheckpoint(client, loadId, day);
+  if (t.drift.size > 0) await addBatchDrift(client, loadId, t.part, driftCounts(t.drift));
 }
 
 /**
@@ -458,9 +453,9 @@ async function writeRejects(client: pg.PoolClient, all: PendingReject[], t: Batc
     rejects = [...lines.entries()].sort((a, b) => (a[0] < b[0] ? -1 : 1)).map((e) => e[1]);
   }
   const values: unknown[] = [
-    t.loadId,
-    t.source,
-    t.sourceName,
+    t.target.runId,
+    sourceOf(t.target),
+    sourceNameOf(t.target),
     rejects.map((r) => r.day),
     rejects.map((r) => r.lineNo),
     rejects.map((r) => r.raw),
@@ -502,7 +497,7 @@ function encodedAt(rows: PendingRow[], i: number, t: BatchTarget): EncodedRow {
   const row = itemAt(rows, i);
   if (row.kind === 'encoded') return row;
   const text = row.kind === 'raw' ? t.sink.buf.toString('utf8', row.rawAt, row.rawEnd) : row.text;
-  const enc = encodeText(text, t.sink, row.lineNo, t.loadId, row.lineHash);
+  const enc = encodeText(text, t.sink, row.lineNo, t.target.runId, row.lineHash);
   if (!enc.ok) throw new Error(`line ${row.lineNo} was loaded before but no longer parses: ${enc.detail}`);
   rows[i] = enc.row;
   return enc.row;

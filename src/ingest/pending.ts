@@ -200,14 +200,14 @@ export function textReject(
 
 /**
  * The reject of a line the splitter could not hand over as text (its exact bytes are kept, or of
- * an over-long line a prefix). Its id and, without a `ledgerDay`, its day are read from the whole
+ * an over-long line a prefix). Its id and, without an `exportDay`, its day are read from the whole
  * line: an over-long line's by the splitter as it skipped it, the others' from their bytes here.
  */
 export function lineReject(
   line: SourceLine,
   problem: LineProblem,
   maxLineBytes: number,
-  ledgerDay: string | null,
+  exportDay: string | null,
 ): PendingReject {
   const bytes = line.rawBytes ?? Buffer.alloc(0);
   const read =
@@ -226,7 +226,7 @@ export function lineReject(
     raw: bytes.toString('utf8').replaceAll('\u0000', '\\u0000'),
     rawBytes: bytes,
     rawLength: line.byteLength,
-    day: ledgerDay ?? dayOfTimeValue(read.messageTime),
+    day: exportDay ?? dayOfTimeValue(read.messageTime),
     messageId: read.messageId,
     digest: rejectDigest(
       bytes,

@@ -1,7 +1,9 @@
 import { Readable } from 'node:stream';
+import { fileLoad } from '../common/load-target.ts';
 import type { Config } from '../config.ts';
 import type { Logger } from '../log.ts';
 import type { Warehouse } from '../warehouse/db.ts';
+import { closeRun, startRun } from '../warehouse/ledger.ts';
 import {
   listRejects,
   markReplayed,
@@ -10,12 +12,11 @@ import {
   recordReplay,
   rejectsByLine,
 } from '../warehouse/quarantine.ts';
-import { closeRun, startRun } from '../warehouse/runs.ts';
 import { acceptedDriftPaths } from '../warehouse/schema-drift.ts';
 import { requeueThreads } from '../warehouse/threads.ts';
 import type { RejectedRecord } from '../warehouse/types.ts';
 import { splitLines } from './line-splitter.ts';
-import { runLoad } from './load.ts';
+import { loaderSettings, runLoad } from './load.ts';
 import { exportContract, parseRecord, rejectCodeForLineProblem } from './record-parser.ts';
 
 /**
@@ -109,15 +110,10 @@ async function replayLines(
   const summary = await runLoad({
     warehouse: w,
     log,
-    loadId,
-    loadKey: loadId,
-    source: 'file',
-    sourceName: 'replay',
+    target: fileLoad(loadId, 'replay'),
     open: async () => Readable.from([body]),
-    batchSize: config.batchSize,
+    ...loaderSettings(config),
     parts: 1,
-    maxLineBytes: config.maxLineBytes,
-    schemaContract: config.schemaContract,
     // Its lines that fail again are reported against the rejects they came from (recordReplay).
     rejectsPerLoad: true,
   });

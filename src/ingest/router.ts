@@ -37,10 +37,12 @@ export class LineRouter {
   /** Every quarantined line of the source, committed ones too (rejects-seen.ts). */
   private readonly rejectsSeen: RejectsSeen | null;
   private readonly opts: {
-    loadId: string;
+    /** The run's id: each row's `_load_id`. */
+    runId: string;
     batchSize: number;
     maxLineBytes: number;
-    ledgerDay: string | null;
+    /** A day load's export day: every line of it is counted on that day. */
+    day: string | null;
     contract: ExportContract;
   };
 
@@ -50,10 +52,10 @@ export class LineRouter {
     seen: SeenSpill | null,
     gate: FastPathGate,
     opts: {
-      loadId: string;
+      runId: string;
       batchSize: number;
       maxLineBytes: number;
-      ledgerDay: string | null;
+      day: string | null;
       contract: ExportContract;
       known?: KnownLines | null;
       rejectsSeen?: RejectsSeen | null;
@@ -72,7 +74,7 @@ export class LineRouter {
   async take(line: SourceLine, sha1: Buffer | null): Promise<void> {
     if (this.seen?.backlogged) await this.seen.room();
     if (line.problem) {
-      const rej = lineReject(line, line.problem, this.opts.maxLineBytes, this.opts.ledgerDay);
+      const rej = lineReject(line, line.problem, this.opts.maxLineBytes, this.opts.day);
       await this.takeReject(line.lineNo, rej);
       return;
     }
@@ -108,7 +110,7 @@ export class LineRouter {
     // line quarantined for anything else is counted in the quarantine, not as the service's fields.
     const drifted = lastDrift().length > 0;
     if (!parsed.ok) {
-      const day = this.opts.ledgerDay ?? dayOfRaw(text);
+      const day = this.opts.day ?? dayOfRaw(text);
       if (drifted && parsed.code === 'schema_drift')
         this.noteDrift(itemAt(this.partitions, line.lineNo % this.partitions.length), line.lineNo, day);
       await this.takeReject(line.lineNo, textReject(line.lineNo, parsed, text, bytes, day));
@@ -128,7 +130,7 @@ export class LineRouter {
     }
     if (p.verify.length > 0) await this.verify(p);
     // Encoded now, so that the record's texts die young (see copy-binary.ts).
-    const row: PendingRow = encodeRecord(p.sink, rec, line.lineNo, this.opts.loadId, hashHex);
+    const row: PendingRow = encodeRecord(p.sink, rec, line.lineNo, this.opts.runId, hashHex);
     if (p.addRow(row)) await this.writer.send(p, line.lineNo);
   }
 
@@ -172,6 +174,6 @@ export class LineRouter {
   // would cost a promise and a turn of the microtask queue for every line of a load.
   private async verify(p: Partition): Promise<void> {
     await this.writer.idle(p);
-    this.reverified += await verifySkipped(p, this.opts.loadId);
+    this.reverified += await verifySkipped(p, this.opts.runId);
   }
 }

@@ -1,5 +1,5 @@
 import { sql } from 'kysely';
-import { getWatermark } from './days.ts';
+import { getWatermark } from './ledger.ts';
 import { readOpenDayPull } from './read/freshness.ts';
 import type { Executor } from './types.ts';
 
@@ -65,7 +65,7 @@ export async function readWarehouseGauges(db: Executor, now = new Date()): Promi
     db,
   );
   const watermark = await getWatermark(db);
-  const openDay = await readOpenDayPull(db, now);
+  const pull = await readOpenDayPull(db, now);
   const oldest = backlog.oldest ? new Date(backlog.oldest as Date | string).getTime() : null;
   return {
     days: Object.fromEntries(days.map((d) => [d.status, Number(d.n)])),
@@ -76,7 +76,7 @@ export async function readWarehouseGauges(db: Executor, now = new Date()): Promi
     // The watermark day ends at the next midnight UTC: data is as fresh as that moment.
     exportAgeSeconds:
       watermark === null ? null : Math.max(0, (now.getTime() - (Date.parse(watermark) + DAY_MS)) / 1000),
-    openDayPullAgeSeconds: openDay?.age_seconds ?? null,
+    openDayPullAgeSeconds: pull?.age_seconds ?? null,
     dayRejectedShareMax: Number(alertMeasures.rows[0]?.share ?? 0),
     budgetPausedSeconds: Math.max(0, Number(alertMeasures.rows[0]?.paused ?? 0)),
   };

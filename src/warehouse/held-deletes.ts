@@ -1,5 +1,5 @@
 import { type Kysely, sql } from 'kysely';
-import { deletedRowsOf, type LoaderClient } from './days.ts';
+import { clearDayHold } from './ledger.ts';
 import type { Database, Executor } from './types.ts';
 
 /**
@@ -133,40 +133,10 @@ export async function applyHeldDeletes(
       const held = Number(r.rows[0]?.held ?? 0);
       const deleted = Number(r.rows[0]?.deleted ?? 0);
       // After the update above: a statement sees the rows its transaction's earlier ones wrote.
-      await sql`
-        update sync_days set deletes_held = 0, deletes_held_reason = null, deletes_force_reason = null,
-          rows_deleted = ${sql.raw(deletedRowsOf('sync_days.day'))}
-        where day = ${day}::date`.execute(tx);
+      await clearDayHold(tx, day);
       return { day, held, deleted, skipped: held - deleted, notApplied: null };
     });
     out.push(res);
   }
   return out;
-}
-
-/**
- * The ledger's held figures of these days set again from `held_deletes` (after a load took ids out
- * of their held sets): the count, and no reason left for a day with nothing held.
- */
-export async function recountHeld(client: LoaderClient, days: string[]): Promise<void> {
-  if (days.length === 0) return;
-  await client.query(
-    `update sync_days d set deletes_held = c.n,
-       deletes_held_reason = case when c.n = 0 then null else d.deletes_held_reason end,
-       deletes_force_reason = case when c.n = 0 then null else d.deletes_force_reason end
-     from (select x.day, (select count(*) from held_deletes h where h.day = x.day)::bigint as n
-           from unnest($1::date[]) as x(day)) c
-     where d.day = c.day`,
-    [days],
-  );
-}
-
-/** Marks these days' held deletes as applicable only with --force, for `reason`. */
-export async function requireForce(client: LoaderClient, days: string[], reason: string): Promise<void> {
-  if (days.length === 0) return;
-  await client.query(
-    `update sync_days set deletes_force_reason = $2
-     where day = any($1::date[]) and exists (select 1 from held_deletes h where h.day = sync_days.day)`,
-    [days, reason],
-  );
 }

@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import { type DriftNote, type DriftSource, driftKey } from '../common/schema-drift.ts';
-import type { LoaderClient } from './days.ts';
+import type { LoaderClient } from './ledger.ts';
 import { storedKey } from './stored-key.ts';
 import type { Executor } from './types.ts';
 

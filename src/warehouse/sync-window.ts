@@ -1,5 +1,5 @@
 import { dayRange, shiftDay, utcDay } from '../common/civil-date.ts';
-import { earliestIncompleteDay, getWatermark } from './days.ts';
+import { earliestIncompleteDay, getWatermark } from './ledger.ts';
 import type { Executor } from './types.ts';
 
 /** How far back a scheduled sync looks for days whose export was not known complete. */

@@ -1,4 +1,4 @@
-import type { LoaderClient } from './days.ts';
+import type { LoaderClient } from './ledger.ts';
 import type { Executor } from './types.ts';
 
 /**

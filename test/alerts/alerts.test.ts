@@ -9,6 +9,7 @@ import type { AlertPayload } from '../../src/alerts/message.ts';
 import { type AlertSettings, runAlertPass, startAlertMonitor } from '../../src/alerts/monitor.ts';
 import { createServiceClient } from '../../src/api/index.ts';
 import { ALERT_KINDS, ALERT_SEVERITY, type AlertKind } from '../../src/common/alert-kinds.ts';
+import { closedDayLoad } from '../../src/common/load-target.ts';
 import { parseConfig } from '../../src/config.ts';
 import { createEnrichOps } from '../../src/enrich/index.ts';
 import { loadExportDay } from '../../src/ingest/export-day.ts';
@@ -120,7 +121,10 @@ describe('webhook alerts', () => {
       },
       log,
     );
-    return loadExportDay({ warehouse: tw.w, client, config, log }, { day, loadId: `alerts-${++loads}` });
+    return loadExportDay(
+      { warehouse: tw.w, client, config, log },
+      { target: closedDayLoad(`alerts-${++loads}`, day) },
+    );
   };
   const failDay = async (tw: TestWarehouse) => {
     await expect(load(tw, { faults: 'expire=1' })).rejects.toThrow();

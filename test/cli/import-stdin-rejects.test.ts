@@ -3,9 +3,10 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openDayLoad } from '../../src/common/load-target.ts';
 import { runLoad } from '../../src/ingest/load.ts';
 import { createLogger } from '../../src/log.ts';
-import { markDayRunning } from '../../src/warehouse/days.ts';
+import { markDayRunning } from '../../src/warehouse/ledger.ts';
 import { makeRecords, toJsonl } from '../helpers/export-lines.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 
@@ -201,17 +202,11 @@ describe('rejects replay --dry-run, --id, --source', () => {
     const pulled = await runLoad({
       warehouse: tw.w,
       log,
-      loadId: 'pull-1',
-      loadKey: `pull-1:${EXPORT_DAY}`,
-      source: 'export',
-      sourceName: `export:${EXPORT_DAY}`,
+      target: openDayLoad('pull-1', EXPORT_DAY),
       open: async () =>
         (async function* () {
           yield Buffer.from(toJsonl([...exportRecords, driftedExport]));
         })(),
-      completeDays: null,
-      openDay: EXPORT_DAY,
-      ledgerDay: EXPORT_DAY,
       schemaContract: 'freeze',
       batchSize: 100,
       parts: 2,

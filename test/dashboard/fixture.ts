@@ -4,13 +4,14 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createServiceClient } from '../../src/api/index.ts';
 import { sumCounts } from '../../src/common/counts.ts';
+import { closedDayLoad } from '../../src/common/load-target.ts';
 import { parseConfig } from '../../src/config.ts';
 import { createEnrichOps } from '../../src/enrich/index.ts';
 import { loadExportDay } from '../../src/ingest/export-day.ts';
 import { importFile } from '../../src/ingest/import-file.ts';
 import { createLogger } from '../../src/log.ts';
 import { type Simulator, startSimulator } from '../../src/simulator/index.ts';
-import { closeRun, startRun } from '../../src/warehouse/runs.ts';
+import { closeRun, startRun } from '../../src/warehouse/ledger.ts';
 import { PINNED, runningClock } from '../helpers/clock.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 
@@ -67,7 +68,10 @@ export async function loadWarehouse(seed: number): Promise<LoadedWarehouse> {
     const loaded = [];
     for (const day of days) {
       loaded.push(
-        await loadExportDay({ warehouse: tw.w, client: client(), config, log }, { day, loadId: 'sync-1' }),
+        await loadExportDay(
+          { warehouse: tw.w, client: client(), config, log },
+          { target: closedDayLoad('sync-1', day) },
+        ),
       );
     }
     await closeRun(db, 'sync-1', 'succeeded', sumCounts(...loaded));
@@ -75,7 +79,7 @@ export async function loadWarehouse(seed: number): Promise<LoadedWarehouse> {
     await startRun(db, { loadId: 'sync-2', kind: 'manual', windowStart: failedDay, windowEnd: failedDay });
     const failure = await loadExportDay(
       { warehouse: tw.w, client: client('5xx=1:100000'), config, log },
-      { day: failedDay, loadId: 'sync-2' },
+      { target: closedDayLoad('sync-2', failedDay) },
     ).then(
       () => new Error(`the export of ${failedDay} was meant to fail`),
       (err: unknown) => err,
@@ -92,7 +96,7 @@ export async function loadWarehouse(seed: number): Promise<LoadedWarehouse> {
     await importFile(tw.w, config, log, {
       file,
       loadId: 'import-1',
-      completeDays: { from: heldDay, to: heldDay },
+      wholeDays: { from: heldDay, to: heldDay },
     });
     await rm(dir, { recursive: true, force: true });
 

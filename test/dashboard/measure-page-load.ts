@@ -20,6 +20,7 @@
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { createServiceClient } from '../../src/api/index.ts';
+import { closedDayLoad } from '../../src/common/load-target.ts';
 import { parseConfig } from '../../src/config.ts';
 import { launchChromium, measurePageLoads } from '../../src/dashboard/page-load.ts';
 import { startDashboard } from '../../src/dashboard/server.ts';
@@ -79,7 +80,10 @@ try {
   const days = sim.truth.days().slice(0, -1);
   const t0 = performance.now();
   for (const day of days)
-    await loadExportDay({ warehouse: w, client: api, config, log }, { day, loadId: 'measure' });
+    await loadExportDay(
+      { warehouse: w, client: api, config, log },
+      { target: closedDayLoad('measure', day) },
+    );
   const loadS = (performance.now() - t0) / 1000;
   let enrichS = 0;
   if (!a['no-enrich']) {

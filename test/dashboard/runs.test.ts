@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { STALE_AFTER_MS } from '../../src/common/activity-timeouts.ts';
 import { type Dashboard, startDashboard } from '../../src/dashboard/server.ts';
+import { startRun } from '../../src/warehouse/ledger.ts';
 import { readStatus } from '../../src/warehouse/read/status.ts';
-import { startRun } from '../../src/warehouse/runs.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 
 /**

@@ -4,6 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { toFailure } from '../../activities/failures.ts';
+import { fileLoad } from '../../src/common/load-target.ts';
 import { CrsError } from '../../src/errors.ts';
 import { runLoad } from '../../src/ingest/load.ts';
 import { createLogger } from '../../src/log.ts';
@@ -57,12 +58,8 @@ function load(w: Warehouse, loadId: string, source: () => AsyncIterable<Uint8Arr
   return runLoad({
     warehouse: w,
     log: createLogger({ level: 'silent', pretty: false }),
-    loadId,
-    loadKey: loadId,
-    source: 'file',
-    sourceName: 'db-faults.jsonl',
+    target: fileLoad(loadId, 'db-faults.jsonl'),
     open: async () => source(),
-    completeDays: null,
     batchSize: 100,
     parts: 3,
     maxLineBytes: 1 << 20,

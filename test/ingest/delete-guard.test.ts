@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServiceClient } from '../../src/api/index.ts';
+import { closedDayLoad, fileLoad } from '../../src/common/load-target.ts';
 import { parseConfig } from '../../src/config.ts';
 import { CrsError } from '../../src/errors.ts';
 import { loadExportDay } from '../../src/ingest/export-day.ts';
@@ -100,7 +101,7 @@ describe('deletion safeguard', () => {
     return { warehouse: tw.w, client, config, log };
   };
   const load = (from: 'simulator' | 'hostile', env: Record<string, string> = {}) =>
-    loadExportDay(deps(from, env), { day, loadId: `load-${++loads}` });
+    loadExportDay(deps(from, env), { target: closedDayLoad(`load-${++loads}`, day) });
 
   const liveIds = async () =>
     new Set(
@@ -148,7 +149,10 @@ describe('deletion safeguard', () => {
         },
         log,
       );
-      const s = await loadExportDay({ warehouse: tw.w, client, config, log }, { day, loadId: `trunc-${i}` });
+      const s = await loadExportDay(
+        { warehouse: tw.w, client, config, log },
+        { target: closedDayLoad(`trunc-${i}`, day) },
+      );
       // Either not known complete, or complete but past the guard (a clean truncation loses >= 20%).
       expect(s.deleted).toBe(0);
       expect(s.incompleteReason !== null || (s.deletesHeld ?? 0) > 0).toBe(true);
@@ -364,10 +368,7 @@ describe('seen ids over a failed and a resumed attempt', () => {
       runLoad({
         warehouse: tw.w,
         log,
-        loadId,
-        loadKey: loadId,
-        source: 'file',
-        sourceName: loadId,
+        target: fileLoad(loadId, loadId, { from: day, to: day }),
         open: async () => {
           const bytes = Buffer.from(toJsonl(records));
           return (async function* () {
@@ -379,7 +380,6 @@ describe('seen ids over a failed and a resumed attempt', () => {
             throw new CrsError('INPUT_UNREADABLE', 'the source failed part way');
           })();
         },
-        completeDays: { from: day, to: day },
         batchSize: 10,
         parts: 2,
         maxLineBytes: 1 << 20,
@@ -415,15 +415,11 @@ describe('seen ids over a failed and a resumed attempt', () => {
     const imported = await runLoad({
       warehouse: tw.w,
       log,
-      loadId: 'lost-1',
-      loadKey: 'lost-1',
-      source: 'file',
-      sourceName: 'lost-1',
+      target: fileLoad('lost-1', 'lost-1', { from: day, to: day }),
       open: async () =>
         (async function* () {
           yield Buffer.from(toJsonl(recs));
         })(),
-      completeDays: { from: day, to: day },
       batchSize: 10,
       parts: 2,
       maxLineBytes: 1 << 20,
@@ -432,12 +428,9 @@ describe('seen ids over a failed and a resumed attempt', () => {
     expect(imported.inserted).toBe(50);
     // The delete step of a load that spilled 50 ids, none of which is left in load_seen.
     const err = await finalizeLoad(tw.w, {
-      loadId: 'lost-2',
-      loadKey: 'lost-2',
+      target: fileLoad('lost-2', 'lost-2', { from: day, to: day }),
       seen: true,
       seenCount: 50,
-      completeDays: { from: day, to: day },
-      ledgerDay: null,
       bytes: 0,
       deleteGuardPct: 100,
     }).catch((e: unknown) => e);
@@ -464,7 +457,7 @@ describe('a file import with declared complete days', () => {
     const recs = makeRecords(50, { day, seed: 'import-cut' });
     const dir = mkdtempSync(path.join(tmpdir(), 'crs-guard-'));
     const config = parseConfig({ CRS_BATCH_SIZE: '10', CRS_DELETE_GUARD: '100' });
-    const window = { completeDays: { from: day, to: day } };
+    const window = { wholeDays: { from: day, to: day } };
     const whole = path.join(dir, 'whole.jsonl');
     writeFileSync(whole, toJsonl(recs));
     await importFile(tw.w, config, log, { file: whole, ...window });
@@ -502,22 +495,18 @@ describe('held deletes and the loads around them', () => {
   const load = (
     loadId: string,
     lines: unknown[],
-    completeDays: { from: string; to: string } | null,
+    wholeDays: { from: string; to: string } | null,
     open?: () => AsyncIterable<Uint8Array>,
   ) =>
     runLoad({
       warehouse: tw.w,
       log,
-      loadId,
-      loadKey: loadId,
-      source: 'file',
-      sourceName: loadId,
+      target: fileLoad(loadId, loadId, wholeDays),
       open: async () =>
         open?.() ??
         (async function* () {
           yield Buffer.from(toJsonl(lines));
         })(),
-      completeDays,
       batchSize: 10,
       parts: 2,
       maxLineBytes: 1 << 20,

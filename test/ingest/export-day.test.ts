@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServiceClient } from '../../src/api/index.ts';
+import { closedDayLoad, openDayLoad } from '../../src/common/load-target.ts';
 import { parseConfig } from '../../src/config.ts';
 import { loadExportDay } from '../../src/ingest/export-day.ts';
 import { parseRecord } from '../../src/ingest/record-parser.ts';
@@ -75,8 +76,7 @@ describe('export day load over HTTP', () => {
 
   it('when the export stream is cut mid-line and lines are malformed or duplicated, then the day equals the ground truth row by row', async () => {
     const s = await loadExportDay(deps('cut=0.6,malformed=0.01,duplicate=0.01,5xx=0.5:2'), {
-      day,
-      loadId: 'faulty-1',
+      target: closedDayLoad('faulty-1', day),
     });
     const expected = truthDay(sim, day);
     expect(expected.length).toBeGreaterThan(100);
@@ -97,7 +97,7 @@ describe('export day load over HTTP', () => {
     const before = await tw.w.pool.query(
       'select message_id, _loaded_at, _load_id from analytics_messages order by 1',
     );
-    const s = await loadExportDay(deps(), { day, loadId: 'clean-2' });
+    const s = await loadExportDay(deps(), { target: closedDayLoad('clean-2', day) });
     expect(s).toMatchObject({ inserted: 0, updated: 0, rejected: 0, deleted: 0 });
     expect(s.unchanged).toBe(truthDay(sim, day).length);
     const after = await tw.w.pool.query(
@@ -116,10 +116,10 @@ describe('export day load over HTTP', () => {
           [other],
         )
       ).rows[0]?.c;
-    const partial = await loadExportDay(deps(), { day: other, loadId: 'open-1', partial: true });
+    const partial = await loadExportDay(deps(), { target: openDayLoad('open-1', other) });
     expect(partial.inserted).toBe(truthDay(sim, other).length);
     expect(await checksum()).toBeNull();
-    await loadExportDay(deps(), { day: other, loadId: 'closed-1' });
+    await loadExportDay(deps(), { target: closedDayLoad('closed-1', other) });
     expect(await checksum()).toMatch(/^[0-9a-f]{64}$/);
   });
 });

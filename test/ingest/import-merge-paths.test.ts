@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, describe, expect, it } from 'vitest';
+import { fileLoad } from '../../src/common/load-target.ts';
 import { parseConfig } from '../../src/config.ts';
 import { CrsError } from '../../src/errors.ts';
 import { importFile } from '../../src/ingest/import-file.ts';
@@ -241,10 +242,7 @@ describe('merge paths', () => {
       runLoad({
         warehouse: tw.w,
         log,
-        loadId: 'resume-enc',
-        loadKey: 'resume-enc',
-        source: 'file',
-        sourceName: 'test',
+        target: fileLoad('resume-enc', 'test'),
         open: async () =>
           (async function* () {
             const bytes = Buffer.from(text);

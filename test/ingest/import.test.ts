@@ -2,6 +2,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { fileLoad } from '../../src/common/load-target.ts';
 import { parseConfig } from '../../src/config.ts';
 import { CrsError } from '../../src/errors.ts';
 import { importFile } from '../../src/ingest/import-file.ts';
@@ -140,11 +141,11 @@ describe('import', () => {
     const window = { from: day, to: day };
     // One of six is above the default delete guard (test/ingest/delete-guard.test.ts): off here.
     const config = parseConfig({ CRS_BATCH_SIZE: '50', CRS_LOAD_PARTITIONS: '3', CRS_DELETE_GUARD: '100' });
-    await importFile(tw.w, config, log, { file: file(toJsonl(recs)), completeDays: window });
+    await importFile(tw.w, config, log, { file: file(toJsonl(recs)), wholeDays: window });
     const gone = recs[2]!['Message ID'];
     const without = await importFile(tw.w, config, log, {
       file: file(toJsonl(recs.filter((r) => r['Message ID'] !== gone))),
-      completeDays: window,
+      wholeDays: window,
     });
     expect(without).toMatchObject({ deleted: 1, unchanged: 5 });
     const state = async () =>
@@ -158,7 +159,7 @@ describe('import', () => {
     const ledger = await tw.w.pool.query('select status, rows_deleted from sync_days where day = $1', [day]);
     expect(ledger.rows[0]).toEqual({ status: 'complete', rows_deleted: 1 });
 
-    const back = await importFile(tw.w, config, log, { file: file(toJsonl(recs)), completeDays: window });
+    const back = await importFile(tw.w, config, log, { file: file(toJsonl(recs)), wholeDays: window });
     expect(back).toMatchObject({ deleted: 0, updated: 1, unchanged: 5 });
     expect(await state()).toBe(false);
   });
@@ -182,10 +183,7 @@ describe('import', () => {
       runLoad({
         warehouse: tw.w,
         log,
-        loadId: 'shifting-load',
-        loadKey: 'shifting-load',
-        source: 'file',
-        sourceName: 'test',
+        target: fileLoad('shifting-load', 'test'),
         open: async () =>
           (async function* () {
             const bytes = Buffer.from(lines);

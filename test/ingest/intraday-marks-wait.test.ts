@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServiceClient } from '../../src/api/index.ts';
+import { closedDayLoad, openDayLoad } from '../../src/common/load-target.ts';
 import { parseConfig } from '../../src/config.ts';
 import { loadExportDay } from '../../src/ingest/export-day.ts';
 import { createLogger } from '../../src/log.ts';
@@ -38,7 +39,7 @@ describe('an intraday pull leaves its day readable as the last pull left it (sim
     );
     return { warehouse: tw.w, client, config, log };
   };
-  const pull = () => loadExportDay(deps(), { day, loadId: `pull-${++loads}`, partial: true });
+  const pull = () => loadExportDay(deps(), { target: openDayLoad(`pull-${++loads}`, day) });
   const range = () => ({ from: sim.truth.days()[0] ?? day, to: day });
   /**
    * Every dashboard query of the data (the ledger's state queries aside: a load changes those as
@@ -171,7 +172,7 @@ describe('an intraday pull leaves its day readable as the last pull left it (sim
   it("when a pull's writes wait and another write marks another day, then the mixed forms read those raw and the waiting day as the rollups hold it, and a refresh without the day leaves it waiting", async () => {
     // The closed day before, loaded whole (its own refresh).
     const other = '2026-11-24';
-    const closed = await loadExportDay(deps(), { day: other, loadId: `closed-${++loads}` });
+    const closed = await loadExportDay(deps(), { target: closedDayLoad(`closed-${++loads}`, other) });
     expect(closed.inserted).toBeGreaterThan(0);
     expect(await marks()).toEqual({ dirty: [], waiting: [] });
     const before = await answers(DASHBOARD_QUERIES);
@@ -236,7 +237,7 @@ describe('an intraday pull leaves its day readable as the last pull left it (sim
     const withGone = await answers(DASHBOARD_QUERIES);
     expect(withGone).not.toEqual(before);
     const closed = (await heldAtRefresh(
-      () => loadExportDay(deps(), { day, loadId: `closed-${++loads}` }),
+      () => loadExportDay(deps(), { target: closedDayLoad(`closed-${++loads}`, day) }),
       async () => {
         expect(await marks()).toEqual({ dirty: [], waiting: [day] });
         expect(await readSource(tw.w.pool)).toBe('rollup');

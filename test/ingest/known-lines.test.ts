@@ -1,12 +1,13 @@
 import { createHash } from 'node:crypto';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openDayLoad } from '../../src/common/load-target.ts';
 import { CrsError } from '../../src/errors.ts';
 import { KnownLines, readKnownLines } from '../../src/ingest/known-lines.ts';
 import { type LoadSummary, runLoad } from '../../src/ingest/load.ts';
 import { createLogger } from '../../src/log.ts';
 import { Rng } from '../../src/simulator/prng.ts';
-import { markDayRunning } from '../../src/warehouse/days.ts';
+import { markDayRunning } from '../../src/warehouse/ledger.ts';
 import { type FakeRecord, makeRecords, toJsonl } from '../helpers/export-lines.ts';
 import { messageRows } from '../helpers/load-files.ts';
 import { rollupRows } from '../helpers/rollups.ts';
@@ -84,14 +85,8 @@ async function pull(
     runLoad({
       warehouse: tw.w,
       log,
-      loadId,
-      loadKey: `${loadId}:${DAY}`,
-      source: 'export',
-      sourceName: `export:${DAY}`,
+      target: openDayLoad(loadId, DAY),
       open: source(lines, fault, firstRun),
-      completeDays: null,
-      openDay: DAY,
-      ledgerDay: DAY,
       knownLinesMax: knownLines ? 1000 : 0,
       batchSize: 9,
       parts: 3,

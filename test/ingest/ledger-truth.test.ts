@@ -2,12 +2,13 @@ import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { STALE_AFTER_MS } from '../../src/common/activity-timeouts.ts';
+import { closedDayLoad } from '../../src/common/load-target.ts';
 import { parseConfig } from '../../src/config.ts';
 import { loadExportDay } from '../../src/ingest/export-day.ts';
 import { createLogger } from '../../src/log.ts';
 import { generateExportLines } from '../../src/simulator/index.ts';
+import { startRun, touchRun } from '../../src/warehouse/ledger.ts';
 import { readStatus } from '../../src/warehouse/read/status.ts';
-import { startRun, touchRun } from '../../src/warehouse/runs.ts';
 import { planWindow } from '../../src/warehouse/sync-window.ts';
 import { client, SECRETS } from '../api/helpers/client-setup.ts';
 import { type ScriptedServer, startScriptedServer } from '../api/helpers/scripted-server.ts';
@@ -89,19 +90,19 @@ describe('counters through a retried finalize', () => {
     let served = all;
     server = await serveExport(() => served);
     const d = deps(server.url);
-    await loadExportDay(d, { day, loadId: 'first' });
+    await loadExportDay(d, { target: closedDayLoad('first', day) });
 
     // The next export lacks a few records (under the delete guard's share): they are deleted.
     served = all.filter((_, i) => i % 50 !== 3);
     const gone = all.length - served.length;
-    const clean = await loadExportDay(d, { day, loadId: 'second' });
+    const clean = await loadExportDay(d, { target: closedDayLoad('second', day) });
     expect(clean.deleted).toBe(gone);
     const afterClean = await dayRow(day);
     expect(afterClean.rows_deleted).toBe(gone);
 
     // Temporal retries an attempt whose result was lost (worker killed after the finalize
     // committed): the same load id resumes from its checkpoint and finalizes again.
-    const retried = await loadExportDay(d, { day, loadId: 'second' });
+    const retried = await loadExportDay(d, { target: closedDayLoad('second', day) });
     const afterRetry = await dayRow(day);
     expect({ ...afterRetry, attempts: 0 }).toEqual({ ...afterClean, attempts: 0 });
     expect(afterRetry.attempts).toBe(afterClean.attempts + 1);
@@ -111,7 +112,7 @@ describe('counters through a retried finalize', () => {
 
     // A new load of the unchanged export deletes nothing more, and says so; the day's ledger
     // still counts the rows deleted before (rows_deleted is the day's, not the last load's).
-    const third = await loadExportDay(d, { day, loadId: 'third' });
+    const third = await loadExportDay(d, { target: closedDayLoad('third', day) });
     expect(third.deleted).toBe(0);
     expect((await dayRow(day)).rows_deleted).toBe(gone);
     const live = await tw.w.pool.query<{ n: string }>(
@@ -195,7 +196,7 @@ describe('runs and days left running by a load that is gone', () => {
     expect(s.days.running ?? 0).toBe(0);
     expect(s.abandonedDays.map((a) => [a.day, a.loadId, a.attempts])).toEqual([[day, 'terminated-load', 3]]);
 
-    const summary = await loadExportDay(d, { day, loadId: 'taking-over' });
+    const summary = await loadExportDay(d, { target: closedDayLoad('taking-over', day) });
     expect(summary.rowsRead).toBe(lines.length);
     const row = await tw.w.db
       .selectFrom('sync_days')
@@ -208,7 +209,7 @@ describe('runs and days left running by a load that is gone', () => {
     expect((await readStatus(tw.w.db)).abandonedDays).toEqual([]);
 
     // A retry of the same load is not a takeover; a later load that found the day closed neither.
-    await loadExportDay(d, { day, loadId: 'later' });
+    await loadExportDay(d, { target: closedDayLoad('later', day) });
     const later = await tw.w.db
       .selectFrom('sync_days')
       .selectAll()

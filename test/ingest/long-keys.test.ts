@@ -3,6 +3,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { closedDayLoad } from '../../src/common/load-target.ts';
 import { parseConfig } from '../../src/config.ts';
 import { loadExportDay } from '../../src/ingest/export-day.ts';
 import { importFile } from '../../src/ingest/import-file.ts';
@@ -193,7 +194,7 @@ describe('keys no index can hold', () => {
     });
     const s = await loadExportDay(
       { warehouse: tw.w, client: client(server.url).api, config, log },
-      { day: DAY, loadId: 'long-keys-http' },
+      { target: closedDayLoad('long-keys-http', DAY) },
     );
     expect(s).toMatchObject({ inserted: 10, rejected: 6 });
     const ledger = await tw.w.pool.query('select status, rows_rejected from sync_days where day = $1', [DAY]);

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServiceClient } from '../../src/api/index.ts';
+import { openDayLoad } from '../../src/common/load-target.ts';
 import { parseConfig } from '../../src/config.ts';
 import { loadExportDay } from '../../src/ingest/export-day.ts';
 import { OPEN_DAY_REASON } from '../../src/ingest/finalize.ts';
@@ -29,7 +30,7 @@ describe('the open day in the ledger', () => {
       { ...config.api, concurrency: 2, ...(faults ? { extraHeaders: { 'x-sim-faults': faults } } : {}) },
       log,
     );
-    return loadExportDay({ warehouse: tw.w, client, config, log }, { day, loadId, partial: true });
+    return loadExportDay({ warehouse: tw.w, client, config, log }, { target: openDayLoad(loadId, day) });
   };
   const reason = async (day: string) =>
     (

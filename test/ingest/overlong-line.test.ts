@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServiceClient } from '../../src/api/index.ts';
+import { closedDayLoad } from '../../src/common/load-target.ts';
 import { parseConfig } from '../../src/config.ts';
 import { loadExportDay } from '../../src/ingest/export-day.ts';
 import { createLogger } from '../../src/log.ts';
@@ -113,7 +114,7 @@ describe('an over-long line with its Message ID beyond the kept prefix', () => {
         { ...config.api, concurrency: 2, baseBackoffMs: 5, maxBackoffMs: 50 },
         log,
       );
-      return loadExportDay({ warehouse: tw.w, client, config, log }, { day, loadId });
+      return loadExportDay({ warehouse: tw.w, client, config, log }, { target: closedDayLoad(loadId, day) });
     };
 
     it('when a day loaded in full is exported again, complete, with one line over the limit, then that row stays live, the reject has its id and day, and the ledger counts 1 rejected', async () => {

@@ -1,13 +1,14 @@
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { fileLoad, openDayLoad } from '../../src/common/load-target.ts';
 import { parseConfig } from '../../src/config.ts';
 import { importFile } from '../../src/ingest/import-file.ts';
 import { runLoad } from '../../src/ingest/load.ts';
 import { replayRejects } from '../../src/ingest/replay.ts';
 import { createLogger } from '../../src/log.ts';
-import { markDayRunning } from '../../src/warehouse/days.ts';
 import { readWarehouseGauges } from '../../src/warehouse/gauges.ts';
+import { markDayRunning } from '../../src/warehouse/ledger.ts';
 import { listRejects } from '../../src/warehouse/quarantine.ts';
 import { readStatus } from '../../src/warehouse/read/status.ts';
 import { makeRecords, toJsonl } from '../helpers/export-lines.ts';
@@ -108,10 +109,7 @@ describe('one open reject per line', () => {
     return runLoad({
       warehouse: tw.w,
       log,
-      loadId,
-      loadKey: `${loadId}:${DAY}`,
-      source: 'export',
-      sourceName: `export:${DAY}`,
+      target: openDayLoad(loadId, DAY),
       open: async () =>
         (async function* () {
           for (let i = 0; i < lines.length; i += 2) {
@@ -119,9 +117,6 @@ describe('one open reject per line', () => {
             yield Buffer.from(toJsonl(lines.slice(i, i + 2)));
           }
         })(),
-      completeDays: null,
-      openDay: DAY,
-      ledgerDay: DAY,
       batchSize: 2,
       parts: 2,
       maxLineBytes: 1 << 20,
@@ -275,10 +270,7 @@ describe('the delete step of a load whose quarantined line another load read las
     return runLoad({
       warehouse: tw.w,
       log,
-      loadId,
-      loadKey: loadId,
-      source: 'file',
-      sourceName: `${loadId}.jsonl`,
+      target: fileLoad(loadId, `${loadId}.jsonl`, complete ? { from: DAY, to: DAY } : null),
       open: async () =>
         (async function* () {
           for (let i = 0; i < lines.length; i += 2) {
@@ -286,7 +278,6 @@ describe('the delete step of a load whose quarantined line another load read las
             yield Buffer.from(toJsonl(lines.slice(i, i + 2)));
           }
         })(),
-      completeDays: complete ? { from: DAY, to: DAY } : null,
       batchSize: 2,
       parts: 2,
       maxLineBytes: 1 << 20,

@@ -1,4 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { closedDayLoad } from '../../src/common/load-target.ts';
 import { parseConfig } from '../../src/config.ts';
 import { isCrsError } from '../../src/errors.ts';
 import { loadExportDay } from '../../src/ingest/export-day.ts';
@@ -86,7 +87,7 @@ describe('a cut export stream reopened', () => {
   it('when the reopened stream repeats the first one, then the load goes on after the cut and the day equals the export', async () => {
     await tw.w.pool.query('delete from analytics_messages');
     server = await serve(full, full, 0.6);
-    const s = await loadExportDay(deps(server.url), { day: DAY, loadId: 'same-1' });
+    const s = await loadExportDay(deps(server.url), { target: closedDayLoad('same-1', DAY) });
     expect(s.reopens).toBe(1);
     expect(server.seen.length).toBe(2);
     expect(s.rowsRead).toBe(full.length);
@@ -101,7 +102,7 @@ describe('a cut export stream reopened', () => {
     const older = full.filter((_, i) => !late.has(i));
     server = await serve(older, full, 0.6);
     const d = deps(server.url);
-    const err = await loadExportDay(d, { day: DAY, loadId: 'late-1' }).then(
+    const err = await loadExportDay(d, { target: closedDayLoad('late-1', DAY) }).then(
       () => null,
       (e: unknown) => e,
     );
@@ -115,7 +116,7 @@ describe('a cut export stream reopened', () => {
     expect(Number(cp.rows[0]!.n)).toBeGreaterThan(0);
 
     // The activity's retry: the same load id, so the same checkpoint.
-    const s = await loadExportDay(d, { day: DAY, loadId: 'late-1' });
+    const s = await loadExportDay(d, { target: closedDayLoad('late-1', DAY) });
     expect(s.resumedFromLine).toBeGreaterThan(0);
     expect(await liveRows()).toEqual(truthRows(full));
     // Every record inserted once. (rows_read counts the lines read from either version: the
@@ -139,12 +140,12 @@ describe('a cut export stream reopened', () => {
     const newer = full.filter((_, i) => !leaving.has(i));
     server = await serve(full, newer, 0.5);
     const d = deps(server.url);
-    const err = await loadExportDay(d, { day: DAY, loadId: 'gone-1' }).then(
+    const err = await loadExportDay(d, { target: closedDayLoad('gone-1', DAY) }).then(
       () => null,
       (e: unknown) => e,
     );
     expect(isCrsError(err) && err.code).toBe('SOURCE_CHANGED');
-    const s = await loadExportDay(d, { day: DAY, loadId: 'gone-1' });
+    const s = await loadExportDay(d, { target: closedDayLoad('gone-1', DAY) });
     expect(await liveRows()).toEqual(truthRows(newer));
     // Only the records the first answer had and the committed batches stored can be deleted.
     const deleted = await tw.w.pool.query<{ n: string }>(

@@ -9,7 +9,7 @@ import { createServiceClient } from '../../src/api/index.ts';
 import { parseConfig } from '../../src/config.ts';
 import { CrsError } from '../../src/errors.ts';
 import { pipelineMetricsText } from '../../src/metrics/pipeline.ts';
-import { markDayRunning } from '../../src/warehouse/days.ts';
+import { markDayRunning } from '../../src/warehouse/ledger.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 import { testLog } from './harness.ts';
 
@@ -46,12 +46,12 @@ describe('activities', () => {
   it('when a day load is retried, then it passes the same load id on and heartbeats the committed-line checkpoint', async () => {
     const seen: { loadId: string }[] = [];
     const a = activities({
-      async loadDay({ day, loadId, onProgress }) {
+      async loadDay({ target: { day, runId: loadId }, onProgress }) {
         seen.push({ loadId });
         onProgress({ linesCommitted: 700, rowsRead: 700, bytesRead: 70_000 });
         return {
           day,
-          loadId,
+          runId: loadId,
           linesRead: 1000,
           bytesRead: 100_000,
           rowsRead: 1000,
@@ -106,7 +106,7 @@ describe('activities', () => {
     let releaseFirst: () => void = () => {};
     const order: string[] = [];
     const result = {
-      loadId: 'l',
+      runId: 'l',
       linesRead: 1,
       bytesRead: 1,
       rowsRead: 1,
@@ -119,7 +119,7 @@ describe('activities', () => {
     };
     const a = activities(
       {
-        async loadDay({ day }) {
+        async loadDay({ target: { day } }) {
           order.push(`start ${day}`);
           if (day === '2026-01-01') await new Promise<void>((r) => (releaseFirst = r));
           order.push(`end ${day}`);
@@ -174,7 +174,7 @@ describe('activities', () => {
     /** A loader that marks the day running (as the real one does) and then fails with `err`. */
     const failing = (err: Error) =>
       activities({
-        async loadDay({ day, loadId, attempt }) {
+        async loadDay({ target: { day, runId: loadId }, attempt }) {
           await markDayRunning(tw.w.db, day, loadId, attempt);
           throw err;
         },

@@ -1,6 +1,6 @@
 import type { SyncOps } from '../../activities/ops.ts';
-import { markDayRunning } from '../../src/warehouse/days.ts';
 import type { Warehouse } from '../../src/warehouse/db.ts';
+import { markDayRunning } from '../../src/warehouse/ledger.ts';
 
 /**
  * A stand-in for the export loader, for the tests of workflow structure only (attach, continue-
@@ -10,7 +10,7 @@ import type { Warehouse } from '../../src/warehouse/db.ts';
 export function fakeLoaderOps(w: Warehouse, opts: { delayMs?: number; failDays?: string[] } = {}) {
   const starts = new Map<string, number>();
   const ops: Partial<SyncOps> = {
-    async loadDay({ day, loadId, signal, onProgress }) {
+    async loadDay({ target: { day, runId: loadId }, signal, onProgress }) {
       starts.set(day, (starts.get(day) ?? 0) + 1);
       await markDayRunning(w.db, day, loadId);
       const steps = 10;
@@ -39,7 +39,7 @@ export function fakeLoaderOps(w: Warehouse, opts: { delayMs?: number; failDays?:
         .execute();
       return {
         day,
-        loadId,
+        runId: loadId,
         linesRead: 100,
         bytesRead: 10_000,
         rowsRead: 100,

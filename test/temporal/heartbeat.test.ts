@@ -78,12 +78,12 @@ describe('load and enrichment activities heartbeat on progress', () => {
     const p2 = { linesCommitted: 200, rowsRead: 200, bytesRead: 2000 };
     const a = activities(
       {
-        async loadDay({ day, loadId, onProgress }) {
+        async loadDay({ target: { day, runId: loadId }, onProgress }) {
           onProgress(p1);
           onProgress(p1);
           onProgress(p2);
           onProgress(p2);
-          return { day, loadId, ...SUMMARY };
+          return { day, runId: loadId, ...SUMMARY };
         },
       },
       0,
@@ -99,11 +99,11 @@ describe('load and enrichment activities heartbeat on progress', () => {
     const stalled = () => logs.some((l) => l.message.includes('no progress within CRS_STALL_TIMEOUT_MS'));
     const a = activities(
       {
-        async loadDay({ day, loadId, onProgress }) {
+        async loadDay({ target: { day, runId: loadId }, onProgress }) {
           onProgress(p1);
           // Hung: the keep-alive timer (every 200 ms here) runs and finds no movement.
           while (!stalled()) await new Promise((r) => setTimeout(r, 20));
-          return { day, loadId, ...SUMMARY };
+          return { day, runId: loadId, ...SUMMARY };
         },
       },
       0,
@@ -117,11 +117,11 @@ describe('load and enrichment activities heartbeat on progress', () => {
     const { env, beats } = environment(600);
     const a = activities(
       {
-        async loadDay({ day, loadId, onProgress }) {
+        async loadDay({ target: { day, runId: loadId }, onProgress }) {
           onProgress(p1);
           // A quiet stretch of healthy work (a finalize): alive, beating, with nothing new.
           while (beats.length < 3) await new Promise((r) => setTimeout(r, 20));
-          return { day, loadId, ...SUMMARY };
+          return { day, runId: loadId, ...SUMMARY };
         },
       },
       3_600_000,

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DAY_WORKFLOW_PREFIX } from '../../contract/workflows.ts';
 import { type Simulator, startSimulator } from '../../src/simulator/index.ts';
-import { getWatermark } from '../../src/warehouse/days.ts';
+import { getWatermark } from '../../src/warehouse/ledger.ts';
 import { readStatus } from '../../src/warehouse/read/status.ts';
 import { syncIntraday, syncWindow } from '../../workflows/index.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';

@@ -2,8 +2,8 @@ import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { shiftDay, utcDay } from '../../src/common/civil-date.ts';
-import { getWatermark, markDayRunning, recordDayLoaded } from '../../src/warehouse/days.ts';
 import { readWarehouseGauges } from '../../src/warehouse/gauges.ts';
+import { getWatermark, markDayRunning, recordDayLoaded } from '../../src/warehouse/ledger.ts';
 import { describeFreshness, healthViewFreshness, readFreshness } from '../../src/warehouse/read/freshness.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 

@@ -3,8 +3,14 @@ import { sumCounts } from '../../src/common/counts.ts';
 import { parseConfig } from '../../src/config.ts';
 import { replayRejects } from '../../src/ingest/replay.ts';
 import { createLogger } from '../../src/log.ts';
-import { findDayCompletedSince, markDayRunning, releaseUnfinishedDay } from '../../src/warehouse/days.ts';
-import { closeRun, runStatus, startRun } from '../../src/warehouse/runs.ts';
+import {
+  closeRun,
+  findDayCompletedSince,
+  markDayRunning,
+  releaseUnfinishedDay,
+  runStatus,
+  startRun,
+} from '../../src/warehouse/ledger.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 
 const log = createLogger({ level: 'silent', pretty: false });

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { STALE_AFTER_MS } from '../../src/common/activity-timeouts.ts';
+import { startRun } from '../../src/warehouse/ledger.ts';
 import { abandonedAfterMinutes, readStatus } from '../../src/warehouse/read/status.ts';
-import { startRun } from '../../src/warehouse/runs.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 
 /**

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import { FileMigrationProvider, Migrator } from 'kysely/migration';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openDayLoad } from '../../src/common/load-target.ts';
 import { runLoad } from '../../src/ingest/load.ts';
 import { rejectDigest } from '../../src/ingest/pending.ts';
 import { createLogger } from '../../src/log.ts';
@@ -224,13 +225,8 @@ describe('the migration to one open reject per line', () => {
     const s = await runLoad({
       warehouse: tw.w,
       log: createLogger({ level: 'silent', pretty: false }),
-      loadId: 'pull-4',
-      loadKey: `pull-4:${DAY}`,
-      source: 'export',
-      sourceName: `export:${DAY}`,
+      target: openDayLoad('pull-4', DAY),
       open: async () => Readable.from([Buffer.from(`${badLine}\n`)]),
-      completeDays: null,
-      ledgerDay: DAY,
       batchSize: 10,
       parts: 1,
       maxLineBytes: 1 << 20,

@@ -63,7 +63,7 @@ function record(i: number, day: string, thread: number, threadId?: string): Fake
 async function load(): Promise<void> {
   const file = path.join(dir, `f${files++}.jsonl`);
   writeFileSync(file, `${records.map((r) => JSON.stringify(r)).join('\n')}\n`);
-  await importFile(tw.w, config, log, { file, completeDays: RANGE });
+  await importFile(tw.w, config, log, { file, wholeDays: RANGE });
 }
 
 /** Every range of the ten days, from the rollups and from the raw tables. */
@@ -253,7 +253,7 @@ describe('range rollups', () => {
     try {
       const file = path.join(dir, 'tied.jsonl');
       writeFileSync(file, `${crafted.map((c) => JSON.stringify(c)).join('\n')}\n`);
-      await importFile(own.w, config, log, { file, completeDays: RANGE });
+      await importFile(own.w, config, log, { file, wholeDays: RANGE });
       const r = { from: last, to: last };
       const top = await topThreads(own.w.pool, r, 'rollup', 2);
       expect(top).toEqual(await topThreads(own.w.pool, r, 'raw', 2));

@@ -60,7 +60,7 @@ async function load(lines: string[]): Promise<string> {
   const file = path.join(dir, `f${files++}.jsonl`);
   writeFileSync(file, `${lines.join('\n')}\n`);
   const range = { from: days[0] ?? '', to: days[days.length - 1] ?? '' };
-  return (await importFile(tw.w, config, log, { file, completeDays: range })).loadId;
+  return (await importFile(tw.w, config, log, { file, wholeDays: range })).loadId;
 }
 
 /**

@@ -3,8 +3,8 @@ import { dayWorkflowId } from '../../../contract/workflows.ts';
 import { shiftDay } from '../../../src/common/civil-date.ts';
 import type { FaultKind, Simulator } from '../../../src/simulator/index.ts';
 import { Rng } from '../../../src/simulator/prng.ts';
-import { getWatermark } from '../../../src/warehouse/days.ts';
 import type { Warehouse } from '../../../src/warehouse/db.ts';
+import { getWatermark } from '../../../src/warehouse/ledger.ts';
 import { syncIntraday } from '../../../workflows/index.ts';
 import { diffRows, expectedMessages, type Row, readersAgainstRaw, warehouseMessages } from './compare.ts';
 

@@ -2,21 +2,22 @@ import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { createServiceClient, type ServiceClient } from '../../../src/api/index.ts';
 import { type LoadCounts, pickCounts } from '../../../src/common/counts.ts';
+import { dayLoad } from '../../../src/common/load-target.ts';
 import { type Config, parseConfig } from '../../../src/config.ts';
 import { loadExportDay } from '../../../src/ingest/export-day.ts';
 import { splitLines } from '../../../src/ingest/line-splitter.ts';
 import { LineDigest } from '../../../src/ingest/resume.ts';
 import { createLogger, type Logger } from '../../../src/log.ts';
 import { openWarehouse, type Warehouse } from '../../../src/warehouse/db.ts';
+import { closeRun, startRun } from '../../../src/warehouse/ledger.ts';
 import { dropSchema, migrateToLatest } from '../../../src/warehouse/migrator.ts';
-import { closeRun, startRun } from '../../../src/warehouse/runs.ts';
 import type { BenchServer, TableWrites } from './server.ts';
 import type { ClockedSimulator, ExportShape } from './sim.ts';
 
 /**
  * One scenario of bench:intraday: a fresh schema, the open day pulled at each tick of the
- * simulated clock exactly as syncIntraday's activity pulls it (loadExportDay with
- * `partial: true`, the same loader function the worker's activity calls; no Temporal), then the
+ * simulated clock exactly as syncIntraday's activity pulls it (loadExportDay of
+ * an open day, the same loader function the worker's activity calls; no Temporal), then the
  * closed day pulled complete. Each pull is measured: wall time, this process's CPU (the loader;
  * the simulator runs in a process of its own), the server's CPU, WAL written, bytes read, and
  * the rows it made visible for the first time with their messages' times.
@@ -206,9 +207,7 @@ async function measuredPull(d: PullDeps): Promise<{ pull: Pull; messageTimes: nu
     summary = await loadExportDay(
       { warehouse: w, client: d.client, config: d.config, log: quiet },
       {
-        day,
-        loadId,
-        ...(partial ? { partial: true } : {}),
+        target: dayLoad(loadId, day, partial),
         ...(d.knownLines === false ? { knownLines: false } : {}),
       },
     );

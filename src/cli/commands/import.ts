@@ -43,7 +43,7 @@ export function registerImport(program: Command): void {
         file: string,
         opts: { loadId?: string; from?: string; to?: string; json?: boolean; progress: boolean },
       ) => {
-        const completeDays = completeDaysOf(opts);
+        const wholeDays = wholeDaysOf(opts);
         const ctx = loadContext();
         const wh = await openConfiguredWarehouse(ctx);
         const abort = new AbortController();
@@ -56,7 +56,7 @@ export function registerImport(program: Command): void {
           const summary = await importFile(wh.warehouse, ctx.config, ctx.log, {
             file,
             ...(opts.loadId ? { loadId: opts.loadId } : {}),
-            completeDays,
+            wholeDays,
             signal: abort.signal,
             onStart: ({ loadId, totalBytes, resuming }) => {
               ctx.log.info({ loadId, warehouse: wh.description, resuming }, 'import started');
@@ -88,7 +88,7 @@ export function registerImport(program: Command): void {
               }),
           });
           (bar as cliProgress.SingleBar | null)?.stop();
-          printSummary(summary, opts.json === true, completeDays !== null);
+          printSummary(summary, opts.json === true, wholeDays !== null);
         } catch (err) {
           (bar as cliProgress.SingleBar | null)?.stop();
           if (err instanceof CrsError && err.code === 'CANCELLED') {
@@ -107,7 +107,7 @@ export function registerImport(program: Command): void {
 }
 
 /** The days --from/--to declare the file the complete export of, or null without them. */
-function completeDaysOf(opts: { from?: string; to?: string }): { from: string; to: string } | null {
+function wholeDaysOf(opts: { from?: string; to?: string }): { from: string; to: string } | null {
   if ((opts.from === undefined) !== (opts.to === undefined))
     throw new CrsError('USAGE', '--from and --to go together');
   const from = dayOption('--from', opts.from);

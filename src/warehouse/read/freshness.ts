@@ -1,5 +1,5 @@
 import { sql } from 'kysely';
-import { getWatermark } from '../days.ts';
+import { getWatermark } from '../ledger.ts';
 import type { Executor } from '../types.ts';
 
 /**

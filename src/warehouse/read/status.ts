@@ -1,8 +1,8 @@
 import { sql } from 'kysely';
 import { dayCount, shiftDay, utcDay } from '../../common/civil-date.ts';
 import { deploymentFreshnessSla } from '../alert-settings.ts';
-import { getWatermark } from '../days.ts';
 import { type HeldDay, listHeldDeletes } from '../held-deletes.ts';
+import { getWatermark } from '../ledger.ts';
 import { BUDGET_HOLD_MS } from '../rate-budget.ts';
 import type { Executor } from '../types.ts';
 import { DEFAULT_FRESHNESS_SLA_SECONDS, type Freshness, readFreshness } from './freshness.ts';

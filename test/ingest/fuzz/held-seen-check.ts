@@ -157,7 +157,7 @@ export async function heldSeenCheck(
     writeFileSync(file, text);
     tally.imports++;
     try {
-      return await importFile(w, config, log, { file, completeDays });
+      return await importFile(w, config, log, { file, wholeDays: completeDays });
     } finally {
       rmSync(file);
     }

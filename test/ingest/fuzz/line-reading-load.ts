@@ -1,9 +1,10 @@
 import { createHash } from 'node:crypto';
+import { dayLoad } from '../../../src/common/load-target.ts';
 import { CrsError } from '../../../src/errors.ts';
 import { type LoadSummary, runLoad } from '../../../src/ingest/load.ts';
 import type { Logger } from '../../../src/log.ts';
 import { Rng } from '../../../src/simulator/prng.ts';
-import { markDayRunning } from '../../../src/warehouse/days.ts';
+import { markDayRunning } from '../../../src/warehouse/ledger.ts';
 import type { TestWarehouse } from '../../helpers/warehouse.ts';
 import { adversarialLine, oracle } from './line-reading-core.ts';
 
@@ -62,14 +63,8 @@ async function load(
   return runLoad({
     warehouse: tw.w,
     log: opts.log,
-    loadId,
-    loadKey: `${loadId}:${opts.day}`,
-    source: 'export',
-    sourceName: `export:${opts.day}`,
+    target: dayLoad(loadId, opts.day, !complete),
     open: sourceOf(lines, cutAt),
-    completeDays: complete ? { from: opts.day, to: opts.day } : null,
-    openDay: complete ? null : opts.day,
-    ledgerDay: opts.day,
     knownLinesMax: mode === 'fast' ? 1_000_000 : 0,
     fastPath: mode === 'fast',
     // A guard that never holds: every delete the loader decides is made, so a wrong one shows.

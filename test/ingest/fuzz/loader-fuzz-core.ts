@@ -526,8 +526,8 @@ async function lateIdCheck(
   writeFileSync(full, `${lines.join('\n')}\n`);
   writeFileSync(long, `${grown.join('\n')}\n`);
   tally.imports += 2;
-  await importFile(w, config, log, { file: full, completeDays: days });
-  const s = await importFile(w, config, log, { file: long, completeDays: days });
+  await importFile(w, config, log, { file: full, wholeDays: days });
+  const s = await importFile(w, config, log, { file: long, wholeDays: days });
   rmSync(full);
   rmSync(long);
   const id = recs[victim]!['Message ID'];

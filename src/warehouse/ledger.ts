@@ -1,12 +1,19 @@
 import { sql } from 'kysely';
 import type pg from 'pg';
 import type { LoadCounts } from '../common/counts.ts';
-import type { DayStatus, Executor, SyncDay } from './types.ts';
+import type { DayStatus, Executor, RunKind, RunStatus, SyncDay } from './types.ts';
 
 /**
- * The days of the ledger (`sync_days`): one row per UTC day of the export, and every transition
- * of it: running (a load starts or takes the day over), complete or pending (the loader's
- * finalize), released (a load that ended without finishing), and the watermark read from them.
+ * The ledger: the only writer of `sync_days` and `sync_runs` (test/architecture/ledger-owner.test.ts
+ * holds every other file of the source to reading them; the migrations aside).
+ *
+ * `sync_days`, one row per UTC day of the export, and every transition of it: running (a load
+ * starts or takes the day over), complete, pending or partial (the loader's finalize), released
+ * (a load that ended without finishing), its held deletes, and the watermark read from them.
+ *
+ * `sync_runs`, one row per run (a sync, a backfill, an intraday pull, an import, a replay): begun,
+ * alive, ended. Every kind of run goes through the same functions: a workflow's by its
+ * `beginRun`/`endRun` activities, an import's and a replay's directly (import-file.ts, replay.ts).
  */
 
 /**
@@ -377,4 +384,178 @@ export async function recordDayExport(
      where day = $1`,
     [day, e.incompleteReason === null, e.incompleteReason, e.deletesHeld, e.heldReason, e.forceReason],
   );
+}
+
+// ---- sync_runs ------------------------------------------------------------------------------
+
+/** A run as it begins; its row is keyed by its run id (`load_id`). */
+export interface StartRunInput {
+  loadId: string;
+  kind: RunKind;
+  windowStart?: string | null;
+  windowEnd?: string | null;
+  source?: string | null;
+  workflowId?: string | null;
+}
+
+/**
+ * Records a run; starting the same load id again (a resumed import, a retried activity) keeps its
+ * row. Other runs still marked running that `run_liveness` finds abandoned (no sign of life for
+ * `abandoned_after()`) are marked so (a terminated workflow, a killed import: nothing else would ever close them);
+ * their ids are returned.
+ */
+export async function startRun(db: Executor, r: StartRunInput): Promise<{ abandoned: string[] }> {
+  await db
+    .insertInto('sync_runs')
+    .values({
+      load_id: r.loadId,
+      kind: r.kind,
+      window_start: r.windowStart ?? null,
+      window_end: r.windowEnd ?? null,
+      source: r.source ?? null,
+      workflow_id: r.workflowId ?? null,
+      status: 'running',
+    })
+    .onConflict((oc) =>
+      oc
+        .column('load_id')
+        .doUpdateSet({ status: 'running', finished_at: null, error: null, progress_at: sql`now()` }),
+    )
+    .execute();
+  return { abandoned: await abandonStaleRuns(db, r.loadId) };
+}
+
+/** Marks runs abandoned that read `running` yet `run_liveness` finds abandoned. */
+export async function abandonStaleRuns(db: Executor, byLoadId: string): Promise<string[]> {
+  const res = await sql<{ load_id: string }>`
+    update sync_runs r
+    set status = 'abandoned', finished_at = now(),
+        error = 'no sign of life since ' || to_char(l.alive_at at time zone 'UTC', 'YYYY-MM-DD HH24:MI:SS')
+          || ' UTC (terminated, or its worker is gone); marked abandoned by run ' || ${byLoadId}::text
+    from run_liveness l
+    where l.load_id = r.load_id and l.abandoned and r.status = 'running' and r.load_id <> ${byLoadId}
+    returning r.load_id`.execute(db);
+  return res.rows.map((x) => x.load_id);
+}
+
+/**
+ * A sign of life of a run, and of its load of `day`: what its activities call as they heartbeat.
+ * A run marked abandoned that shows one is running after all (its workers were only away).
+ */
+export async function touchRun(db: Executor, loadId: string, day?: string): Promise<void> {
+  await db
+    .updateTable('sync_runs')
+    .set((eb) => ({
+      progress_at: sql`now()`,
+      status: eb
+        .case()
+        .when('status', '=', 'abandoned')
+        .then(eb.val<RunStatus>('running'))
+        .else(eb.ref('status'))
+        .end(),
+      finished_at: eb.case().when('status', '=', 'abandoned').then(null).else(eb.ref('finished_at')).end(),
+      error: eb.case().when('status', '=', 'abandoned').then(null).else(eb.ref('error')).end(),
+    }))
+    .where('load_id', '=', loadId)
+    .execute();
+  if (day !== undefined) await touchDay(db, day, loadId);
+}
+
+/** A run's status, or undefined when no run has that load id. */
+export async function runStatus(db: Executor, loadId: string): Promise<RunStatus | undefined> {
+  const r = await db
+    .selectFrom('sync_runs')
+    .select('status')
+    .where('load_id', '=', loadId)
+    .executeTakeFirst();
+  return r?.status;
+}
+
+/**
+ * Writes how a run ended in its ledger row: status, error and, when given, its totals (a field
+ * missing from `totals` is written 0; without `totals` the row's counts stay as they are).
+ */
+export async function closeRun(
+  db: Executor,
+  loadId: string,
+  status: Exclude<RunStatus, 'running'>,
+  totals?: Partial<Readonly<LoadCounts>>,
+  error?: string,
+): Promise<void> {
+  await db
+    .updateTable('sync_runs')
+    .set({
+      status,
+      finished_at: new Date(),
+      error: error ?? null,
+      ...(totals
+        ? {
+            rows_read: totals.rowsRead ?? 0,
+            rows_inserted: totals.inserted ?? 0,
+            rows_updated: totals.updated ?? 0,
+            rows_unchanged: totals.unchanged ?? 0,
+            rows_rejected: totals.rejected ?? 0,
+            rows_deleted: totals.deleted ?? 0,
+            bytes_read: totals.bytesRead ?? 0,
+          }
+        : {}),
+    })
+    .where('load_id', '=', loadId)
+    .execute();
+}
+
+// ---- the held deletes of sync_days -----------------------------------------------------------
+
+/**
+ * A day whose held deletes were applied (`deletes apply`), in the caller's transaction after the
+ * rows were marked deleted: nothing held, no reason, `rows_deleted` counted again (a statement
+ * sees the rows its transaction's earlier ones wrote).
+ */
+export async function clearDayHold(tx: Executor, day: string): Promise<void> {
+  await sql`
+    update sync_days set deletes_held = 0, deletes_held_reason = null, deletes_force_reason = null,
+      rows_deleted = ${sql.raw(deletedRowsOf('sync_days.day'))}
+    where day = ${day}::date`.execute(tx);
+}
+
+/**
+ * The ledger's held figures of these days set again from `held_deletes` (after a load took ids out
+ * of their held sets): the count, and no reason left for a day with nothing held.
+ */
+export async function recountHeld(client: LoaderClient, days: string[]): Promise<void> {
+  if (days.length === 0) return;
+  await client.query(
+    `update sync_days d set deletes_held = c.n,
+       deletes_held_reason = case when c.n = 0 then null else d.deletes_held_reason end,
+       deletes_force_reason = case when c.n = 0 then null else d.deletes_force_reason end
+     from (select x.day, (select count(*) from held_deletes h where h.day = x.day)::bigint as n
+           from unnest($1::date[]) as x(day)) c
+     where d.day = c.day`,
+    [days],
+  );
+}
+
+/** Marks these days' held deletes as applicable only with --force, for `reason`. */
+export async function requireForce(client: LoaderClient, days: string[], reason: string): Promise<void> {
+  if (days.length === 0) return;
+  await client.query(
+    `update sync_days set deletes_force_reason = $2
+     where day = any($1::date[]) and exists (select 1 from held_deletes h where h.day = sync_days.day)`,
+    [days, reason],
+  );
+}
+
+// ---- the loader's batches ------------------------------------------------------------------
+
+const LEDGER_DAY_SQL = `
+  update sync_days set lines_committed = (select min(lines_committed) from load_checkpoints where load_key = $1)
+  where day = $2`;
+
+/**
+ * The day's `lines_committed` mirrors its load's checkpoint (the slowest partition's), in the
+ * transaction of each batch of a day load (merge.ts): the figure status and the dashboard show
+ * while the day loads. `loadId` is the load's id (its checkpoint's `load_key`).
+ */
+export async function mirrorDayCheckpoint(client: LoaderClient, loadId: string, day: string): Promise<void> {
+  await client.query({ name: 'crs_ledger_day', text: LEDGER_DAY_SQL, values: [loadId, day] });
 }
