@@ -56,7 +56,8 @@ export const INTEGRATION: readonly string[] = [
   'test/warehouse/rollup-waiting-threads.test.ts',
   'test/warehouse/rollups.test.ts',
   'test/warehouse/sync-health-threads.test.ts',
-  'test/warehouse/thread-totals-concurrency.test.ts',];
+  'test/warehouse/thread-totals-concurrency.test.ts',
+];
 
 export const SYSTEM: readonly string[] = [
   'test/alerts/alerts.test.ts',
@@ -108,4 +109,5 @@ export const SYSTEM: readonly string[] = [
   'test/temporal/workflows.test.ts',
   'test/warehouse/embedded-private-checkout.test.ts',
   'test/warehouse/freshness.test.ts',
-  'test/warehouse/truncate.test.ts',];
+  'test/warehouse/truncate.test.ts',
+];

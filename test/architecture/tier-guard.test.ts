@@ -1,6 +1,6 @@
 import { spawn, spawnSync } from 'node:child_process';
-import pg from 'pg';
 import { sql } from 'kysely';
+import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { openWarehouse } from '../../src/warehouse/db.ts';
 import { LOCAL_TEST_DATABASE } from '../helpers/test-database.ts';
@@ -32,6 +32,8 @@ describe('the unit tier guard', () => {
 
   it('when a unit test asks for the PostgreSQL or the Temporal server of the run, then there is none, and the error says where to list the file', () => {
     expect(() => provided('databaseUrl')).toThrow(/tier "unit" has no PostgreSQL: list this file/);
-    expect(() => provided('temporalAddress')).toThrow(/has no Temporal dev server: list this file under SYSTEM/);
+    expect(() => provided('temporalAddress')).toThrow(
+      /has no Temporal dev server: list this file under SYSTEM/,
+    );
   });
 });

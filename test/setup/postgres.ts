@@ -46,7 +46,9 @@ interface Shared {
   users: number;
 }
 const KEY = Symbol.for('crs-sync.test-postgres');
-const state = ((globalThis as Record<symbol, Shared | undefined>)[KEY] ??= { users: 0 });
+const scope = globalThis as Record<symbol, Shared | undefined>;
+scope[KEY] ??= { users: 0 };
+const state = scope[KEY];
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   state.server ??= start();

@@ -54,7 +54,7 @@ if (tier === 'unit' || tier === 'integration') {
         return undefined as unknown as Promise<void>;
       }
       return Promise.reject(err);
-    } as typeof pg.Client.prototype.connect;
+    } as unknown as typeof pg.Client.prototype.connect;
   }
   CHILD.forEach((name, i) => {
     const original = saved.child[i] as (...args: unknown[]) => unknown;
