@@ -13,6 +13,7 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 120_000,
     reporters: ['default'],
+    // groupOrder: the unit tier first (quickest to fail), the system tier last.
     projects: [
       {
         extends: true,
@@ -21,9 +22,6 @@ export default defineConfig({
           include: ALL,
           exclude: [...EXCLUDE, ...INTEGRATION, ...SYSTEM],
           provide: { tier: 'unit' },
-          // Most of the tier's time is tests waiting on timers (the rate limiter's, the
-          // simulator's latency): a worker per core, where the others keep the default.
-          maxWorkers: '100%',
           sequence: { groupOrder: 0 },
           setupFiles: ['test/setup/tier-guard.ts'],
         },
