@@ -16,7 +16,7 @@ import { hasGnuTime } from './lib/measure.ts';
 import { importOurs, migrateOurs, type OursTarget, THIS_CHECKOUT } from './lib/ours.ts';
 import { type ContestResult, isOutcome, rowsPerS } from './lib/outcome.ts';
 import { runPsqlBaseline } from './lib/psql-baseline.ts';
-import { type Check, checks, comparison, cpuTable, notes } from './lib/report.ts';
+import { type Check, checks, comparison, cpuTable, notes, table } from './lib/report.ts';
 
 const OUT = path.resolve(import.meta.dirname, 'out');
 const RSS_SMALL = 100_000;
@@ -167,23 +167,17 @@ async function main(): Promise<number> {
   const ratio = (a: ContestResult | undefined, b: ContestResult | undefined) =>
     a && b && isOutcome(a) && isOutcome(b) ? rowsPerS(a) / rowsPerS(b) : null;
   const x = (v: number | null) => (v === null ? '-' : `${v.toFixed(2)}x`);
+  // The goals in force (bench/README.md "Targets"). Issue 13's "first load >= 2x the psql
+  // baseline" (not reachable on 2 cores) and "Node CPU <= 25 s per 1M rows" are retired: both
+  // are still measured, and printed as figures with no target.
   const list: Check[] = [];
   const r1 = ratio(first ?? undefined, psql);
-  list.push({
-    what: 'first load vs psql COPY + merge (rows/s)',
-    value: x(r1),
-    target: '>= 2.00x',
-    ok: r1 === null ? null : r1 >= 2,
-  });
-  // Issue 13: the loader's own CPU (user + system of its process), per million rows.
+  const figures: string[][] = [['first load vs psql COPY + merge (rows/s)', x(r1)]];
   if (first && first.cpuS !== null) {
-    const perM = (first.cpuS * 1e6) / first.rows;
-    list.push({
-      what: 'Node CPU per 1M rows, ours: first load',
-      value: `${perM.toFixed(1)} s`,
-      target: '<= 25 s',
-      ok: perM <= 25,
-    });
+    figures.push([
+      'Node CPU per 1M rows, ours: first load',
+      `${((first.cpuS * 1e6) / first.rows).toFixed(1)} s`,
+    ]);
   }
   const r2 = ratio(reload, first ?? undefined);
   list.push({
@@ -219,12 +213,13 @@ async function main(): Promise<number> {
     ok: r3 === null ? null : r3 > 1,
   });
   console.log(`\nTargets:\n\n${checks(list)}`);
+  console.log(`\nFigures (no target):\n\n${table(['figure', 'measured'], figures)}`);
 
   const stamp = new Date().toISOString().replace(/[:.]/g, '-');
   const saved = path.join(OUT, `ingest-${lines}-${stamp}.json`);
   writeFileSync(
     saved,
-    `${JSON.stringify({ lines, seed, bytes: file.bytes, server, results, checks: list }, null, 2)}\n`,
+    `${JSON.stringify({ lines, seed, bytes: file.bytes, server, results, checks: list, figures }, null, 2)}\n`,
   );
   console.log(`\nresults saved to ${path.relative(process.cwd(), saved)}`);
 

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { inject } from 'vitest';
 import { openWarehouse, type Warehouse } from '../../src/warehouse/db.ts';
 import { dropSchema, migrateToLatest } from '../../src/warehouse/migrator.ts';
+import { provided } from './tier.ts';
 
 export interface TestWarehouse {
   readonly w: Warehouse;
@@ -15,7 +15,7 @@ export interface TestWarehouse {
 export async function createTestWarehouse(
   opts: { migrate?: boolean; prefix?: string } = {},
 ): Promise<TestWarehouse> {
-  const url = inject('databaseUrl');
+  const url = provided('databaseUrl');
   const schema = `${opts.prefix ?? 't'}_${randomBytes(5).toString('hex')}`;
   const w = openWarehouse({ url, schema, max: 10 });
   if (opts.migrate !== false) await migrateToLatest(w);

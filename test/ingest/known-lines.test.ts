@@ -11,6 +11,7 @@ import { markDayRunning } from '../../src/warehouse/ledger.ts';
 import { type FakeRecord, makeRecords, toJsonl } from '../helpers/export-lines.ts';
 import { messageRows } from '../helpers/load-files.ts';
 import { rollupRows } from '../helpers/rollups.ts';
+import { testSeed } from '../helpers/seed.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 
 /**
@@ -25,7 +26,7 @@ import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts
  * or die and are run again (resumed from their checkpoints). The seed is printed
  * (KNOWN_LINES_SEED=… replays it).
  */
-const SEED = Number(process.env.KNOWN_LINES_SEED ?? Date.now() % 1_000_000_007);
+const SEED = testSeed(20261128, 'KNOWN_LINES_SEED');
 const DAY = '2026-11-10';
 const NEXT = '2026-11-11';
 const ROUNDS = 12;

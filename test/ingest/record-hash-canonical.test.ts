@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { ByteSink, putMessageTuple, responseChars } from '../../src/ingest/copy-binary.ts';
 import { parseRecord } from '../../src/ingest/record-parser.ts';
+import { testSeed } from '../helpers/seed.ts';
 
 // The stored record_hash of a line and the bytes of its COPY tuple must never change with the
 // encoder's internals, or every re-load after an upgrade would see every record as changed.
@@ -96,7 +97,7 @@ function sorted(v: unknown): unknown {
 }
 
 describe('record hash against its documented canonical form', () => {
-  const seed = Number(process.env.HASH_SEED ?? 20261124);
+  const seed = testSeed(20261124, 'HASH_SEED');
   it(`when random texts are hashed and encoded (seed ${seed}), then the hash is sha1 of the canonical form and response_chars is btrim's length`, () => {
     console.log(`record-hash-canonical seed ${seed} (HASH_SEED=${seed} to repeat)`);
     const next = rng(seed);

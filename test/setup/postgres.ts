@@ -1,11 +1,14 @@
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
 import { type EmbeddedWarehouse, startEmbeddedPostgres } from '../../src/warehouse/embedded.ts';
+import { chooseTestDatabase } from '../helpers/test-database.ts';
 
 /**
- * One Postgres for the whole test run: TEST_DATABASE_URL or DATABASE_URL when set, else the
- * local server at 127.0.0.1:5432 when it answers, else an embedded PostgreSQL started here.
- * Each test file then works in a schema of its own (see test/helpers/warehouse.ts).
+ * One Postgres for the whole test run: TEST_DATABASE_URL, else the local server at
+ * 127.0.0.1:5432 when it answers, else an embedded PostgreSQL started here; never DATABASE_URL
+ * (test/helpers/test-database.ts says why). Each test file then works in a schema of its own (see
+ * test/helpers/warehouse.ts). The integration and system tiers both list this setup: the first
+ * to start takes the server, the other shares it, and the last to finish stops an embedded one.
  */
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -26,31 +29,35 @@ async function answers(url: string): Promise<boolean> {
   }
 }
 
-let embedded: EmbeddedWarehouse | undefined;
+async function start(): Promise<{ url: string; embedded?: EmbeddedWarehouse }> {
+  const url = await chooseTestDatabase(answers);
+  if (url) return { url };
+  const embedded = await startEmbeddedPostgres({
+    dir: `${process.cwd()}/.data/test-postgres`,
+    persistent: false,
+    unsafeNoFsync: true,
+  });
+  return { url: embedded.url, embedded };
+}
+
+// Kept on globalThis: each project may load this module anew, but all run in vitest's process.
+interface Shared {
+  server?: Promise<{ url: string; embedded?: EmbeddedWarehouse }>;
+  users: number;
+}
+const KEY = Symbol.for('crs-sync.test-postgres');
+const scope = globalThis as Record<symbol, Shared | undefined>;
+scope[KEY] ??= { users: 0 };
+const state = scope[KEY];
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
-  const candidates = [
-    process.env.TEST_DATABASE_URL,
-    process.env.DATABASE_URL,
-    'postgres://postgres@127.0.0.1:5432/test',
-  ].filter((u): u is string => typeof u === 'string' && u !== '');
-  let url: string | undefined;
-  for (const c of candidates) {
-    if (await answers(c)) {
-      url = c;
-      break;
-    }
-  }
-  if (!url) {
-    embedded = await startEmbeddedPostgres({
-      dir: `${process.cwd()}/.data/test-postgres`,
-      persistent: false,
-      unsafeNoFsync: true,
-    });
-    url = embedded.url;
-  }
-  project.provide('databaseUrl', url);
+  state.server ??= start();
+  state.users++;
+  project.provide('databaseUrl', (await state.server).url);
   return async () => {
+    if (--state.users > 0 || !state.server) return;
+    const { embedded } = await state.server;
+    state.server = undefined;
     await embedded?.stop();
   };
 }

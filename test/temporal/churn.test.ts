@@ -1,4 +1,3 @@
-import { randomInt } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tallyHistories } from '../../bench/lib/backfill/histories.ts';
 import {
@@ -11,6 +10,7 @@ import { compareWithTruth } from '../../bench/lib/chaos/compare.ts';
 import { shiftDay } from '../../src/common/civil-date.ts';
 import { type Simulator, startSimulator } from '../../src/simulator/index.ts';
 import { backfill } from '../../workflows/index.ts';
+import { testSeed } from '../helpers/seed.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 import { until } from './days.ts';
 import { connectHarness, type TemporalHarness } from './harness.ts';
@@ -21,7 +21,7 @@ const RECORDS_PER_DAY = 40;
 const TENANT_RPS = 50;
 /** Day loads at once in each worker: six days in flight need all three workers. */
 const DAY_LOADS_PER_WORKER = 2;
-const seed = Number(process.env.CHURN_SEED ?? randomInt(1, 2 ** 31));
+const seed = testSeed(20261128, 'CHURN_SEED');
 
 // The real `crs-sync worker` command in three child processes on one task queue, one SIGKILLed
 // and another added while a 60-day backfill with enrichment runs; every request to the service

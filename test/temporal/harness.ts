@@ -7,7 +7,6 @@ import {
   Worker,
   type WorkflowBundleWithSourceMap,
 } from '@temporalio/worker';
-import { inject } from 'vitest';
 import { type ActivityDeps, createActivities } from '../../activities/index.ts';
 import type { SyncOps } from '../../activities/ops.ts';
 import { createServiceClient, type ServiceClient } from '../../src/api/index.ts';
@@ -16,6 +15,7 @@ import { createLogger } from '../../src/log.ts';
 import { pinoSdkLogger } from '../../src/temporal/sdk-logger.ts';
 import { workflowsPath } from '../../src/temporal/worker.ts';
 import type { Warehouse } from '../../src/warehouse/db.ts';
+import { provided } from '../helpers/tier.ts';
 
 let bundle: Promise<WorkflowBundleWithSourceMap> | undefined;
 
@@ -48,7 +48,7 @@ export interface TemporalHarness {
 /** `namespace`: one of TEST_NAMESPACES (test/setup/temporal.ts), a different one per test file. */
 export async function connectHarness(namespace: string): Promise<TemporalHarness> {
   installQuietRuntime();
-  const address = inject('temporalAddress');
+  const address = provided('temporalAddress');
   const connection = await Connection.connect({ address });
   const nativeConnection = await NativeConnection.connect({ address });
   return {

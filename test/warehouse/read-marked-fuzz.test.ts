@@ -10,6 +10,7 @@ import {
   topUsers,
 } from '../../src/warehouse/read/index.ts';
 import { refreshRollups } from '../../src/warehouse/rollups/refresh.ts';
+import { testSeed } from '../helpers/seed.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 
 /**
@@ -22,7 +23,7 @@ import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts
  * and refreshed between others. Drawn from a seeded generator: the seed is printed
  * (MARKED_SEED=… replays it).
  */
-const SEED = Number(process.env.MARKED_SEED ?? Date.now() % 1_000_000_007);
+const SEED = testSeed(20261128, 'MARKED_SEED');
 const rand = new Rng(SEED);
 let tw: TestWarehouse;
 const DAYS = Array.from({ length: 7 }, (_, i) => `2026-11-${String(i + 3).padStart(2, '0')}`);

@@ -16,6 +16,7 @@ import {
 import { rebuildRollups } from '../../src/warehouse/rollups/rebuild.ts';
 import { refreshRollups } from '../../src/warehouse/rollups/refresh.ts';
 import { type FakeRecord, uuidFrom } from '../helpers/export-lines.ts';
+import { testSeed } from '../helpers/seed.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 
 /**
@@ -28,7 +29,7 @@ import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts
  * is printed; RANGES_SEED=… replays it).
  */
 
-const SEED = Number(process.env.RANGES_SEED ?? Date.now() % 1_000_000_007);
+const SEED = testSeed(20261128, 'RANGES_SEED');
 const log = createLogger({ level: 'silent', pretty: false });
 const DAYS = Array.from({ length: 10 }, (_, i) => `2026-11-${String(i + 1).padStart(2, '0')}`);
 const RANGE = { from: DAYS[0] ?? '', to: DAYS[DAYS.length - 1] ?? '' };

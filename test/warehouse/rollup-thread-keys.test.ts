@@ -3,6 +3,7 @@ import { Rng } from '../../src/simulator/prng.ts';
 import { refreshRollups } from '../../src/warehouse/rollups/refresh.ts';
 import type { ThreadKeys } from '../../src/warehouse/rollups/refresh-marked.ts';
 import { rollupRows } from '../helpers/rollups.ts';
+import { testSeed } from '../helpers/seed.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 
 /**
@@ -13,7 +14,7 @@ import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts
  * statuses), one refreshed with each form, and every rollup table is compared row by row after
  * each round. The seed is printed (THREAD_KEYS_SEED=… replays it).
  */
-const SEED = Number(process.env.THREAD_KEYS_SEED ?? Date.now() % 1_000_000_007);
+const SEED = testSeed(20261128, 'THREAD_KEYS_SEED');
 const DAYS = ['2026-11-03', '2026-11-04', '2026-11-05', '2026-11-06'];
 const FORMS: ThreadKeys[] = ['probe', 'table'];
 const whs: TestWarehouse[] = [];

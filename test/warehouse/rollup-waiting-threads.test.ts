@@ -4,6 +4,7 @@ import { marksWaitSql } from '../../src/warehouse/rollups/mark.ts';
 import { rebuildRollups } from '../../src/warehouse/rollups/rebuild.ts';
 import { refreshRollups } from '../../src/warehouse/rollups/refresh.ts';
 import { rollupRows } from '../helpers/rollups.ts';
+import { testSeed } from '../helpers/seed.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 
 /**
@@ -17,7 +18,7 @@ import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts
  * every refresh every rollup table must equal its rebuild. The seed is printed
  * (WAITING_THREADS_SEED=… replays it).
  */
-const SEED = Number(process.env.WAITING_THREADS_SEED ?? Date.now() % 1_000_000_007);
+const SEED = testSeed(20261128, 'WAITING_THREADS_SEED');
 const DAYS = ['2026-11-03', '2026-11-04', '2026-11-05'];
 const THREADS = 240;
 const USERS = 30;

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Rng } from '../../src/simulator/prng.ts';
+import { testSeed } from '../helpers/seed.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 
 /**
@@ -8,7 +9,7 @@ import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts
  * wait, where a pending thread never requested counts from its load time. Seeded sets of threads
  * (SYNC_HEALTH_SEED=… replays one); both read in one transaction, so `now()` is the same.
  */
-const SEED = Number(process.env.SYNC_HEALTH_SEED ?? Date.now() % 1_000_000_007);
+const SEED = testSeed(20261128, 'SYNC_HEALTH_SEED');
 const rand = new Rng(SEED);
 let tw: TestWarehouse;
 

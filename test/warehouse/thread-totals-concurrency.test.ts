@@ -3,6 +3,7 @@ import { Rng } from '../../src/simulator/prng.ts';
 import { refreshRollups } from '../../src/warehouse/rollups/refresh.ts';
 import { threadTotalsFromRollups } from '../../src/warehouse/rollups/status.ts';
 import { drainThreadQueue, refreshQueuedThreads } from '../../src/warehouse/threads.ts';
+import { testSeed } from '../helpers/seed.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 
 /**
@@ -57,7 +58,7 @@ describe('the finalize of concurrent days of one load updating the same threads'
   };
 
   it('when several days of one load finalize at once, then none of them deadlocks and the totals are exact', async () => {
-    const seed = Number(process.env.SEED ?? 2311);
+    const seed = testSeed(2311, 'SEED');
     console.log(`thread-totals concurrency seed ${seed} (replay with SEED=${seed})`);
     const r = new Rng(seed);
     const rng = () => r.next();

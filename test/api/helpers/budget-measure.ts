@@ -5,7 +5,9 @@
  * (whole and sliding), the use of the limit while every process was queued, and per process the
  * requests it got, its leases, grants wasted and lease latency.
  *
- *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/test node test/api/helpers/budget-measure.ts
+ *   [TEST_DATABASE_URL=…] node test/api/helpers/budget-measure.ts
+ *
+ * Its schema goes on the test database (test/helpers/test-database.ts), never DATABASE_URL.
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -15,9 +17,10 @@ import { createInterface } from 'node:readline';
 import { startSimulator } from '../../../src/simulator/index.ts';
 import { openWarehouse } from '../../../src/warehouse/db.ts';
 import { dropSchema, migrateToLatest } from '../../../src/warehouse/migrator.ts';
+import { testDatabaseUrl } from '../../helpers/test-database.ts';
 import { maxInAnyWindow } from './scripted-server.ts';
 
-const url = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const url = testDatabaseUrl();
 const workers = Number(process.env.WORKERS ?? 3);
 const limit = Number(process.env.LIMIT ?? 50);
 const requests = Number(process.env.REQUESTS ?? 400);

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../../src/log.ts';
+import { testSeed } from '../../helpers/seed.ts';
 import { createTestWarehouse, type TestWarehouse } from '../../helpers/warehouse.ts';
 import { loadRounds } from './line-reading-load.ts';
 
@@ -8,7 +9,7 @@ import { loadRounds } from './line-reading-load.ts';
  * (line-reading-load.ts): equal rows, rejects, counts and deletes after every pull and complete
  * load, and no row deleted that the source names. Seeded: LINE_READING_SEED=… replays a run.
  */
-const SEED = Number(process.env.LINE_READING_SEED ?? 20261128);
+const SEED = testSeed(20261128, 'LINE_READING_SEED');
 
 describe('fast paths against the slow path, adversarial lines (Postgres)', () => {
   let fast: TestWarehouse;

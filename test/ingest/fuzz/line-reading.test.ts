@@ -4,6 +4,7 @@ import { lineFields } from '../../../src/ingest/line-fields.ts';
 import { dayOfRaw } from '../../../src/ingest/pending.ts';
 import { Rng } from '../../../src/simulator/prng.ts';
 import { uuidFrom } from '../../helpers/export-lines.ts';
+import { testSeed } from '../../helpers/seed.ts';
 import { adversarialLine, disagreement, newReadingTally } from './line-reading-core.ts';
 
 /**
@@ -11,7 +12,7 @@ import { adversarialLine, disagreement, newReadingTally } from './line-reading-c
  * the line, or says it cannot tell (line-reading-core.ts builds the lines). Seeded:
  * LINE_READING_SEED=… replays a run; `npm run fuzz:lines` runs a million lines and more.
  */
-const SEED = Number(process.env.LINE_READING_SEED ?? 20261128);
+const SEED = testSeed(20261128, 'LINE_READING_SEED');
 const LINES = 40_000;
 const DAY = '2026-11-10';
 

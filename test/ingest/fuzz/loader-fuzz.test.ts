@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { parseConfig } from '../../../src/config.ts';
 import { createLogger } from '../../../src/log.ts';
+import { testSeed } from '../../helpers/seed.ts';
 import { createTestWarehouse, type TestWarehouse } from '../../helpers/warehouse.ts';
 import { newTally, runFuzz, tallyTable } from './loader-fuzz-core.ts';
 
@@ -8,7 +9,7 @@ import { newTally, runFuzz, tallyTable } from './loader-fuzz-core.ts';
  * The short version of `npm run fuzz` (see loader-fuzz-core.ts): a few thousand mutated lines.
  * Replay a failure with FUZZ_SEED=<seed printed> (and FUZZ_LINES to change the size).
  */
-const seed = Number(process.env.FUZZ_SEED ?? Date.now() % 2 ** 31);
+const seed = testSeed(20261128, 'FUZZ_SEED');
 const lines = Number(process.env.FUZZ_LINES ?? 2000);
 
 describe('loader fuzz', () => {

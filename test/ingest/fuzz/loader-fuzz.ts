@@ -1,6 +1,7 @@
 /**
  * `npm run fuzz`: the loader's fuzz property (loader-fuzz-core.ts) over at least 100,000 mutated
- * lines, in a schema of its own on DATABASE_URL (default the local test database), dropped after.
+ * lines, in a schema of its own on TEST_DATABASE_URL (default the local test database; never
+ * DATABASE_URL), dropped after.
  *
  *   FUZZ_SEED=<n> FUZZ_LINES=<n> npm run fuzz
  */
@@ -9,12 +10,12 @@ import { parseConfig } from '../../../src/config.ts';
 import { createLogger } from '../../../src/log.ts';
 import { openWarehouse } from '../../../src/warehouse/db.ts';
 import { dropSchema, migrateToLatest } from '../../../src/warehouse/migrator.ts';
+import { testDatabaseUrl } from '../../helpers/test-database.ts';
 import { newTally, runFuzz, tallyTable } from './loader-fuzz-core.ts';
 
 const seed = Number(process.env.FUZZ_SEED ?? Date.now() % 2 ** 31);
 const lines = Number(process.env.FUZZ_LINES ?? 100_000);
-const url =
-  process.env.TEST_DATABASE_URL ?? process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const url = testDatabaseUrl();
 
 console.log(`loader fuzz: FUZZ_SEED=${seed} FUZZ_LINES=${lines}`);
 const w = openWarehouse({ url, schema: `fuzz_${randomBytes(5).toString('hex')}`, max: 10 });
