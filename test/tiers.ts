@@ -74,6 +74,7 @@ export const SYSTEM: readonly string[] = [
   'test/cli/embedded-worker.test.ts',
   'test/cli/import-stdin-rejects.test.ts',
   'test/cli/operator-words.test.ts',
+  'test/cli/renamed-settings.test.ts',
   'test/cli/safe-defaults.test.ts',
   'test/cli/schema-drift.test.ts',
   'test/compose/compose.test.ts',
