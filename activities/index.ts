@@ -51,7 +51,7 @@ export interface ActivityDeps {
   /** Replaces the loader or the enrichment (tests that run without the service). */
   ops?: Partial<SyncOps>;
   /**
-   * Day loads running at once in this worker (default 2). Each holds CRS_LOAD_CONNECTIONS
+   * Day loads running at once in this worker (default 2). Each holds CRS_LOAD_PARTITIONS
    * database connections for its whole length, so the pool is sized from this, and loads beyond
    * it wait here (heartbeating) instead of timing out on the pool.
    */

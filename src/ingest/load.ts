@@ -53,11 +53,11 @@ export interface LoadProgress {
 export interface LoaderSettings {
   /** CRS_BATCH_SIZE: lines per batch of a partition. */
   batchSize: number;
-  /** CRS_LOAD_CONNECTIONS: key partitions, each on a connection of its own. */
+  /** CRS_LOAD_PARTITIONS: key partitions, each on a connection of its own. */
   parts: number;
   /** CRS_MAX_LINE_BYTES: a longer line is quarantined (its first bytes kept). */
   maxLineBytes: number;
-  /** CRS_SCHEMA_CONTRACT: `freeze` quarantines records that drift from the contract (default evolve). */
+  /** CRS_RECORD_CONTRACT: `freeze` quarantines records that drift from the contract (default evolve). */
   schemaContract?: 'evolve' | 'freeze';
   /** CRS_DELETE_GUARD: percent of a day's live rows above which its deletes are held for review (default 10). */
   deleteGuardPct?: number;

@@ -47,7 +47,7 @@ export interface BatchTarget {
   uptoLine: number;
   /** Where the batch's tuples are (and where rows parsed here are encoded). */
   sink: ByteSink;
-  /** What a record must look like (CRS_SCHEMA_CONTRACT, and the drift accepted). */
+  /** What a record must look like (CRS_RECORD_CONTRACT, and the drift accepted). */
   contract: ExportContract;
   /**
    * The batch's schema drift by line, counted with its checkpoint. Lines parsed here (the fast

@@ -147,7 +147,7 @@ function replayBody(lines: readonly RejectedRecord[]): Buffer {
 
 /**
  * What a replay of `lines` would do, without writing: each line read as the loader reads it (the
- * line splitter, then the parser under the contract the loader would use now: CRS_SCHEMA_CONTRACT
+ * line splitter, then the parser under the contract the loader would use now: CRS_RECORD_CONTRACT
  * and the accepted drift), counted by the code of the reject it would get again.
  */
 async function judgeLines(

@@ -19,7 +19,7 @@ function healthFigures(h: Q.SyncHealth): string {
         'last day of the unbroken run of complete days',
       ),
       figure('lag', 'Lag', lag, '0: current (watermark is yesterday, UTC)'),
-      figure('completeDays', 'Complete days', int(h.completeDays)),
+      figure('daysComplete', 'Complete days', int(h.daysComplete)),
       figure('failedDays', 'Failed days', int(h.failedDays)),
       figure('runningDays', 'Running days', int(h.runningDays), `${int(h.retryingDays)} retrying`),
       figure('pendingDays', 'Pending days', int(h.pendingDays)),

@@ -10,7 +10,7 @@ export interface SyncHealth {
   lagDays: number | null;
   firstDay: string | null;
   lastDay: string | null;
-  completeDays: number;
+  daysComplete: number;
   failedDays: number;
   runningDays: number;
   pendingDays: number;
@@ -35,7 +35,7 @@ export async function syncHealth(q: Queryable): Promise<SyncHealth> {
   const [h] = await rowsOf<SyncHealth>(
     q,
     `select watermark::text as watermark, lag_days as "lagDays", first_day::text as "firstDay",
-            last_day::text as "lastDay", complete_days as "completeDays", failed_days as "failedDays",
+            last_day::text as "lastDay", complete_days as "daysComplete", failed_days as "failedDays",
             running_days as "runningDays", pending_days as "pendingDays",
             last_run_load_id as "lastRunLoadId", last_run_kind as "lastRunKind", last_run_status as "lastRunStatus",
             to_json(last_run_started_at)#>>'{}' as "lastRunStartedAt",
