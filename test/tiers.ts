@@ -40,6 +40,7 @@ export const INTEGRATION: readonly string[] = [
   'test/ingest/record-limits.test.ts',
   'test/ingest/record-parser-postgres.test.ts',
   'test/ingest/stream-reopen.test.ts',
+  'test/privacy/forget.test.ts',
   'test/warehouse/bi-views.test.ts',
   'test/warehouse/db-errors.test.ts',
   'test/warehouse/db-settings.test.ts',

@@ -22,6 +22,7 @@ export const COMMANDS: Record<string, (program: Command) => Promise<void>> = {
   rollups: async (p) => (await import('./commands/rollups.ts')).registerRollups(p),
   alerts: async (p) => (await import('./commands/alerts.ts')).registerAlerts(p),
   schema: async (p) => (await import('./commands/schema.ts')).registerSchema(p),
+  forget: async (p) => (await import('./commands/forget.ts')).registerForget(p),
 };
 
 /** Columns help is laid out in: the longest line a description is written with, and room for its indent. */

@@ -1,0 +1,215 @@
+import type pg from 'pg';
+import { CrsError } from '../../errors.ts';
+import { type Queryable, rowsOf } from '../read/queryable.ts';
+import { refreshRollups } from '../rollups/refresh.ts';
+import { canonicalId, type ErasedKind, keyedId, privacyKey } from './keyed-id.ts';
+
+/** Who to erase: users (and with them every thread of theirs) and single threads. */
+export interface ForgetTarget {
+  users: readonly string[];
+  threads: readonly string[];
+}
+
+/** Rows erased (or, in a dry run, that would be) per table, in the order they are erased. */
+export type ErasedRows = Record<string, number>;
+
+export interface ForgetResult {
+  /** The erasure's id in `privacy_erasures`; undefined in a dry run. */
+  erasureId?: number;
+  dryRun: boolean;
+  users: number;
+  /** The named threads and every thread of the named users. */
+  threads: number;
+  rows: ErasedRows;
+  /** Rollup days and threads recomputed in the erasure's transaction. */
+  rollups: { days: number; threads: number };
+}
+
+/**
+ * Every table that holds a person's data, with the rows of the erased ones (`fg_messages`,
+ * `fg_threads`, `fg_ids`: the temporary tables `collect` fills). The rollups are not here: the
+ * raw tables' triggers mark what these deletes touch and the erasure refreshes it in the same
+ * transaction. The quarantine is searched by the ids' text too: an export or file line rejected
+ * before its ids could be read still names them.
+ */
+const ERASED: readonly { table: string; where: string }[] = [
+  { table: 'analytics_messages', where: 'message_id in (select message_id from fg_messages)' },
+  { table: 'thread_messages', where: 'thread_id in (select thread_id from fg_threads)' },
+  { table: 'citations', where: 'thread_id in (select thread_id from fg_threads)' },
+  { table: 'artifacts', where: 'thread_id in (select thread_id from fg_threads)' },
+  { table: 'threads', where: 'thread_id in (select thread_id from fg_threads)' },
+  {
+    table: 'thread_queue',
+    where: 'thread_id in (select thread_id from fg_threads) or user_id in (select id from fg_ids)',
+  },
+  {
+    table: 'rejected_records',
+    where: `thread_id in (select thread_id from fg_threads)
+            or message_id in (select message_id from fg_messages)
+            or exists (select 1 from fg_ids i
+                       where strpos(lower(rejected_records.raw), i.id::text) > 0
+                          or position(convert_to(i.id::text, 'UTF8') in rejected_records.raw_bytes) > 0
+                          or position(convert_to(upper(i.id::text), 'UTF8') in rejected_records.raw_bytes) > 0)`,
+  },
+  { table: 'held_deletes', where: 'message_id in (select message_id from fg_messages)' },
+  { table: 'load_seen', where: 'message_id in (select message_id from fg_messages)' },
+];
+
+function checkedIds(kind: ErasedKind, ids: readonly string[]): string[] {
+  const out = new Set<string>();
+  for (const id of ids) {
+    const c = canonicalId(id);
+    // The id itself is not repeated: a mistyped id may be half of a real one.
+    if (c === undefined)
+      throw new CrsError('USAGE', `--${kind} takes UUIDs; argument ${out.size + 1} is not one`);
+    out.add(c);
+  }
+  return [...out];
+}
+
+/** Fills the erasure's temporary tables: the ids named, every thread of the users, every row of both. */
+async function collect(c: Queryable, users: string[], threads: string[]): Promise<void> {
+  await c.query('create temp table fg_ids (id uuid primary key, kind text not null) on commit drop');
+  await c.query('create temp table fg_threads (thread_id uuid primary key) on commit drop');
+  await c.query('create temp table fg_messages (message_id uuid primary key) on commit drop');
+  await c.query(
+    `insert into fg_ids select u, 'user' from unnest($1::uuid[]) u
+     union select t, 'thread' from unnest($2::uuid[]) t on conflict do nothing`,
+    [users, threads],
+  );
+  await c.query(
+    `insert into fg_threads
+       select t from unnest($2::uuid[]) t
+       union select thread_id from analytics_messages where user_id = any($1::uuid[])
+       union select thread_id from threads where user_id = any($1::uuid[])
+       union select thread_id from thread_queue where user_id = any($1::uuid[])`,
+    [users, threads],
+  );
+  // Every thread erased is named in the quarantine's search too (its history rejects name it).
+  await c.query(`insert into fg_ids select thread_id, 'thread' from fg_threads on conflict do nothing`);
+  await c.query(
+    `insert into fg_messages
+       select message_id from analytics_messages
+        where user_id = any($1::uuid[]) or thread_id in (select thread_id from fg_threads)`,
+    [users],
+  );
+  await c.query('analyze fg_ids, fg_threads, fg_messages');
+}
+
+/**
+ * Erases users and threads from every table that holds their data and adds them to the
+ * suppression list, in one transaction with the rollups' refresh (under the rollups' lock), so
+ * readers see them either whole or gone, and every rollup equals its raw tables after.
+ *
+ * The suppression list's lock (SHARE ROW EXCLUSIVE) waits for the loads' and enrichment's open
+ * transactions, which hold SHARE on it, and keeps new ones out until the erasure commits: rows
+ * they wrote before are erased here, rows after are dropped by them (suppression.ts).
+ *
+ * A dry run counts the same rows in a transaction it rolls back, and takes no lock.
+ */
+export async function forget(
+  pool: pg.Pool,
+  target: ForgetTarget,
+  opts: { reason?: string; dryRun?: boolean } = {},
+): Promise<ForgetResult> {
+  const users = checkedIds('user', target.users);
+  const threads = checkedIds('thread', target.threads);
+  if (users.length === 0 && threads.length === 0)
+    throw new CrsError('USAGE', 'name at least one --user or --thread');
+  if (opts.dryRun) return countOnly(pool, users, threads);
+  const key = await privacyKey(pool, true);
+  if (!key) throw new Error('the deployment has no privacy key (privacy_key) and none could be made');
+  let result: ForgetResult | undefined;
+  const refreshed = await refreshRollups(pool, undefined, {
+    first: async (c) => {
+      await c.query('lock table privacy_suppressions in share row exclusive mode');
+      await collect(c, users, threads);
+      const rows: ErasedRows = {};
+      for (const { table, where } of ERASED) {
+        const r = await c.query<{ n: string }>(
+          `with d as (delete from ${table} where ${where} returning 1) select count(*)::text as n from d`,
+        );
+        rows[table] = Number(r.rows[0]?.n ?? 0);
+      }
+      const erasedThreads = Number(
+        (await c.query<{ n: string }>('select count(*)::text as n from fg_threads')).rows[0]?.n ?? 0,
+      );
+      const e = await c.query<{ id: string }>(
+        `insert into privacy_erasures (reason, users, threads, rows_erased) values ($1, $2, $3, $4) returning id::text`,
+        [opts.reason ?? null, users.length, erasedThreads, JSON.stringify(rows)],
+      );
+      const erasureId = Number(e.rows[0]?.id);
+      const all = (await c.query<{ id: string; kind: ErasedKind }>('select id::text, kind from fg_ids')).rows;
+      await c.query(
+        `insert into privacy_suppressions (kind, key_hash, erasure_id)
+           select * from unnest($1::text[], $2::bytea[]) k(kind, key_hash), (select $3::bigint) e on conflict do nothing`,
+        [all.map((x) => x.kind), all.map((x) => keyedId(key, x.kind, x.id)), erasureId],
+      );
+      result = {
+        erasureId,
+        dryRun: false,
+        users: users.length,
+        threads: erasedThreads,
+        rows,
+        rollups: { days: 0, threads: 0 },
+      };
+    },
+  });
+  if (!result) throw new Error('the erasure did not run');
+  result.rollups = { days: refreshed.days, threads: refreshed.threads };
+  return result;
+}
+
+async function countOnly(pool: pg.Pool, users: string[], threads: string[]): Promise<ForgetResult> {
+  const c = await pool.connect();
+  try {
+    // Not READ ONLY: that refuses even temporary tables. It always rolls back.
+    await c.query('begin');
+    await collect(c, users, threads);
+    const rows: ErasedRows = {};
+    for (const { table, where } of ERASED) {
+      const r = await c.query<{ n: string }>(`select count(*)::text as n from ${table} where ${where}`);
+      rows[table] = Number(r.rows[0]?.n ?? 0);
+    }
+    const n = await c.query<{ n: string }>('select count(*)::text as n from fg_threads');
+    return {
+      dryRun: true,
+      users: users.length,
+      threads: Number(n.rows[0]?.n ?? 0),
+      rows,
+      rollups: { days: 0, threads: 0 },
+    };
+  } finally {
+    await c.query('rollback').catch(() => {});
+    c.release();
+  }
+}
+
+/** One erasure as `forget list` shows it: never a plain id. */
+export interface Erasure {
+  id: number;
+  erasedAt: string;
+  reason: string | null;
+  users: number;
+  threads: number;
+  rows: ErasedRows;
+}
+
+export async function listErasures(q: Queryable): Promise<Erasure[]> {
+  const r = await rowsOf<{
+    id: string;
+    erased_at: Date;
+    reason: string | null;
+    users: number;
+    threads: number;
+    rows_erased: ErasedRows;
+  }>(q, 'select id::text, erased_at, reason, users, threads, rows_erased from privacy_erasures order by id');
+  return r.map((x) => ({
+    id: Number(x.id),
+    erasedAt: x.erased_at.toISOString(),
+    reason: x.reason,
+    users: x.users,
+    threads: x.threads,
+    rows: x.rows_erased,
+  }));
+}

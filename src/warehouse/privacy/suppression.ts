@@ -1,0 +1,78 @@
+import { type Queryable, rowsOf } from '../read/queryable.ts';
+import { canonicalId, type ErasedKind, keyedId, privacyKey } from './keyed-id.ts';
+
+/**
+ * What a load or an enrichment must drop: the users and threads `crs-sync forget` erased.
+ *
+ * Read inside the writer's transaction, after `lock table privacy_suppressions in share mode`
+ * (held to its commit): `forget` adds to the list under a lock that conflicts with it, so a
+ * writer's transaction either commits before the erasure starts (and the erasure removes what
+ * it wrote) or reads the list with the new entries (and drops their rows).
+ *
+ * The list only grows, one erasure at a time: its version is the last erasure's id, and a writer
+ * keeps the list it read until the version moves (one short statement per transaction).
+ */
+export class Suppression {
+  static readonly NONE = new Suppression(0, undefined, new Set());
+
+  readonly version: number;
+  readonly #key: Buffer | undefined;
+  readonly #hashes: ReadonlySet<string>;
+  // Ids repeat across a day's lines (a user's every message): each is hashed once.
+  readonly #seen = new Map<string, boolean>();
+
+  private constructor(version: number, key: Buffer | undefined, hashes: ReadonlySet<string>) {
+    this.version = version;
+    this.#key = key;
+    this.#hashes = hashes;
+  }
+
+  /** Nothing is suppressed: the writers' checks cost nothing. */
+  get empty(): boolean {
+    return this.#hashes.size === 0;
+  }
+
+  get size(): number {
+    return this.#hashes.size;
+  }
+
+  /** Whether `id` (any case; not a UUID: never) was erased as `kind`. */
+  has(kind: ErasedKind, id: string | null | undefined): boolean {
+    if (this.#hashes.size === 0 || this.#key === undefined || id == null) return false;
+    const memo = `${kind}:${id}`;
+    const known = this.#seen.get(memo);
+    if (known !== undefined) return known;
+    const canonical = canonicalId(id);
+    const hit =
+      canonical !== undefined && this.#hashes.has(keyedId(this.#key, kind, canonical).toString('hex'));
+    if (this.#seen.size > 200_000) this.#seen.clear();
+    this.#seen.set(memo, hit);
+    return hit;
+  }
+
+  /** Whether a row of this user in this thread was erased (either one). */
+  drops(userId: string | null | undefined, threadId: string | null | undefined): boolean {
+    return this.has('user', userId) || this.has('thread', threadId);
+  }
+
+  /**
+   * Takes the writer's lock and reads the list, reusing `known` while no erasure has been added
+   * since. Must run inside the writer's transaction.
+   */
+  static async read(c: Queryable, known: Suppression = Suppression.NONE): Promise<Suppression> {
+    await c.query('lock table privacy_suppressions in share mode');
+    const v = await rowsOf<{ version: string }>(
+      c,
+      'select coalesce(max(id), 0)::text as version from privacy_erasures',
+    );
+    const version = Number(v[0]?.version ?? 0);
+    if (version === known.version) return known;
+    const key = await privacyKey(c, false);
+    const rows = await rowsOf<{ kind: ErasedKind; key_hash: Buffer }>(
+      c,
+      'select kind, key_hash from privacy_suppressions',
+    );
+    const hashes = new Set(rows.map((r) => r.key_hash.toString('hex')));
+    return new Suppression(version, key, hashes);
+  }
+}

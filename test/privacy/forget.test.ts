@@ -1,0 +1,153 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseConfig } from '../../src/config.ts';
+import { importFile } from '../../src/ingest/import-file.ts';
+import { createLogger } from '../../src/log.ts';
+import { forget, listErasures } from '../../src/warehouse/privacy/forget.ts';
+import { Suppression } from '../../src/warehouse/privacy/suppression.ts';
+import { rebuildRollups } from '../../src/warehouse/rollups/rebuild.ts';
+import { refreshRollups } from '../../src/warehouse/rollups/refresh.ts';
+import { makeRecords, toJsonl, uuidFrom } from '../helpers/export-lines.ts';
+import { tempFiles } from '../helpers/load-files.ts';
+import { rollupRows } from '../helpers/rollups.ts';
+import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
+
+// `crs-sync forget` as a privacy office would check it: after the erasure no table of the schema
+// (data, bookkeeping, quarantine, rollups) holds the person's id in any column, the rollups equal
+// a rebuild from the raw tables, and what is kept about the erasure never holds the plain id.
+
+const log = createLogger({ level: 'silent', pretty: false });
+const file = tempFiles('crs-forget-');
+const config = parseConfig({ CRS_BATCH_SIZE: '13', CRS_LOAD_PARTITIONS: '2' });
+
+let tw: TestWarehouse;
+const records = makeRecords(90, { seed: 'forget', threads: 7 });
+const user = records[0]!['User ID'];
+const otherUser = records[1]!['User ID'];
+const userThreads = [...new Set(records.filter((r) => r['User ID'] === user).map((r) => r['Thread ID']))];
+
+/** Rows of every table of the schema whose text mentions `id` (any case), by table. */
+async function mentions(id: string): Promise<Record<string, number>> {
+  const tables = await tw.w.pool.query<{ t: string }>(
+    `select table_name as t from information_schema.tables where table_schema = $1 and table_type = 'BASE TABLE'`,
+    [tw.schema],
+  );
+  const out: Record<string, number> = {};
+  for (const { t } of tables.rows) {
+    const r = await tw.w.pool.query<{ n: number }>(
+      `select count(*)::int as n from ${t} x where strpos(lower(x::text), $1) > 0`,
+      [id.toLowerCase()],
+    );
+    if ((r.rows[0]?.n ?? 0) > 0) out[t] = r.rows[0]!.n;
+  }
+  return out;
+}
+
+async function count(sql: string, values: unknown[] = []): Promise<number> {
+  return (await tw.w.pool.query<{ n: number }>(`select (${sql})::int as n`, values)).rows[0]!.n;
+}
+
+beforeAll(async () => {
+  tw = await createTestWarehouse();
+  // A rejected line that names the user (its time is not a time), among the records.
+  const bad = JSON.stringify({
+    ...records[0],
+    'Message ID': uuidFrom('forget:bad'),
+    'Message Time': 'yesterday',
+  });
+  await importFile(tw.w, config, log, { file: file(toJsonl([...records, bad])) });
+  // Enrichment's rows for one of the user's threads and one of another user's.
+  const other = records.find((r) => r['User ID'] === otherUser)!['Thread ID'];
+  for (const [i, t] of [userThreads[0]!, other].entries()) {
+    const m = uuidFrom(`forget:h:${i}`);
+    await tw.w.pool.query(
+      `insert into thread_messages (message_id, thread_id, position, role, text, raw) values ($1, $2, 0, 'user', 'hello', '{}')`,
+      [m, t],
+    );
+    await tw.w.pool.query(
+      `insert into citations (owner_kind, owner_id, ordinal, message_id, thread_id, summary, extra)
+       values ('message', $1, 0, $3, $2, 'a source', '{}')`,
+      [m, t, m],
+    );
+    await tw.w.pool.query(
+      `insert into artifacts (artifact_id, thread_id, message_id, val, val_json, raw, fetched_via)
+       values ($1, $2, $3, 'chart', null, '{}', 'v2')`,
+      [uuidFrom(`forget:a:${i}`), t, m],
+    );
+  }
+  await refreshRollups(tw.w.pool);
+});
+afterAll(async () => {
+  await tw?.dispose();
+});
+
+describe('crs-sync forget', () => {
+  it('when a dry run names a user, then it counts their rows and erases nothing', async () => {
+    const before = await mentions(user);
+    expect(before.analytics_messages).toBe(records.filter((r) => r['User ID'] === user).length);
+    expect(before.rejected_records).toBe(1);
+    const r = await forget(tw.w.pool, { users: [user.toUpperCase()], threads: [] }, { dryRun: true });
+    expect(r.dryRun).toBe(true);
+    expect(r.rows.analytics_messages).toBe(before.analytics_messages);
+    expect(r.rows.thread_messages).toBe(1);
+    expect(r.rows.citations).toBe(1);
+    expect(r.rows.artifacts).toBe(1);
+    expect(r.rows.threads).toBe(userThreads.length);
+    expect(r.rows.rejected_records).toBe(1);
+    expect(r.threads).toBe(userThreads.length);
+    expect(await mentions(user)).toEqual(before);
+    expect(await listErasures(tw.w.pool)).toEqual([]);
+  });
+
+  it('when a user is forgotten, then no table holds their id, the rollups equal a rebuild and others are kept', async () => {
+    const othersBefore = await count(`select count(*) from analytics_messages where user_id <> $1`, [user]);
+    const dry = await forget(tw.w.pool, { users: [user], threads: [] }, { dryRun: true });
+    const r = await forget(tw.w.pool, { users: [user], threads: [] }, { reason: 'DSR-1' });
+    expect(r.dryRun).toBe(false);
+    expect(r.rows).toEqual(dry.rows);
+    expect(r.rollups.days).toBeGreaterThan(0);
+    expect(await mentions(user)).toEqual({});
+    for (const t of userThreads) expect(await mentions(t)).toEqual({});
+    expect(await count(`select count(*) from analytics_messages`)).toBe(othersBefore);
+    expect(await count(`select count(*) from thread_messages`)).toBe(1);
+    // The rollups, as the erasure left them, against a full rebuild from what is left.
+    const refreshed = await rollupRows(tw);
+    await rebuildRollups(tw.w.pool, null);
+    expect(await rollupRows(tw)).toEqual(refreshed);
+  });
+
+  it('when the erasures are listed, then they say when, why and how many, and never the id', async () => {
+    const list = await listErasures(tw.w.pool);
+    expect(list).toHaveLength(1);
+    expect(list[0]).toMatchObject({ reason: 'DSR-1', users: 1, threads: userThreads.length });
+    expect(JSON.stringify(list).toLowerCase()).not.toContain(user.toLowerCase());
+    expect(await mentions(user)).toEqual({});
+  });
+
+  it('when the suppression list is read, then it drops the user and their threads in any case, and no one else', async () => {
+    const c = await tw.w.pool.connect();
+    try {
+      await c.query('begin');
+      const s = await Suppression.read(c);
+      expect(s.size).toBe(1 + userThreads.length);
+      expect(s.has('user', user.toUpperCase())).toBe(true);
+      expect(s.drops(otherUser, userThreads[0])).toBe(true);
+      expect(s.drops(otherUser, records.find((r) => r['User ID'] === otherUser)!['Thread ID'])).toBe(false);
+      expect(s.has('thread', user)).toBe(false);
+      // Unchanged list, same object: a writer does not read it again per transaction.
+      expect(await Suppression.read(c, s)).toBe(s);
+    } finally {
+      await c.query('rollback');
+      c.release();
+    }
+  });
+
+  it('when an id is not a UUID, then nothing is erased and the message does not repeat it', async () => {
+    await expect(forget(tw.w.pool, { users: ['alice@example.com'], threads: [] })).rejects.toThrow(
+      /--user takes UUIDs; argument 1 is not one/,
+    );
+    await expect(forget(tw.w.pool, { users: ['alice@example.com'], threads: [] })).rejects.not.toThrow(
+      /alice/,
+    );
+    expect(await listErasures(tw.w.pool)).toHaveLength(1);
+  });
+});
