@@ -102,9 +102,14 @@ with pages as (
   select * from json_to_recordset($1::json) as p(thread_id uuid, next_index integer, finish boolean,
     status text, requested_at timestamptz, has_name boolean, name text, error text,
     from_index integer, to_end boolean, rewrite boolean)
+  -- Only threads still in \`threads\`, each row locked until this statement commits: \`crs-sync
+  -- forget\` deletes a thread's row first (src/warehouse/privacy/forget.ts), so it waits for a page
+  -- in flight and then erases what it wrote, and a page after it finds no row and writes nothing.
+  where exists (select 1 from threads t where t.thread_id = p.thread_id for share)
 ), page_messages as (
   select * from json_to_recordset($2::json) as x(message_id uuid, thread_id uuid, position integer,
     role text, text text, created_at timestamptz, is_cancelled boolean, raw jsonb, load_id text)
+  where x.thread_id = any(array(select thread_id from pages))
 ), new_messages as (
   insert into thread_messages
     (message_id, thread_id, position, role, text, created_at, is_cancelled, raw, _load_id)
@@ -124,6 +129,7 @@ with pages as (
   from json_to_recordset($3::json) as x(artifact_id text, thread_id uuid, message_id uuid,
     output_type text, title text, val text, val_json jsonb, resolved_text_objects boolean, raw jsonb,
     fetched_via text, load_id text)
+  where x.thread_id = any(array(select thread_id from pages))
   on conflict (artifact_id) do update set
     thread_id = excluded.thread_id, message_id = excluded.message_id, output_type = excluded.output_type,
     title = excluded.title, val = excluded.val, val_json = excluded.val_json,
@@ -173,6 +179,7 @@ with pages as (
     artifact_id text, thread_id uuid, citation_id text, internal_id text, citation_type text, name text,
     inline_offset integer, summary text, last_updated_at timestamptz, is_snippet boolean, extra jsonb,
     load_id text)
+  where x.thread_id = any(array(select thread_id from pages))
   on conflict (owner_kind, owner_id, ordinal) do update set
     message_id = excluded.message_id, artifact_id = excluded.artifact_id, thread_id = excluded.thread_id,
     citation_id = excluded.citation_id, internal_id = excluded.internal_id,
@@ -187,6 +194,7 @@ with pages as (
          x.error_detail
   from json_to_recordset($6::json) as x(source text, source_name text, thread_id uuid, line_no bigint,
     raw text, raw_length bigint, error_code text, error_detail text, load_id text)
+  where x.thread_id = any(array(select thread_id from pages))
   -- A retried page must not quarantine the same entry twice (unique per load, source, name, line).
   on conflict do nothing
 )

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config.ts';
 import { importFile } from '../../src/ingest/import-file.ts';
 import { createLogger } from '../../src/log.ts';
+import { type PageRows, writePageRows } from '../../src/warehouse/enrich-pages.ts';
 import { forget, listErasures } from '../../src/warehouse/privacy/forget.ts';
 import { Suppression } from '../../src/warehouse/privacy/suppression.ts';
 import { rebuildRollups } from '../../src/warehouse/rollups/rebuild.ts';
@@ -149,5 +150,67 @@ describe('crs-sync forget', () => {
       /alice/,
     );
     expect(await listErasures(tw.w.pool)).toHaveLength(1);
+  });
+
+  it('when an enrichment page is in flight as its thread is forgotten, then the erasure waits for it and leaves nothing; a later page writes nothing', async () => {
+    const thread = records.find((r) => r['User ID'] === otherUser)!['Thread ID'];
+    const page = (n: number): PageRows => ({
+      heads: [
+        {
+          thread_id: thread,
+          next_index: n + 1,
+          finish: false,
+          status: null,
+          requested_at: null,
+          has_name: false,
+          name: null,
+          error: null,
+          from_index: null,
+          to_end: false,
+          rewrite: false,
+        },
+      ],
+      messages: [
+        {
+          message_id: uuidFrom(`forget:late:${n}`),
+          thread_id: thread,
+          position: n,
+          role: 'assistant',
+          text: 'late words',
+          created_at: null,
+          is_cancelled: false,
+          raw: {},
+          load_id: 'enrich-late',
+        },
+      ],
+      artifacts: [],
+      owners: [],
+      citations: [],
+      rejects: [],
+    });
+    const a = await tw.w.pool.connect();
+    let erasure: Promise<unknown> | undefined;
+    try {
+      await a.query('begin');
+      await writePageRows(a, page(7));
+      erasure = forget(tw.w.pool, { users: [], threads: [thread] }, { reason: 'race' });
+      // Until the erasure waits on the page's row lock (not on a clock).
+      for (;;) {
+        const w = await tw.w.pool.query<{ n: number }>(
+          `select count(*)::int as n from pg_stat_activity
+            where wait_event_type = 'Lock' and query like '%delete from threads%'`,
+        );
+        if (w.rows[0]!.n > 0) break;
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      await a.query('commit');
+    } finally {
+      a.release();
+    }
+    await erasure;
+    expect(await mentions(thread)).toEqual({});
+    await writePageRows(tw.w.pool, page(8));
+    expect(await mentions(thread)).toEqual({});
+    expect(await count(`select count(*) from thread_messages where _load_id = 'enrich-late'`)).toBe(0);
   });
 });

@@ -33,11 +33,13 @@ export interface ForgetResult {
  * before its ids could be read still names them.
  */
 const ERASED: readonly { table: string; where: string }[] = [
+  // First: an enrichment page in flight holds its thread's row FOR SHARE (enrich-pages.ts), so
+  // this waits for it to commit, and the deletes below see what it wrote.
+  { table: 'threads', where: 'thread_id in (select thread_id from fg_threads)' },
   { table: 'analytics_messages', where: 'message_id in (select message_id from fg_messages)' },
   { table: 'thread_messages', where: 'thread_id in (select thread_id from fg_threads)' },
   { table: 'citations', where: 'thread_id in (select thread_id from fg_threads)' },
   { table: 'artifacts', where: 'thread_id in (select thread_id from fg_threads)' },
-  { table: 'threads', where: 'thread_id in (select thread_id from fg_threads)' },
   {
     table: 'thread_queue',
     where: 'thread_id in (select thread_id from fg_threads) or user_id in (select id from fg_ids)',
