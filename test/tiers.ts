@@ -73,6 +73,7 @@ export const SYSTEM: readonly string[] = [
   'test/cli/dates.test.ts',
   'test/cli/deletes.test.ts',
   'test/cli/embedded-worker.test.ts',
+  'test/cli/forget.test.ts',
   'test/cli/import-stdin-rejects.test.ts',
   'test/cli/operator-words.test.ts',
   'test/cli/renamed-settings.test.ts',

@@ -34,6 +34,57 @@ function printResult(r: ForgetResult, json: boolean | undefined): void {
   );
 }
 
+interface ForgetOptions {
+  user?: string[];
+  thread?: string[];
+  reason?: string;
+  dryRun?: boolean;
+  json?: boolean;
+}
+
+async function runForget(o: ForgetOptions): Promise<void> {
+  const users = o.user ?? [];
+  const threads = o.thread ?? [];
+  if (users.length === 0 && threads.length === 0)
+    throw new CrsError('USAGE', 'name at least one --user ID or --thread ID (or run `crs-sync forget list`)');
+  const ctx = loadContext();
+  const wh = await openConfiguredWarehouse(ctx, { connections: 2 });
+  try {
+    const r = await forget(
+      wh.warehouse.pool,
+      { users, threads },
+      { ...(o.reason === undefined ? {} : { reason: o.reason }), dryRun: o.dryRun === true },
+    );
+    printResult(r, o.json);
+  } finally {
+    await wh.close();
+  }
+}
+
+async function listAll(json: boolean): Promise<void> {
+  const ctx = loadContext();
+  const wh = await openConfiguredWarehouse(ctx, { connections: 1, schema: 'current' });
+  try {
+    const erasures = await listErasures(wh.warehouse.pool);
+    printRows(erasures, {
+      json,
+      asJson: { document: { erasures } },
+      none: 'no erasures',
+      head: ['id', 'erased at (UTC)', 'users', 'threads', 'rows', 'reason'],
+      cells: (e) => [
+        e.id,
+        e.erasedAt.slice(0, 19).replace('T', ' '),
+        e.users,
+        e.threads,
+        Object.values(e.rows).reduce((a, b) => a + b, 0),
+        e.reason ?? '',
+      ],
+    });
+  } finally {
+    await wh.close();
+  }
+}
+
 /** `crs-sync forget` and `crs-sync forget list`. */
 export function registerForget(program: Command): void {
   const cmd = program
@@ -63,64 +114,18 @@ export function registerForget(program: Command): void {
         '  crs-sync forget --user 0b6f…-… --reason "DSR-1234"\n' +
         '  crs-sync forget list',
     )
-    .action(
-      async (o: {
-        user?: string[];
-        thread?: string[];
-        reason?: string;
-        dryRun?: boolean;
-        json?: boolean;
-      }) => {
-        const users = o.user ?? [];
-        const threads = o.thread ?? [];
-        if (users.length === 0 && threads.length === 0)
-          throw new CrsError(
-            'USAGE',
-            'name at least one --user ID or --thread ID (or run `crs-sync forget list`)',
-          );
-        const ctx = loadContext();
-        const wh = await openConfiguredWarehouse(ctx, { connections: 2 });
-        try {
-          const r = await forget(
-            wh.warehouse.pool,
-            { users, threads },
-            {
-              ...(o.reason === undefined ? {} : { reason: o.reason }),
-              dryRun: o.dryRun === true,
-            },
-          );
-          printResult(r, o.json);
-        } finally {
-          await wh.close();
-        }
-      },
-    );
+    .action(runForget);
 
   cmd
     .command('list')
     .summary('the erasures made: when, why, how many rows per table (never the ids)')
+    .description(
+      'list every erasure: its id, when it ran, how many users and threads, the rows erased and the ' +
+        'reason given. The ids themselves are kept nowhere (the suppression list holds keyed hashes).',
+    )
     .option('--json', 'print JSON')
-    .action(async (o: { json?: boolean }) => {
-      const ctx = loadContext();
-      const wh = await openConfiguredWarehouse(ctx, { connections: 1, schema: 'current' });
-      try {
-        const erasures = await listErasures(wh.warehouse.pool);
-        printRows(erasures, {
-          json: o.json,
-          asJson: { document: { erasures } },
-          none: 'no erasures',
-          head: ['id', 'erased at (UTC)', 'users', 'threads', 'rows', 'reason'],
-          cells: (e) => [
-            e.id,
-            e.erasedAt.slice(0, 19).replace('T', ' '),
-            e.users,
-            e.threads,
-            Object.values(e.rows).reduce((a, b) => a + b, 0),
-            e.reason ?? '',
-          ],
-        });
-      } finally {
-        await wh.close();
-      }
-    });
+    // `forget` has a --json of its own, and commander gives it a --json written after `list`.
+    .action((own: { json?: boolean }) =>
+      listAll(own.json === true || cmd.opts<{ json?: boolean }>().json === true),
+    );
 }
