@@ -206,6 +206,9 @@ const envSchema = z.object({
   // load's share is the average of its days' shares: at the per-day figure it could delete just
   // under 10 % of every day of a year and never be held.
   CRS_DELETE_GUARD_LOAD: numberSetting(2, { min: 0, max: 100, whole: false }),
+  // Days the text of a conversation is kept (docs/privacy.md): older text is cleared by the daily
+  // sweep and `crs-sync retention apply`; the rows and every figure stay. Unset: kept.
+  CRS_TEXT_RETENTION_DAYS: optionalNumberSetting({ min: 1, max: 36_500, whole: true }),
   // What a record that differs from the known contract (a new field, a field of another JSON
   // type) does: `evolve` loads it as before and records the drift; `freeze` quarantines it
   // (`schema_drift`) until the drift is accepted (`crs-sync schema accept`).
@@ -292,6 +295,8 @@ export interface Config {
   readonly deleteGuardPct: number;
   /** CRS_DELETE_GUARD_LOAD: percent of a multi-day load's live rows above which all its deletes are held. */
   readonly deleteGuardLoadPct: number;
+  /** CRS_TEXT_RETENTION_DAYS: days the text of messages, history, citations and artifacts is kept; undefined: kept. */
+  readonly textRetentionDays: number | undefined;
   /**
    * CRS_RECORD_CONTRACT: `evolve` loads drifted export records, history entries and artifacts and
    * notes the drift; `freeze` quarantines them (`schema_drift`).
@@ -438,6 +443,7 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     knownLinesMax: e.CRS_KNOWN_LINES_MAX,
     deleteGuardPct: e.CRS_DELETE_GUARD,
     deleteGuardLoadPct: e.CRS_DELETE_GUARD_LOAD,
+    textRetentionDays: e.CRS_TEXT_RETENTION_DAYS,
     schemaContract: e.CRS_RECORD_CONTRACT,
     db: {
       statementTimeoutMs: e.CRS_DB_STATEMENT_TIMEOUT_MS,

@@ -23,6 +23,7 @@ export const COMMANDS: Record<string, (program: Command) => Promise<void>> = {
   alerts: async (p) => (await import('./commands/alerts.ts')).registerAlerts(p),
   schema: async (p) => (await import('./commands/schema.ts')).registerSchema(p),
   forget: async (p) => (await import('./commands/forget.ts')).registerForget(p),
+  retention: async (p) => (await import('./commands/retention.ts')).registerRetention(p),
 };
 
 /** Columns help is laid out in: the longest line a description is written with, and room for its indent. */
