@@ -21,7 +21,7 @@ import type { ServiceClient } from '../src/api/index.ts';
 import type { Config } from '../src/config.ts';
 import { createEnrichOps } from '../src/enrich/index.ts';
 import { errorMessage } from '../src/errors.ts';
-import { loadExportDay } from '../src/ingest/export-day.ts';
+import { loadExportDay } from '../src/ingest/source/export-day.ts';
 import type { Logger } from '../src/log.ts';
 import { countDayFailed, countDayLoad, countEnrichBatch } from '../src/metrics/pipeline.ts';
 import type { Warehouse } from '../src/warehouse/db.ts';

@@ -1,6 +1,6 @@
 import type { EnrichCounts } from '../contract/counts.ts';
 import type { DayLoad } from '../contract/load-target.ts';
-import type { ExportDaySummary } from '../src/ingest/export-day.ts';
+import type { ExportDaySummary } from '../src/ingest/source/export-day.ts';
 import type { LoadAttempt } from '../src/warehouse/ledger.ts';
 
 /**

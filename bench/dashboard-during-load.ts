@@ -31,7 +31,7 @@ import { utcDay } from '../src/common/civil-date.ts';
 import { openDayLoad } from '../src/common/load-target.ts';
 import { parseConfig } from '../src/config.ts';
 import { startDashboard } from '../src/dashboard/server.ts';
-import { loadExportDay } from '../src/ingest/export-day.ts';
+import { loadExportDay } from '../src/ingest/source/export-day.ts';
 import { createLogger } from '../src/log.ts';
 import { openWarehouse } from '../src/warehouse/db.ts';
 import { migrateToLatest } from '../src/warehouse/migrator.ts';

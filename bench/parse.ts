@@ -23,9 +23,9 @@
 import { createHash, hash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { ByteSink, putMessageTuple } from '../src/ingest/copy-binary.ts';
-import { splitLines } from '../src/ingest/line-splitter.ts';
-import { EXPORT_CONTRACT, type ExportContract, parseRecord } from '../src/ingest/record-parser.ts';
+import { ByteSink, putMessageTuple } from '../src/ingest/merge/copy-binary.ts';
+import { splitLines } from '../src/ingest/parse/line-splitter.ts';
+import { EXPORT_CONTRACT, type ExportContract, parseRecord } from '../src/ingest/parse/record-parser.ts';
 import { ensureExport } from './lib/generate.ts';
 
 const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));

@@ -11,7 +11,7 @@
 import { randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
 import split2 from 'split2';
-import { splitLines } from '../src/ingest/line-splitter.ts';
+import { splitLines } from '../src/ingest/parse/line-splitter.ts';
 
 const lineCount = Number(process.argv[2] ?? 200_000);
 const rounds = Number(process.argv[3] ?? 3);

@@ -5,7 +5,7 @@ import { type Kysely, sql } from 'kysely';
  * column, `length(btrim(response, ...))` walked every response character by character twice
  * (UTF-8 lengths) on every insert and update: a fifth of the server's CPU while loading (perf,
  * 100k lines). The loader computes the same value from the text it already holds (see
- * src/ingest/copy-binary.ts, `responseChars`; a test checks it against PostgreSQL's expression).
+ * src/ingest/merge/copy-binary.ts, `responseChars`; a test checks it against PostgreSQL's expression).
  * Existing values are kept: DROP EXPRESSION turns the column into an ordinary one (not null).
  *
  * The texts are stored with lz4 instead of pglz where the server supports it (compiled in since

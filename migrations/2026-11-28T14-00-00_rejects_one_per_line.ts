@@ -8,7 +8,7 @@ import { type Kysely, sql } from 'kysely';
  * import of the same file once more. An export or file line is now known by its source, its day
  * and `line_digest` (the SHA-256 of its exact bytes; of an over-long line, kept only as a prefix,
  * of that prefix, a NUL byte, its whole length in decimal digits, a NUL byte and its message id:
- * src/ingest/pending.ts `rejectDigest`). While such a reject is open (not replayed), a later load that reads the line
+ * src/ingest/merge/pending.ts `rejectDigest`). While such a reject is open (not replayed), a later load that reads the line
  * updates it: `times_seen` counts the loads that read it, `last_load_id` and `last_seen_at` say
  * which read it last; `_load_id`, `line_no` and `received_at` stay those of the first. A replayed
  * reject is closed: the line seen again after it opens a new one.
@@ -90,7 +90,7 @@ export async function up(db: Kysely<any>): Promise<void> {
   await sql`
     create trigger rejected_records_last_load before insert on rejected_records
     for each row execute function rejected_records_last_load()`.execute(db);
-  // The loader's upsert names this index (src/ingest/merge.ts); a real day is never 'infinity'.
+  // The loader's upsert names this index (src/ingest/merge/merge.ts); a real day is never 'infinity'.
   await sql`
     create unique index rejected_records_open_line_uq
     on rejected_records (source, coalesce(day, 'infinity'::date), line_digest)

@@ -131,7 +131,7 @@ function intSetting(def: number, min: number, max: number) {
 
 /**
  * The most live rows an intraday pull reads the line hashes of (CRS_KNOWN_LINES_MAX). The read
- * returns them as one text of 48 characters a row (src/ingest/known-lines.ts), and one string in
+ * returns them as one text of 48 characters a row (src/ingest/merge/known-lines.ts), and one string in
  * V8 holds at most 2^29 - 24 characters (~11.18M rows): past that the client fails outside the
  * query's promise and the worker dies on every pull. 10M rows is 480M characters, ~11 % under it
  * (and under PostgreSQL's 1 GB for one value).
@@ -288,7 +288,7 @@ export interface Config {
   readonly loadConnections: number;
   /**
    * CRS_KNOWN_LINES_MAX: the most live rows of the open day an intraday pull reads the line hashes
-   * of, to skip the lines the warehouse holds (src/ingest/known-lines.ts); 0 turns the skip off.
+   * of, to skip the lines the warehouse holds (src/ingest/merge/known-lines.ts); 0 turns the skip off.
    */
   readonly knownLinesMax: number;
   /** CRS_DELETE_GUARD: percent of a day's live rows above which its deletes are held. */

@@ -6,7 +6,7 @@
  * not a payload: no export field name comes near them. Key length is in bytes of UTF-8, what
  * PostgreSQL stores (a key of 1,024 CJK characters is 3,072 bytes).
  *
- * The export's parser (src/ingest/record-parser.ts) checks an export line against them, and
+ * The export's parser (src/ingest/parse/record-parser.ts) checks an export line against them, and
  * enrichment (src/enrich/storable.ts) a history entry or an artifact: one set of limits for both.
  */
 export const RECORD_LIMITS = {

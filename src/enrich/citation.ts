@@ -1,6 +1,6 @@
 import { parseOffsetTime } from '../common/iso-time.ts';
+import { storedKey } from '../common/stored-key.ts';
 import type { PageCitationRow } from '../warehouse/enrich-pages.ts';
-import { storedKey } from '../warehouse/stored-key.ts';
 
 /** The eight citation fields spec §2 names; everything else of a citation goes to `extra`. */
 const SPEC_FIELDS = [

@@ -5,7 +5,7 @@ import {
   type JsonType,
   jsonType,
 } from '../common/schema-drift.ts';
-import { storedKey } from '../warehouse/stored-key.ts';
+import { storedKey } from '../common/stored-key.ts';
 
 /**
  * The thread API's responses as the code knows them (docs/service-contract.md §2, and the fields

@@ -1,5 +1,5 @@
 import { parseOffsetTime } from '../common/iso-time.ts';
-import { STORED_KEY_BYTES, STORED_KEY_UNITS_WITHIN } from '../warehouse/stored-key.ts';
+import { STORED_KEY_BYTES, STORED_KEY_UNITS_WITHIN } from '../common/stored-key.ts';
 import { type CitationFields, parseCitations } from './citation.ts';
 import { notStorable } from './storable.ts';
 

@@ -3,12 +3,12 @@ import { clearDayHold } from './ledger.ts';
 import type { Database, Executor } from './types.ts';
 
 /**
- * Deletes the guard held (src/ingest/finalize.ts): a known complete export of a day that would
+ * Deletes the guard held (src/ingest/finalize/finalize.ts): a known complete export of a day that would
  * have soft-deleted more than CRS_DELETE_GUARD percent of its live rows (or whose load's deletes
  * over all its complete days would, or that quarantined a line whose id could not be read) stores
  * those ids in `held_deletes` instead. An operator reviews them (`crs-sync deletes list`) and
  * applies them (`crs-sync deletes apply`); a later known complete load of the day replaces the set,
- * and any later load that sees a held id takes it out of the set (src/ingest/held-seen.ts).
+ * and any later load that sees a held id takes it out of the set (src/ingest/finalize/held-seen.ts).
  */
 
 /**

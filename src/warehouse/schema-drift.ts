@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import { type DriftNote, type DriftSource, driftKey } from '../common/schema-drift.ts';
+import { storedKey } from '../common/stored-key.ts';
 import type { LoaderClient } from './ledger.ts';
-import { storedKey } from './stored-key.ts';
 import type { Executor } from './types.ts';
 
 /**

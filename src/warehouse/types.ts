@@ -232,7 +232,7 @@ export interface RejectedRecordsTable {
   replay_result: string | null;
   /**
    * Export and file lines: what makes them the same line, with `source` and `day` (SHA-256 of the
-   * exact bytes, src/ingest/pending.ts `rejectDigest`); one open reject per line. Null for history
+   * exact bytes, src/ingest/merge/pending.ts `rejectDigest`); one open reject per line. Null for history
    * and artifact rejects.
    */
   line_digest: Buffer | null;

@@ -12,7 +12,7 @@ import { ALERT_KINDS, ALERT_SEVERITY, type AlertKind } from '../../src/common/al
 import { closedDayLoad } from '../../src/common/load-target.ts';
 import { parseConfig } from '../../src/config.ts';
 import { createEnrichOps } from '../../src/enrich/index.ts';
-import { loadExportDay } from '../../src/ingest/export-day.ts';
+import { loadExportDay } from '../../src/ingest/source/export-day.ts';
 import { createLogger } from '../../src/log.ts';
 import { type Simulator, startSimulator } from '../../src/simulator/index.ts';
 import { openWarehouse } from '../../src/warehouse/db.ts';

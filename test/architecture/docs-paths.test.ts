@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
  * pointing at nothing. From each doc below this test takes every reference into the repository:
  *
  * - a path from the top of the repository, in backticks or in plain text: a token that starts
- *   with one of `ROOTS` and a slash (`src/ingest/finalize.ts`, `workflows/`, `test/ingest/fuzz`,
+ *   with one of `ROOTS` and a slash (`src/ingest/finalize/finalize.ts`, `workflows/`, `test/ingest/fuzz`,
  *   `./src/simulator/index.ts`), not preceded by a letter, `/`, `.`, `:`, `@` or `-` (so not a
  *   part of a URL, a package name or an absolute path); trailing punctuation is not part of it;
  * - the target of a Markdown link (`[text](decisions/)`, `![…](images/dashboard.png)`), resolved
@@ -187,7 +187,7 @@ describe('the paths the docs name', () => {
   it('when a doc names a file that is not there, then it is caught', () => {
     // The rule itself: a check that finds nothing missing must not be one that reads nothing.
     const doc = [
-      'The loader is in `src/ingest/load.ts`; see src/ingest/no-such-file.ts and `workflows/gone/`.',
+      'The loader is in `src/ingest/merge/load.ts`; see src/ingest/no-such-file.ts and `workflows/gone/`.',
       '[a link](decisions/0000-missing.md), [the web](https://example.com/src/x.ts), `/usr/src/x`.',
       'Globs: `src/*/README.md`, src/nothing/*.ts; made by a run: `bench/out/ingest.json`.',
       'Relative: `rollups/refresh.ts`, `read/nowhere.ts`.',

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDayLoad } from '../../src/common/load-target.ts';
-import { runLoad } from '../../src/ingest/load.ts';
+import { runLoad } from '../../src/ingest/merge/load.ts';
 import { createLogger } from '../../src/log.ts';
 import { markDayRunning } from '../../src/warehouse/ledger.ts';
 import { makeRecords, toJsonl } from '../helpers/export-lines.ts';

@@ -227,7 +227,7 @@ describe('numeric settings', () => {
   });
 
   it('when CRS_KNOWN_LINES_MAX is above what one read of the known lines can hold, then it is refused', () => {
-    // The read is one text of 48 characters a row (src/ingest/known-lines.ts), and it asks for
+    // The read is one text of 48 characters a row (src/ingest/merge/known-lines.ts), and it asks for
     // one row more than the setting; a V8 string holds at most this many characters.
     expect((KNOWN_LINES_CEILING + 1) * 48).toBeLessThan(buffer.constants.MAX_STRING_LENGTH);
     expect(parseConfig({ CRS_KNOWN_LINES_MAX: String(KNOWN_LINES_CEILING) }).knownLinesMax).toBe(

@@ -25,7 +25,7 @@ import { parseConfig } from '../../src/config.ts';
 import { launchChromium, measurePageLoads } from '../../src/dashboard/page-load.ts';
 import { startDashboard } from '../../src/dashboard/server.ts';
 import { createEnrichOps } from '../../src/enrich/index.ts';
-import { loadExportDay } from '../../src/ingest/export-day.ts';
+import { loadExportDay } from '../../src/ingest/source/export-day.ts';
 import { createLogger } from '../../src/log.ts';
 import { startSimulator } from '../../src/simulator/index.ts';
 import { openWarehouse } from '../../src/warehouse/db.ts';

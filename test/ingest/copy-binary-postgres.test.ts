@@ -11,8 +11,8 @@ import {
   putMessageTuple,
   responseChars,
   TUPLE_COLUMNS,
-} from '../../src/ingest/copy-binary.ts';
-import { type ExportRecord, parseRecord } from '../../src/ingest/record-parser.ts';
+} from '../../src/ingest/merge/copy-binary.ts';
+import { type ExportRecord, parseRecord } from '../../src/ingest/parse/record-parser.ts';
 
 // The binary tuples the loader writes, held against what PostgreSQL makes of the same values in
 // text form: every column read back must equal the text form's cast, through a real COPY.

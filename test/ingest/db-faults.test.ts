@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { toFailure } from '../../activities/failures.ts';
 import { fileLoad } from '../../src/common/load-target.ts';
 import { CrsError } from '../../src/errors.ts';
-import { runLoad } from '../../src/ingest/load.ts';
+import { runLoad } from '../../src/ingest/merge/load.ts';
 import { createLogger } from '../../src/log.ts';
 import { checkConnection, type DbTimeouts, openWarehouse, type Warehouse } from '../../src/warehouse/db.ts';
 import { dbFailureKind } from '../../src/warehouse/db-errors.ts';

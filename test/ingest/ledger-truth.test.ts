@@ -4,7 +4,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { STALE_AFTER_MS } from '../../src/common/activity-timeouts.ts';
 import { closedDayLoad } from '../../src/common/load-target.ts';
 import { parseConfig } from '../../src/config.ts';
-import { loadExportDay } from '../../src/ingest/export-day.ts';
+import { loadExportDay } from '../../src/ingest/source/export-day.ts';
 import { createLogger } from '../../src/log.ts';
 import { generateExportLines } from '../../src/simulator/index.ts';
 import { startRun, touchRun } from '../../src/warehouse/ledger.ts';

@@ -1,7 +1,7 @@
 import { isUtf8 } from 'node:buffer';
 import { describe, expect, it } from 'vitest';
-import { lineFields } from '../../src/ingest/line-fields.ts';
-import { type SourceLine, type SplitStats, splitLines } from '../../src/ingest/line-splitter.ts';
+import { lineFields } from '../../src/ingest/parse/line-fields.ts';
+import { type SourceLine, type SplitStats, splitLines } from '../../src/ingest/parse/line-splitter.ts';
 
 async function* chunksOf(parts: Uint8Array[]): AsyncGenerator<Uint8Array> {
   for (const p of parts) yield p;

@@ -5,7 +5,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config.ts';
 import { isCrsError } from '../../src/errors.ts';
-import { importFile } from '../../src/ingest/import-file.ts';
+import { importFile } from '../../src/ingest/source/import-file.ts';
 import { createLogger } from '../../src/log.ts';
 import { makeRecords, toJsonl } from '../helpers/export-lines.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';

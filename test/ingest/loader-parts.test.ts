@@ -1,10 +1,10 @@
 import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { ByteSink, putMessageTuple } from '../../src/ingest/copy-binary.ts';
-import { FastPathGate } from '../../src/ingest/fast-path.ts';
-import { Partition } from '../../src/ingest/partition.ts';
-import { encodeText, lineReject, textReject } from '../../src/ingest/pending.ts';
-import { parseRecord } from '../../src/ingest/record-parser.ts';
+import { ByteSink, putMessageTuple } from '../../src/ingest/merge/copy-binary.ts';
+import { FastPathGate } from '../../src/ingest/merge/fast-path.ts';
+import { Partition } from '../../src/ingest/merge/partition.ts';
+import { encodeText, lineReject, textReject } from '../../src/ingest/merge/pending.ts';
+import { parseRecord } from '../../src/ingest/parse/record-parser.ts';
 
 const LINE = JSON.stringify({
   'Message ID': '0f8fad5b-d9cb-469f-a165-70867728950e',

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServiceClient } from '../../src/api/index.ts';
 import { closedDayLoad } from '../../src/common/load-target.ts';
 import { parseConfig } from '../../src/config.ts';
-import { loadExportDay } from '../../src/ingest/export-day.ts';
+import { loadExportDay } from '../../src/ingest/source/export-day.ts';
 import { createLogger } from '../../src/log.ts';
 import { type Simulator, startSimulator } from '../../src/simulator/index.ts';
 import { PINNED, runningClock } from '../helpers/clock.ts';

@@ -4,7 +4,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { parseConfig } from '../../src/config.ts';
-import { importFile } from '../../src/ingest/import-file.ts';
+import { importFile } from '../../src/ingest/source/import-file.ts';
 import { createLogger } from '../../src/log.ts';
 import { makeRecords, toJsonl } from '../helpers/export-lines.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';

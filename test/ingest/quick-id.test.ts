@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { quickMessageId } from '../../src/ingest/load.ts';
+import { quickMessageId } from '../../src/ingest/merge/load.ts';
 
 const quick = (line: string) => quickMessageId(Buffer.from(line));
 

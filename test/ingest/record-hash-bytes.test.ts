@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { ByteSink, putMessageTuple } from '../../src/ingest/copy-binary.ts';
-import { parseRecord } from '../../src/ingest/record-parser.ts';
+import { ByteSink, putMessageTuple } from '../../src/ingest/merge/copy-binary.ts';
+import { parseRecord } from '../../src/ingest/parse/record-parser.ts';
 
 // The loader hashes a record from the UTF-8 bytes it has just encoded for COPY; the value must be
 // the one parseRecord computes from the strings, or every re-load would see changed records.

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { ByteSink, putMessageTuple, responseChars } from '../../src/ingest/copy-binary.ts';
-import { parseRecord } from '../../src/ingest/record-parser.ts';
+import { ByteSink, putMessageTuple, responseChars } from '../../src/ingest/merge/copy-binary.ts';
+import { parseRecord } from '../../src/ingest/parse/record-parser.ts';
 import { testSeed } from '../helpers/seed.ts';
 
 // The stored record_hash of a line and the bytes of its COPY tuple must never change with the

@@ -1,15 +1,15 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { dayOfTimeText } from '../../src/common/iso-time.ts';
-import { recordHash } from '../../src/ingest/record-hash.ts';
+import { STORED_KEY_BYTES, storedKey } from '../../src/common/stored-key.ts';
+import { recordHash } from '../../src/ingest/parse/record-hash.ts';
 import {
   exportContract,
   lastDrift,
   numericInRange,
   parseRecord,
   RECORD_LIMITS,
-} from '../../src/ingest/record-parser.ts';
-import { STORED_KEY_BYTES, storedKey } from '../../src/warehouse/stored-key.ts';
+} from '../../src/ingest/parse/record-parser.ts';
 
 const base = {
   Input: 'q',

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { parseRecord } from '../../src/ingest/record-parser.ts';
+import { parseRecord } from '../../src/ingest/parse/record-parser.ts';
 
 // The parser promises values PostgreSQL takes exactly; this holds it to that against a real server.
 const fixtures = new URL('../fixtures/bad-lines/', import.meta.url);

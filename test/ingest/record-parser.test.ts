@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { parseRecord, rejectCodeForLineProblem } from '../../src/ingest/record-parser.ts';
+import { parseRecord, rejectCodeForLineProblem } from '../../src/ingest/parse/record-parser.ts';
 
 const fixtures = new URL('../fixtures/bad-lines/', import.meta.url);
 const lines = readFileSync(new URL('records.jsonl', fixtures), 'utf8').split('\n');

@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { responseChars } from '../../src/ingest/copy-binary.ts';
+import { responseChars } from '../../src/ingest/merge/copy-binary.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 
 /**

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sumCounts } from '../../src/common/counts.ts';
 import { parseConfig } from '../../src/config.ts';
-import { replayRejects } from '../../src/ingest/replay.ts';
+import { replayRejects } from '../../src/ingest/source/replay.ts';
 import { createLogger } from '../../src/log.ts';
 import {
   closeRun,

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServiceClient } from '../../src/api/index.ts';
 import { parseConfig } from '../../src/config.ts';
 import { createEnrichOps } from '../../src/enrich/index.ts';
-import { importFile } from '../../src/ingest/import-file.ts';
+import { importFile } from '../../src/ingest/source/import-file.ts';
 import { createLogger } from '../../src/log.ts';
 import { type Simulator, startSimulator } from '../../src/simulator/index.ts';
 import { ROLLUP_TABLES, rebuildRollups } from '../../src/warehouse/rollups/rebuild.ts';

@@ -4,9 +4,9 @@ import { createServiceClient, type ServiceClient } from '../../../src/api/index.
 import { type LoadCounts, pickCounts } from '../../../src/common/counts.ts';
 import { dayLoad } from '../../../src/common/load-target.ts';
 import { type Config, parseConfig } from '../../../src/config.ts';
-import { loadExportDay } from '../../../src/ingest/export-day.ts';
-import { splitLines } from '../../../src/ingest/line-splitter.ts';
-import { LineDigest } from '../../../src/ingest/resume.ts';
+import { LineDigest } from '../../../src/ingest/merge/resume.ts';
+import { splitLines } from '../../../src/ingest/parse/line-splitter.ts';
+import { loadExportDay } from '../../../src/ingest/source/export-day.ts';
 import { createLogger, type Logger } from '../../../src/log.ts';
 import { openWarehouse, type Warehouse } from '../../../src/warehouse/db.ts';
 import { closeRun, startRun } from '../../../src/warehouse/ledger.ts';
@@ -255,7 +255,7 @@ async function countDeleted(w: Warehouse, day: string): Promise<number> {
 /**
  * The least a pull that skips a verified prefix must still do with those bytes: download them,
  * split them into lines and chain each line's sha1, as a stream reopened after a cut is checked
- * (src/ingest/resume.ts). No parse, no record hash, no warehouse.
+ * (src/ingest/merge/resume.ts). No parse, no record hash, no warehouse.
  */
 async function readOnly(
   client: ServiceClient,

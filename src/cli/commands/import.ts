@@ -2,8 +2,8 @@ import cliProgress from 'cli-progress';
 import { type Command, Option } from 'commander';
 import { formatBytes, formatDuration, renderTable } from '../../common/table.ts';
 import { CrsError, EXIT_FAILURE } from '../../errors.ts';
-import { importFile } from '../../ingest/import-file.ts';
-import type { LoadSummary } from '../../ingest/load.ts';
+import type { LoadSummary } from '../../ingest/merge/load.ts';
+import { importFile } from '../../ingest/source/import-file.ts';
 import { checkRange, dayOption } from '../args.ts';
 import { loadContext, openConfiguredWarehouse } from '../context.ts';
 

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { renderTable } from '../../common/table.ts';
 import { CrsError } from '../../errors.ts';
-import { replayRejects } from '../../ingest/replay.ts';
+import { replayRejects } from '../../ingest/source/replay.ts';
 import { dismissRejects, listRejects, type RejectFilter } from '../../warehouse/quarantine.ts';
 import type { RejectSource } from '../../warehouse/types.ts';
 import { loadContext, openConfiguredWarehouse } from '../context.ts';

@@ -1,8 +1,8 @@
 import { rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Config } from '../../../src/config.ts';
-import { importFile } from '../../../src/ingest/import-file.ts';
-import type { LoadSummary } from '../../../src/ingest/load.ts';
+import type { LoadSummary } from '../../../src/ingest/merge/load.ts';
+import { importFile } from '../../../src/ingest/source/import-file.ts';
 import type { Logger } from '../../../src/log.ts';
 import { Rng } from '../../../src/simulator/prng.ts';
 import type { Warehouse } from '../../../src/warehouse/db.ts';

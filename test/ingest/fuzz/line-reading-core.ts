@@ -1,9 +1,9 @@
 import { isUtf8 } from 'node:buffer';
-import { quickMessageId } from '../../../src/ingest/fast-path.ts';
-import { LineFieldScanner, lineFields } from '../../../src/ingest/line-fields.ts';
-import { dayOfRaw, dayOfTimeValue, textReject } from '../../../src/ingest/pending.ts';
-import { parseRecord } from '../../../src/ingest/record-parser.ts';
-import { uuidForm } from '../../../src/ingest/uuid-form.ts';
+import { quickMessageId } from '../../../src/ingest/merge/fast-path.ts';
+import { dayOfRaw, dayOfTimeValue, textReject } from '../../../src/ingest/merge/pending.ts';
+import { LineFieldScanner, lineFields } from '../../../src/ingest/parse/line-fields.ts';
+import { parseRecord } from '../../../src/ingest/parse/record-parser.ts';
+import { uuidForm } from '../../../src/ingest/parse/uuid-form.ts';
 import type { Rng } from '../../../src/simulator/prng.ts';
 
 /**

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { dayLoad } from '../../../src/common/load-target.ts';
 import { CrsError } from '../../../src/errors.ts';
-import { type LoadSummary, runLoad } from '../../../src/ingest/load.ts';
+import { type LoadSummary, runLoad } from '../../../src/ingest/merge/load.ts';
 import type { Logger } from '../../../src/log.ts';
 import { Rng } from '../../../src/simulator/prng.ts';
 import { markDayRunning } from '../../../src/warehouse/ledger.ts';

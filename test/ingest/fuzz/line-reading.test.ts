@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { quickMessageId } from '../../../src/ingest/fast-path.ts';
-import { lineFields } from '../../../src/ingest/line-fields.ts';
-import { dayOfRaw } from '../../../src/ingest/pending.ts';
+import { quickMessageId } from '../../../src/ingest/merge/fast-path.ts';
+import { dayOfRaw } from '../../../src/ingest/merge/pending.ts';
+import { lineFields } from '../../../src/ingest/parse/line-fields.ts';
 import { Rng } from '../../../src/simulator/prng.ts';
 import { uuidFrom } from '../../helpers/export-lines.ts';
 import { testSeed } from '../../helpers/seed.ts';

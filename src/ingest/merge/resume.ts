@@ -1,7 +1,7 @@
 import { createHash, type Hash, hash } from 'node:crypto';
 import type pg from 'pg';
-import { CrsError } from '../errors.ts';
-import type { SourceLine } from './line-splitter.ts';
+import { CrsError } from '../../errors.ts';
+import type { SourceLine } from '../parse/line-splitter.ts';
 import type { Partition } from './partition.ts';
 
 /**

@@ -1,19 +1,19 @@
 import { createHash } from 'node:crypto';
-import { dayOfTimeText } from '../common/iso-time.ts';
-import type { DriftNote } from '../common/schema-drift.ts';
-import type { ByteSink } from './copy-binary.ts';
-import { putMessageTuple } from './copy-binary.ts';
-import { type LineFields, lineFields } from './line-fields.ts';
-import type { LineProblem, SourceLine } from './line-splitter.ts';
-import { recordHash } from './record-hash.ts';
+import { dayOfTimeText } from '../../common/iso-time.ts';
+import type { DriftNote } from '../../common/schema-drift.ts';
+import { type LineFields, lineFields } from '../parse/line-fields.ts';
+import type { LineProblem, SourceLine } from '../parse/line-splitter.ts';
+import { recordHash } from '../parse/record-hash.ts';
 import {
   type ExportContract,
   type ExportRecord,
   parseRecord,
   type RejectCode,
   rejectCodeForLineProblem,
-} from './record-parser.ts';
-import { uuidForm } from './uuid-form.ts';
+} from '../parse/record-parser.ts';
+import { uuidForm } from '../parse/uuid-form.ts';
+import type { ByteSink } from './copy-binary.ts';
+import { putMessageTuple } from './copy-binary.ts';
 
 /**
  * A line on its way to the warehouse, between the partition that batches it and the merge that

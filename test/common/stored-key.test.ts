@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { STORED_KEY_BYTES, storedKey } from '../../src/warehouse/stored-key.ts';
+import { STORED_KEY_BYTES, storedKey } from '../../src/common/stored-key.ts';
 
 const bytes = (s: string) => Buffer.byteLength(s);
 const HASHED = /…#[0-9a-f]{16}$/;

@@ -1,7 +1,7 @@
-import { daysFromCivil } from '../common/civil-date.ts';
-import { recordHashOf } from './record-hash.ts';
-import type { ExportRecord } from './record-parser.ts';
-import { HEX_VALUE } from './uuid-form.ts';
+import { daysFromCivil } from '../../common/civil-date.ts';
+import { recordHashOf } from '../parse/record-hash.ts';
+import type { ExportRecord } from '../parse/record-parser.ts';
+import { HEX_VALUE } from '../parse/uuid-form.ts';
 
 /**
  * PostgreSQL's binary COPY format for `analytics_messages` rows, written straight into a reusable

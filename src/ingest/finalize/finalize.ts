@@ -1,17 +1,22 @@
 import type pg from 'pg';
-import { dayRange } from '../common/civil-date.ts';
-import type { LoadCounts } from '../common/counts.ts';
-import { exportDayOf, type LoadTarget, loadIdOf, wholeDaysOf } from '../common/load-target.ts';
-import { CrsError } from '../errors.ts';
-import type { Warehouse } from '../warehouse/db.ts';
-import { addDayDeletes, recordDayExport, recordDayLoaded, recountDayDeletes } from '../warehouse/ledger.ts';
-import { closeGoneRejects } from '../warehouse/quarantine.ts';
-import { marksWaitSql } from '../warehouse/rollups/mark.ts';
-import { refreshRollups } from '../warehouse/rollups/refresh.ts';
-import { threadTotalsFromRollups } from '../warehouse/rollups/status.ts';
-import { drainThreadQueue, refreshQueuedThreads } from '../warehouse/threads.ts';
+import { dayRange } from '../../common/civil-date.ts';
+import type { LoadCounts } from '../../common/counts.ts';
+import { exportDayOf, type LoadTarget, loadIdOf, wholeDaysOf } from '../../common/load-target.ts';
+import { CrsError } from '../../errors.ts';
+import type { Warehouse } from '../../warehouse/db.ts';
+import {
+  addDayDeletes,
+  recordDayExport,
+  recordDayLoaded,
+  recountDayDeletes,
+} from '../../warehouse/ledger.ts';
+import { closeGoneRejects } from '../../warehouse/quarantine.ts';
+import { marksWaitSql } from '../../warehouse/rollups/mark.ts';
+import { refreshRollups } from '../../warehouse/rollups/refresh.ts';
+import { threadTotalsFromRollups } from '../../warehouse/rollups/status.ts';
+import { drainThreadQueue, refreshQueuedThreads } from '../../warehouse/threads.ts';
+import type { RejectsSeen } from '../merge/rejects-seen.ts';
 import { settleHeld } from './held-seen.ts';
-import type { RejectsSeen } from './rejects-seen.ts';
 
 /**
  * What a load does once every line is merged: soft-deletes rows of complete days that the

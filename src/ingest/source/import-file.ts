@@ -2,13 +2,13 @@ import { createHash, randomBytes } from 'node:crypto';
 import { statSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import path from 'node:path';
-import { type DayRange, fileLoad } from '../common/load-target.ts';
-import type { Config } from '../config.ts';
-import { CrsError, errorMessage } from '../errors.ts';
-import type { Logger } from '../log.ts';
-import type { Warehouse } from '../warehouse/db.ts';
-import { closeRun, runStatus, startRun } from '../warehouse/ledger.ts';
-import { type LoadProgress, type LoadSummary, loaderSettings, runLoad } from './load.ts';
+import { type DayRange, fileLoad } from '../../common/load-target.ts';
+import type { Config } from '../../config.ts';
+import { CrsError, errorMessage } from '../../errors.ts';
+import type { Logger } from '../../log.ts';
+import type { Warehouse } from '../../warehouse/db.ts';
+import { closeRun, runStatus, startRun } from '../../warehouse/ledger.ts';
+import { type LoadProgress, type LoadSummary, loaderSettings, runLoad } from '../merge/load.ts';
 
 /**
  * `crs-sync import`: a JSONL export file (or stdin) through the same parser and loader as the

@@ -1,4 +1,4 @@
-import { uuidForm } from './uuid-form.ts';
+import { uuidForm } from '../parse/uuid-form.ts';
 
 /**
  * The fast path of a re-load: a line routed by the message id read straight from its bytes, and

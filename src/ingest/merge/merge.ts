@@ -1,12 +1,13 @@
 import type pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
-import { itemAt } from '../common/checked.ts';
-import type { LoadCounts } from '../common/counts.ts';
-import { exportDayOf, type LoadTarget, loadIdOf, sourceNameOf, sourceOf } from '../common/load-target.ts';
-import { driftKey } from '../common/schema-drift.ts';
-import { mirrorDayCheckpoint } from '../warehouse/ledger.ts';
-import { marksWaitSql } from '../warehouse/rollups/mark.ts';
-import { addBatchDrift, type DriftCount } from '../warehouse/schema-drift.ts';
+import { itemAt } from '../../common/checked.ts';
+import type { LoadCounts } from '../../common/counts.ts';
+import { exportDayOf, type LoadTarget, loadIdOf, sourceNameOf, sourceOf } from '../../common/load-target.ts';
+import { driftKey } from '../../common/schema-drift.ts';
+import { mirrorDayCheckpoint } from '../../warehouse/ledger.ts';
+import { marksWaitSql } from '../../warehouse/rollups/mark.ts';
+import { addBatchDrift, type DriftCount } from '../../warehouse/schema-drift.ts';
+import { type ExportContract, lastDrift } from '../parse/record-parser.ts';
 import { type ByteSink, COPY_HEADER, COPY_TRAILER, TUPLE_COLUMNS } from './copy-binary.ts';
 import {
   dayOfRaw,
@@ -18,7 +19,6 @@ import {
   rowId,
   textReject,
 } from './pending.ts';
-import { type ExportContract, lastDrift } from './record-parser.ts';
 
 /**
  * One batch of one key partition, merged in one transaction together with the partition's

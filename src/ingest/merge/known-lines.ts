@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { KNOWN_LINES_CEILING } from '../config.ts';
+import { KNOWN_LINES_CEILING } from '../../config.ts';
 
 /**
  * The lines of the open day the warehouse already holds, by content: the sha1 of each live row's

@@ -1,18 +1,18 @@
 import { createHash } from 'node:crypto';
-import { type ExportBody, notAnExport, type ServiceClient } from '../api/index.ts';
-import { type LoadCounts, pickCounts } from '../common/counts.ts';
-import type { DayLoad } from '../common/load-target.ts';
-import type { Config } from '../config.ts';
-import { CrsError, errorMessage, isCrsError } from '../errors.ts';
-import { type Logger, redactText } from '../log.ts';
-import type { Warehouse } from '../warehouse/db.ts';
+import { type ExportBody, notAnExport, type ServiceClient } from '../../api/index.ts';
+import { type LoadCounts, pickCounts } from '../../common/counts.ts';
+import type { DayLoad } from '../../common/load-target.ts';
+import type { Config } from '../../config.ts';
+import { CrsError, errorMessage, isCrsError } from '../../errors.ts';
+import { type Logger, redactText } from '../../log.ts';
+import type { Warehouse } from '../../warehouse/db.ts';
 import {
   type LoadAttempt,
   markDayRunning,
   recordDayDownload,
   releaseUnfinishedDay,
-} from '../warehouse/ledger.ts';
-import { type LoadProgress, loaderSettings, runLoad } from './load.ts';
+} from '../../warehouse/ledger.ts';
+import { type LoadProgress, loaderSettings, runLoad } from '../merge/load.ts';
 
 /**
  * One UTC day of the analytics export into the warehouse: the unit of work of the sync.

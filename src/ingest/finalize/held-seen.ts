@@ -1,7 +1,7 @@
 import type pg from 'pg';
-import { type LoadTarget, loadIdOf } from '../common/load-target.ts';
-import { recountHeld, requireForce } from '../warehouse/ledger.ts';
-import type { RejectsSeen } from './rejects-seen.ts';
+import { type LoadTarget, loadIdOf } from '../../common/load-target.ts';
+import { recountHeld, requireForce } from '../../warehouse/ledger.ts';
+import type { RejectsSeen } from '../merge/rejects-seen.ts';
 
 /**
  * Held deletes against what later loads see. A held id is a row one export lacked; any later load

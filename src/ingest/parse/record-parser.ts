@@ -1,7 +1,7 @@
-import { parseOffsetTime } from '../common/iso-time.ts';
-import { RECORD_LIMITS } from '../common/record-limits.ts';
-import { type DriftNote, driftExample, type JsonType, jsonType } from '../common/schema-drift.ts';
-import { STORED_KEY_UNITS_WITHIN, storedKey } from '../warehouse/stored-key.ts';
+import { parseOffsetTime } from '../../common/iso-time.ts';
+import { RECORD_LIMITS } from '../../common/record-limits.ts';
+import { type DriftNote, driftExample, type JsonType, jsonType } from '../../common/schema-drift.ts';
+import { STORED_KEY_UNITS_WITHIN, storedKey } from '../../common/stored-key.ts';
 import type { LineProblem } from './line-splitter.ts';
 import { recordHash } from './record-hash.ts';
 import { uuidForm } from './uuid-form.ts';
@@ -186,7 +186,7 @@ function noteExtraDrift(obj: Record<string, unknown>, contract: ExportContract):
     if (known !== undefined && (known & typeBit(v)) !== 0) continue;
     drift.push({
       source: 'export',
-      // Bounded in bytes: the path is a key of schema_drift (src/warehouse/stored-key.ts).
+      // Bounded in bytes: the path is a key of schema_drift (src/common/stored-key.ts).
       path: k.length > STORED_KEY_UNITS_WITHIN ? storedKey(k) : k,
       kind: known === undefined ? 'new_field' : 'type_changed',
       expected: known === undefined ? null : typeNames(known),

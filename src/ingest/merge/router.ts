@@ -1,9 +1,10 @@
 import { hash } from 'node:crypto';
-import { itemAt } from '../common/checked.ts';
+import { itemAt } from '../../common/checked.ts';
+import type { SourceLine } from '../parse/line-splitter.ts';
+import { type ExportContract, lastDrift, parseRecord } from '../parse/record-parser.ts';
 import type { BatchWriter } from './batch-writer.ts';
 import { type FastPathGate, quickMessageId } from './fast-path.ts';
 import type { KnownLines } from './known-lines.ts';
-import type { SourceLine } from './line-splitter.ts';
 import { type Partition, partOf } from './partition.ts';
 import {
   checkedRow,
@@ -14,7 +15,6 @@ import {
   type PendingRow,
   textReject,
 } from './pending.ts';
-import { type ExportContract, lastDrift, parseRecord } from './record-parser.ts';
 import type { RejectsSeen } from './rejects-seen.ts';
 import { verifySkipped } from './resume.ts';
 import type { SeenSpill } from './seen-spill.ts';

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { emptyCounts, type LoadCounts } from '../common/counts.ts';
-import { CrsError } from '../errors.ts';
-import { dbFailureKind } from '../warehouse/db-errors.ts';
+import { emptyCounts, type LoadCounts } from '../../common/counts.ts';
+import { CrsError } from '../../errors.ts';
+import { dbFailureKind } from '../../warehouse/db-errors.ts';
 import type { FastPathGate } from './fast-path.ts';
 import { type BatchCounts, type BatchTarget, mergeBatch } from './merge.ts';
 import type { Batch, Partition } from './partition.ts';

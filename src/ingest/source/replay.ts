@@ -1,9 +1,9 @@
 import { Readable } from 'node:stream';
-import { fileLoad } from '../common/load-target.ts';
-import type { Config } from '../config.ts';
-import type { Logger } from '../log.ts';
-import type { Warehouse } from '../warehouse/db.ts';
-import { closeRun, startRun } from '../warehouse/ledger.ts';
+import { fileLoad } from '../../common/load-target.ts';
+import type { Config } from '../../config.ts';
+import type { Logger } from '../../log.ts';
+import type { Warehouse } from '../../warehouse/db.ts';
+import { closeRun, startRun } from '../../warehouse/ledger.ts';
 import {
   listRejects,
   markReplayed,
@@ -11,13 +11,13 @@ import {
   type RejectFilter,
   recordReplay,
   rejectsByLine,
-} from '../warehouse/quarantine.ts';
-import { acceptedDriftPaths } from '../warehouse/schema-drift.ts';
-import { requeueThreads } from '../warehouse/threads.ts';
-import type { RejectedRecord } from '../warehouse/types.ts';
-import { splitLines } from './line-splitter.ts';
-import { loaderSettings, runLoad } from './load.ts';
-import { exportContract, parseRecord, rejectCodeForLineProblem } from './record-parser.ts';
+} from '../../warehouse/quarantine.ts';
+import { acceptedDriftPaths } from '../../warehouse/schema-drift.ts';
+import { requeueThreads } from '../../warehouse/threads.ts';
+import type { RejectedRecord } from '../../warehouse/types.ts';
+import { loaderSettings, runLoad } from '../merge/load.ts';
+import { splitLines } from '../parse/line-splitter.ts';
+import { exportContract, parseRecord, rejectCodeForLineProblem } from '../parse/record-parser.ts';
 
 /**
  * Replays quarantined rows once their cause is fixed (a parser change, a relaxed contract).

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import type { DriftNote } from '../common/schema-drift.ts';
+import type { DriftNote } from '../../common/schema-drift.ts';
 import { ByteSink } from './copy-binary.ts';
 import type { CheckedRow, LineDrift, PendingReject, PendingRow } from './pending.ts';
 
