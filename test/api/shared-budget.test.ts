@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServiceClient, type HttpRequest } from '../../src/api/index.ts';
 import { migrateToLatest } from '../../src/warehouse/migrator.ts';
 import { rateBudgetOnPool } from '../../src/warehouse/rate-budget.ts';
+import { budgetGrants, budgetPauses, installBudgetAudit } from '../helpers/budget-audit.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 import { captureLog, client, options } from './helpers/client-setup.ts';
 import {
@@ -113,6 +114,49 @@ describe('the budget row (rate_budget_lease)', () => {
     expect(r.pausedMs).toBeGreaterThan(20_000);
     const other = rateBudgetOnPool(tw.w.pool, 'not-paused');
     expect((await other.lease(5, 50, 1_000)).granted).toBe(5);
+  });
+});
+
+describe("the tests' grant audit (test/helpers/budget-audit.ts) on the budget row", () => {
+  let audited: TestWarehouse;
+  beforeAll(async () => {
+    audited = await createTestWarehouse({ prefix: 'taudit' });
+    await installBudgetAudit(audited.w.pool, audited.schema);
+  });
+  afterAll(async () => {
+    await audited?.dispose();
+  });
+
+  it('when blocks are leased, one given back and others age out, then the audit holds what the database granted: releases subtracted, aged blocks still counted', async () => {
+    const store = rateBudgetOnPool(audited.w.pool, 'audited');
+    const a = await store.lease(3, 4, 3_000);
+    const late = await store.lease(3, 4, 3_000);
+    expect([a.granted, late.granted]).toEqual([3, 1]);
+    await store.release(late.stamp ?? '');
+    // Full again (3 of 4 used): this lease gets 1, and nothing of the first block.
+    expect((await store.lease(5, 4, 3_000)).granted).toBe(1);
+    await new Promise((r) => setTimeout(r, 3_100));
+    // A window of seconds: the three leases above are in it even on a loaded machine.
+    // The first blocks aged out: this lease drops them from the row; they stay granted.
+    expect((await store.lease(4, 4, 3_000)).granted).toBe(4);
+    const g = await budgetGrants(audited.w.pool, audited.schema, 'audited');
+    expect(g).toMatchObject({ leased: 9, released: 1, net: 8, blocks: 3, limit: 4, windowMs: 3_000 });
+    expect(g.maxInWindow).toBe(4);
+    // Over a window long enough to hold every block: all of them.
+    expect((await budgetGrants(audited.w.pool, audited.schema, 'audited', 60_000)).maxInWindow).toBe(8);
+  });
+
+  it('when the budget is paused, then the audit holds the pause in database time, and no grant inside it', async () => {
+    const store = rateBudgetOnPool(audited.w.pool, 'audited-pause');
+    expect((await store.lease(2, 50, 1_000)).granted).toBe(2);
+    await store.pause(300);
+    expect((await store.lease(2, 50, 1_000)).granted).toBe(0);
+    await new Promise((r) => setTimeout(r, 350));
+    expect((await store.lease(2, 50, 1_000)).granted).toBe(2);
+    const pauses = await budgetPauses(audited.w.pool, audited.schema, 'audited-pause');
+    expect(pauses).toHaveLength(1);
+    expect(pauses[0]!.until.getTime() - pauses[0]!.at.getTime()).toBeCloseTo(300, -1);
+    expect(pauses[0]).toMatchObject({ grantsDuring: 0, grantsAfter: 1 });
   });
 });
 
