@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config.ts';
-import { importFile } from '../../src/ingest/import-file.ts';
+import { importFile } from '../../src/ingest/source/import-file.ts';
 import { createLogger } from '../../src/log.ts';
 import { type PageRows, writePageRows } from '../../src/warehouse/enrich-pages.ts';
 import { forget, listErasures } from '../../src/warehouse/privacy/forget.ts';
