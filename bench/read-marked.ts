@@ -50,7 +50,10 @@ const url = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test
 const runs = Number(flags.runs);
 const span = Number(flags.days);
 
-const client = new pg.Client({ connectionString: url, options: `-c search_path=${flags.schema}` });
+const client = new pg.Client({
+  connectionString: url,
+  options: `-c search_path=${flags.schema},${flags.schema}_internal`,
+});
 await client.connect();
 // One connection for kysely too, so the migration runs inside the transaction it is rolled back with.
 const db = new Kysely<unknown>({

@@ -8,7 +8,8 @@ import { CrsError } from './errors.ts';
  * and every problem is reported at once.
  */
 
-const identifier = /^[a-z_][a-z0-9_]{0,62}$/;
+// At most 54 characters: the bookkeeping's schema is this name and `_internal` (src/warehouse/db.ts).
+const identifier = /^[a-z_][a-z0-9_]{0,53}$/;
 
 const optionalString = z
   .string()
@@ -160,7 +161,10 @@ const envSchema = z.object({
   CRS_SCHEMA: z
     .string()
     .default('crs')
-    .refine((v) => identifier.test(v), 'must be a plain lower-case SQL identifier ([a-z_][a-z0-9_]*)'),
+    .refine(
+      (v) => identifier.test(v),
+      'must be a plain lower-case SQL identifier ([a-z_][a-z0-9_]*) of at most 54 characters',
+    ),
   CRS_BASE_URL: optionalUrl,
   CRS_LEGACY_BASE_URL: optionalUrl,
   CRS_SERVICE_ACCOUNT_TOKEN: optionalString,

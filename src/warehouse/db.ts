@@ -10,7 +10,8 @@ import type { Database } from './types.ts';
 pg.types.setTypeParser(pg.types.builtins.DATE, (v) => v);
 pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number(v));
 
-const IDENTIFIER = /^[a-z_][a-z0-9_]{0,62}$/;
+// 54 characters at most: its internal schema (`_internal` after it) is an identifier too.
+const IDENTIFIER = /^[a-z_][a-z0-9_]{0,53}$/;
 
 export interface Warehouse {
   readonly db: Kysely<Database>;
@@ -70,9 +71,14 @@ function serverKeepAlive(ms: number): string {
   return ` -c tcp_keepalives_idle=${idle} -c tcp_keepalives_interval=10 -c tcp_keepalives_count=3`;
 }
 
+/** The schema of the bookkeeping next to the data schema `schema` (migration 2026-11-28T21-00-00). */
+export const internalSchema = (schema: string): string => `${schema}_internal`;
+
 /**
- * Every connection runs with search_path = the configured schema, so queries and migrations use
- * unqualified table names and any schema name works without rewriting SQL.
+ * Every connection runs with search_path = the configured schema, then its internal schema (the
+ * bookkeeping: docs/privacy.md), so queries and migrations use unqualified table names and any
+ * schema name works without rewriting SQL. A role without access to the internal schema (a
+ * reader) simply does not see what is in it.
  */
 export function openWarehouse(opts: WarehouseOptions): Warehouse {
   if (!IDENTIFIER.test(opts.schema)) {
@@ -82,7 +88,7 @@ export function openWarehouse(opts: WarehouseOptions): Warehouse {
   const pool = new pg.Pool({
     connectionString: opts.url,
     max: opts.max ?? 8,
-    options: `-c search_path=${opts.schema},public${serverKeepAlive(t.keepAliveMs)}`,
+    options: `-c search_path=${opts.schema},${internalSchema(opts.schema)},public${serverKeepAlive(t.keepAliveMs)}`,
     application_name: opts.applicationName ?? 'crs-sync',
     connectionTimeoutMillis: 10_000,
     // pg sends only the non-zero ones; 0 leaves the server's own setting.

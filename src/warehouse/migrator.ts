@@ -8,7 +8,7 @@ import {
   Migrator,
 } from 'kysely/migration';
 import { CrsError } from '../errors.ts';
-import { DEFAULT_DB_TIMEOUTS, openWarehouse, type Warehouse } from './db.ts';
+import { DEFAULT_DB_TIMEOUTS, internalSchema, openWarehouse, type Warehouse } from './db.ts';
 import { isRetryableDbError, toDbCrsError } from './db-errors.ts';
 
 export const migrationFolder = path.resolve(import.meta.dirname, '..', '..', 'migrations');
@@ -96,9 +96,10 @@ export async function pendingMigrations(w: Warehouse): Promise<string[]> {
 
 // Kysely's migrator finds its own tables by listing every table of every schema, and the
 // statement that lists them fails with "schema … does not exist" (3F000) or "relation … does not
-// exist" (42P01) when another schema is dropped at that moment (tests and demos drop theirs). No
-// migration has run then, so listing again is safe.
-const LIST_RACE_CODES = new Set(['3F000', '42P01']);
+// exist" (42P01) when another schema is dropped at that moment (tests and demos drop theirs), or
+// "column … does not exist" (42703, from pg_get_serial_sequence) while another schema's migration
+// alters a table it is listing. No migration has run then, so listing again is safe.
+const LIST_RACE_CODES = new Set(['3F000', '42P01', '42703']);
 const LIST_ATTEMPTS = 10;
 
 function isListRace(err: unknown): boolean {
@@ -123,7 +124,9 @@ async function migrateOnce(
   }
 }
 
-/** Drops the schema with everything in it (tests and `demo` clean-up only). */
+/** Drops the schema and its internal one with everything in them (tests and `demo` clean-up only). */
 export async function dropSchema(w: Warehouse): Promise<void> {
-  await sql`drop schema if exists ${sql.id(w.schema)} cascade`.execute(w.db);
+  await sql`drop schema if exists ${sql.id(w.schema)}, ${sql.id(internalSchema(w.schema))} cascade`.execute(
+    w.db,
+  );
 }

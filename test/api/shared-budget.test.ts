@@ -203,7 +203,7 @@ describe('a client on the shared budget', () => {
     // The budget's own connection gives up on a lock after 100 ms, as a worker's does after 5 s.
     const pool = new pg.Pool({
       connectionString: tw.url,
-      options: `-c search_path=${tw.schema} -c lock_timeout=100`,
+      options: `-c search_path=${tw.schema},${tw.schema}_internal -c lock_timeout=100`,
       max: 1,
     });
     const locker = await tw.w.pool.connect();

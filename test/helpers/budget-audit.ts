@@ -30,7 +30,7 @@ type Db = pg.Pool | pg.Client | pg.PoolClient;
 
 const q = (ident: string) => `"${ident.replaceAll('"', '""')}"`;
 
-/** Creates the audit table and its triggers in `schema` (which must hold `rate_budget`). */
+/** Creates the audit table in `schema` and its triggers on `rate_budget` (in its internal schema). */
 export async function installBudgetAudit(db: Db, schema: string): Promise<void> {
   const s = q(schema);
   await db.query(`
@@ -77,11 +77,11 @@ export async function installBudgetAudit(db: Db, schema: string): Promise<void> 
       end if;
       return null;
     end $$;
-    create trigger budget_audit_1_lease after insert or update of limit_per_window on ${s}.rate_budget
+    create trigger budget_audit_1_lease after insert or update of limit_per_window on ${q(`${schema}_internal`)}.rate_budget
       for each row execute function ${s}.budget_audit_lease();
-    create trigger budget_audit_2_release after update of lease_at on ${s}.rate_budget
+    create trigger budget_audit_2_release after update of lease_at on ${q(`${schema}_internal`)}.rate_budget
       for each row execute function ${s}.budget_audit_release();
-    create trigger budget_audit_3_pause after insert or update of paused_until on ${s}.rate_budget
+    create trigger budget_audit_3_pause after insert or update of paused_until on ${q(`${schema}_internal`)}.rate_budget
       for each row execute function ${s}.budget_audit_pause();
   `);
 }
@@ -108,7 +108,12 @@ export interface BudgetGrants {
  * window, the one the database promises the limit in). A released block is left out of every
  * window: the database let another lease take its place, and no request started with it.
  */
-export async function budgetGrants(db: Db, schema: string, name: string, windowMs?: number): Promise<BudgetGrants> {
+export async function budgetGrants(
+  db: Db,
+  schema: string,
+  name: string,
+  windowMs?: number,
+): Promise<BudgetGrants> {
   const s = q(schema);
   const { rows } = await db.query<{
     leased: string | null;

@@ -46,7 +46,10 @@ describe('import with a concurrent writer', () => {
     const parsed = parseRecord(JSON.stringify(target));
     if (!parsed.ok) throw new Error(parsed.detail);
 
-    const other = new pg.Client({ connectionString: tw.url, options: `-c search_path=${tw.schema}` });
+    const other = new pg.Client({
+      connectionString: tw.url,
+      options: `-c search_path=${tw.schema},${tw.schema}_internal`,
+    });
     await other.connect();
     let imported: ReturnType<typeof importFile> | undefined;
     try {
@@ -125,7 +128,10 @@ describe('import with a concurrent writer', () => {
     const bad = JSON.stringify({ ...makeRecords(1, { seed: 'cw-rej-bad' })[0]!, 'Thread ID': 'not-a-uuid' });
     const lines = [...recs.slice(0, 20), bad, ...recs.slice(20)];
     const db = await createTestWarehouse();
-    const other = new pg.Client({ connectionString: db.url, options: `-c search_path=${db.schema}` });
+    const other = new pg.Client({
+      connectionString: db.url,
+      options: `-c search_path=${db.schema},${db.schema}_internal`,
+    });
     await other.connect();
     try {
       await other.query('begin');

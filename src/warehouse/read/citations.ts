@@ -196,13 +196,13 @@ export async function topCitationSources(
           `with ${MOVED}, ${mixedPerSource(every)},
            s as (select * from per_source order by 3 desc, 1, 2 limit $3),
            was as (select citation_type, name, count(*) as n from rollup_citation_threads
-                    where thread_id = any(array(select thread_id from rollup_dirty_threads))
+                    where thread_id = any(array(select thread_id from rollup_marked_threads))
                       and (citation_type, name) in (select citation_type, name from s)
                     group by 1, 2),
            now as (select coalesce(c.citation_type, '(none)') as citation_type, coalesce(c.name, '(unnamed)') as name,
                           count(distinct c.thread_id) as n
                      from citations c
-                    where c.thread_id = any(array(select thread_id from rollup_dirty_threads))
+                    where c.thread_id = any(array(select thread_id from rollup_marked_threads))
                       and (coalesce(c.citation_type, '(none)'), coalesce(c.name, '(unnamed)'))
                           in (select citation_type, name from s)
                     group by 1, 2)

@@ -46,9 +46,9 @@ export async function dataSpan(q: Queryable, extent: DataExtent, source: Source)
              select min(day) as day from rollup_citation_type_daily
              union all select max(day) from rollup_citation_type_daily
              union all select (min(created_at) at time zone 'UTC')::date from thread_messages
-                        where thread_id in (select thread_id from rollup_dirty_threads)
+                        where thread_id in (select thread_id from rollup_marked_threads)
              union all select (max(created_at) at time zone 'UTC')::date from thread_messages
-                        where thread_id in (select thread_id from rollup_dirty_threads)) x`
+                        where thread_id in (select thread_id from rollup_marked_threads)) x`
         : `select (min(created_at) at time zone 'UTC')::date::text as "firstDay",
                 (max(created_at) at time zone 'UTC')::date::text as "lastDay"
            from thread_messages`,

@@ -91,7 +91,7 @@ export async function readFreshness(
     enrich_failing: boolean;
     started_at: Date | null;
   }>`
-    select (select started_at from alert_settings) as started_at,
+    select (select started_at from alerting_since) as started_at,
            exists (select 1 from sync_days
                    where status = 'failed' and (${watermark}::date is null or day > ${watermark}::date))
              as export_failing,

@@ -141,10 +141,9 @@ export interface HeldDeleteDay {
 export async function heldDeletes(q: Queryable): Promise<HeldDeleteDay[]> {
   return rowsOf<HeldDeleteDay>(
     q,
-    `select h.day::text as day, count(*) as rows, to_json(max(h.held_at))#>>'{}' as "heldAt",
-            min(d.deletes_held_reason) as reason
-       from held_deletes h left join sync_days d on d.day = h.day
-      group by h.day order by h.day desc`,
+    `select h.day::text as day, h.rows, to_json(h.held_at)#>>'{}' as "heldAt", d.deletes_held_reason as reason
+       from held_delete_days h left join sync_days d on d.day = h.day
+      order by h.day desc`,
   );
 }
 
@@ -157,21 +156,31 @@ export interface QuarantineCode {
   examples: { id: number; day: string | null; lineNo: number | null; detail: string; raw: string }[];
 }
 
-/** The quarantine by source and error code, each with a few examples cut to 200 characters. */
+/**
+ * The quarantine by source and error code, each with a few examples cut to 200 characters. The
+ * counts come from the data schema's `quarantine_counts`; the examples are quarantined lines as
+ * received, in the internal schema, which a reader role (`crs-sync grant-reader`) cannot read:
+ * it gets the counts and no examples.
+ */
 export async function quarantine(q: Queryable): Promise<QuarantineCode[]> {
+  const [seen] = await rowsOf<{ lines: boolean }>(
+    q,
+    `select coalesce(has_table_privilege(to_regclass('rejected_records'), 'select'), false) as lines`,
+  );
+  const examples = seen?.lines
+    ? `coalesce((select json_agg(json_build_object('id', e.id, 'day', e.day::text, 'lineNo', e.line_no,
+                                                  'detail', left(e.error_detail, 200), 'raw', left(e.raw, 200))
+                                order by e.id desc)
+                  from (select * from rejected_records r
+                         where r.source = g.source and r.error_code = g.error_code
+                         order by (r.replayed_at is null) desc, r.id desc limit 3) e), '[]')`
+    : `'[]'::json`;
   return rowsOf<QuarantineCode>(
     q,
     `with g as (
-       select source, error_code, count(*) filter (where replayed_at is null) as open,
-              count(*) filter (where replayed_at is not null) as replayed
-         from rejected_records group by source, error_code)
-     select g.source, g.error_code as "errorCode", g.open, g.replayed,
-            coalesce((select json_agg(json_build_object('id', e.id, 'day', e.day::text, 'lineNo', e.line_no,
-                                                        'detail', left(e.error_detail, 200), 'raw', left(e.raw, 200))
-                                      order by e.id desc)
-                        from (select * from rejected_records r
-                               where r.source = g.source and r.error_code = g.error_code
-                               order by (r.replayed_at is null) desc, r.id desc limit 3) e), '[]') as examples
+       select source, error_code, sum(open)::bigint as open, sum(replayed)::bigint as replayed
+         from quarantine_counts group by source, error_code)
+     select g.source, g.error_code as "errorCode", g.open, g.replayed, ${examples} as examples
        from g order by g.open desc, g.source, g.error_code`,
   );
 }

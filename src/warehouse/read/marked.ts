@@ -52,7 +52,7 @@ export const notIn = (column: string, key: string, cte: string) =>
  * marked, or with rollup rows on a marked day (what the last refresh saw), or with rows there now.
  */
 export const TOUCHED_THREADS_CTE = `a as materialized (
-    select thread_id from rollup_dirty_threads
+    select thread_id from rollup_marked_threads
     union select thread_id from rollup_thread_daily where message_date = any(${STALE_DAYS})
     union select thread_id from m)`;
 

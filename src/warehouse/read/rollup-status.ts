@@ -26,15 +26,15 @@ export async function rollupStatus(q: Queryable): Promise<RollupStatus> {
     rebuild_needed: boolean;
     rebuilt_at: string | null;
     refreshed_at: string | null;
-  }>(q, 'select rebuild_needed, rebuilt_at::text, refreshed_at::text from rollup_state');
+  }>(q, 'select rebuild_needed, rebuilt_at::text, refreshed_at::text from rollup_upkeep');
   const [marks] = await rowsOf<{ days: number; threads: number }>(
     q,
-    `select (select count(distinct day) from rollup_dirty_days)::int as days,
-            (select count(distinct thread_id) from rollup_dirty_threads)::int as threads`,
+    `select (select count(distinct day) from rollup_marked_days)::int as days,
+            (select count(distinct thread_id) from rollup_marked_threads)::int as threads`,
   );
   const [waiting] = await rowsOf<{ days: string[] }>(
     q,
-    'select coalesce(array_agg(distinct day::text order by day::text), array[]::text[]) as days from rollup_waiting_days',
+    'select coalesce(array_agg(distinct day::text order by day::text), array[]::text[]) as days from rollup_waiting',
   );
   const rows: Record<string, number> = {};
   for (const t of ROLLUP_TABLES) {

@@ -34,7 +34,7 @@ export async function readThreadListReads(q: Queryable): Promise<ThreadListReads
   const [r] = await rowsOf<Row>(
     q,
     `select failures, failures_total, failing_since, last_ok_at, last_failed_at, last_error
-       from thread_list_reads`,
+       from thread_list_health`,
   );
   const iso = (d: Date | null | undefined) => (d ? new Date(d).toISOString() : null);
   return {

@@ -6,18 +6,18 @@ import { lockLoadThreadsSql } from '../threads.ts';
 // the rollups are exact for that snapshot's raw rows. The rule of every reader (read/source.ts
 // `readSource`); the BI views hold the same condition in their SQL (`CURRENT` of the rollups
 // migration: a migration never imports application code).
-export const ROLLUPS_CURRENT_SQL = `not exists (select 1 from rollup_dirty_days) and not exists (select 1 from rollup_dirty_threads)
-  and not coalesce((select rebuild_needed from rollup_state), true)`;
+export const ROLLUPS_CURRENT_SQL = `not exists (select 1 from rollup_marked_days) and not exists (select 1 from rollup_marked_threads)
+  and not coalesce((select rebuild_needed from rollup_upkeep), true)`;
 
 // A rebuild is pending: no rollup row can be trusted, every reader reads the raw tables.
-export const ROLLUP_REBUILD_PENDING_SQL = 'coalesce((select rebuild_needed from rollup_state), true)';
+export const ROLLUP_REBUILD_PENDING_SQL = 'coalesce((select rebuild_needed from rollup_upkeep), true)';
 
 // The days whose per-day rollup rows may differ from the raw rows in this snapshot: the marked
 // days. A day's figures (rollup_daily, the per-day rows of users and threads) depend on that
 // day's export rows and the "User cancelled" history entries of those rows, and the triggers
 // mark the day for both; a marked thread alone changes thread-level figures only. The
 // `daily_usage` view holds the same rule (migration 2026-11-25T08-00-00).
-export const STALE_DAYS_SQL = 'select day from rollup_dirty_days';
+export const STALE_DAYS_SQL = 'select day from rollup_marked_days';
 
 /** Whether every rollup is current: nothing marked and no rebuild pending. */
 export async function rollupsCurrent(pool: Pick<pg.Pool, 'query'>): Promise<boolean> {
