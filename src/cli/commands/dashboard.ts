@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { readNumber } from '../../config.ts';
+import { fileSettingOf, readNumber, withSecretFiles } from '../../config.ts';
 import { HOSTS_SETTING, isLoopback, parseHostList, TOKEN_SETTING } from '../../dashboard/access.ts';
 import {
   DEFAULT_DASHBOARD_PORT,
@@ -21,13 +21,17 @@ const MIN_TOKEN_CHARS = 16;
 
 /** The dashboard's own settings, from the environment (and .env); a bad one exits 2 naming it. */
 export function dashboardSettings(host: string, env: NodeJS.ProcessEnv = process.env) {
-  const token = env[TOKEN_SETTING] || undefined;
+  // Or from the file CRS_DASHBOARD_TOKEN_FILE names (a Docker or Kubernetes secret).
+  const fileSetting = fileSettingOf(TOKEN_SETTING);
+  const token =
+    withSecretFiles({ [TOKEN_SETTING]: env[TOKEN_SETTING], [fileSetting]: env[fileSetting] })[TOKEN_SETTING] ||
+    undefined;
   if (!isLoopback(host) && !token) {
     throw new CrsError(
       'USAGE',
       `--host ${host} opens the dashboard beyond this machine, and it shows user ids, thread names and ` +
         `quarantined lines: set ${TOKEN_SETTING} (a secret of at least ${MIN_TOKEN_CHARS} characters, ` +
-        `e.g. openssl rand -hex 24), which every request must then carry`,
+        `e.g. openssl rand -hex 24; or ${fileSetting}, a file that holds it), which every request must then carry`,
     );
   }
   if (token !== undefined && token.length < MIN_TOKEN_CHARS) {
