@@ -409,6 +409,29 @@ export type SecretFiles = Readonly<Partial<Record<SecretSetting, string>>>;
 export const fileSettingOf = (name: SecretSetting): string => `${name}_FILE`;
 
 /**
+ * The file settings help lists: those of the secrets this release reads (the schema's, and the
+ * dashboard's token). A listed name nothing reads yet is left out until something does.
+ */
+export function secretFileSettings(): string[] {
+  const read = new Set<string>([...Object.keys(envSchema.shape), 'CRS_DASHBOARD_TOKEN']);
+  return SECRET_SETTINGS.filter((name) => read.has(name)).map(fileSettingOf);
+}
+
+/** `items` joined by commas into lines of at most `width` characters. */
+export function wrapList(items: readonly string[], width: number): string {
+  const lines: string[] = [];
+  let line = '';
+  for (const item of items) {
+    const next = line === '' ? item : `${line}, ${item}`;
+    if (next.length + 1 > width && line !== '') {
+      lines.push(`${line},`);
+      line = item;
+    } else line = next;
+  }
+  return [...lines, line].join('\n');
+}
+
+/**
  * The largest secret file read. A token, a key or a list of webhook URLs is a few hundred bytes;
  * a path to anything much larger (a log, a disk image) is a mistake, not a secret to hold.
  */
@@ -466,7 +489,9 @@ function secretFromText(name: SecretSetting, file: string, text: string): Secret
 /** Reads the secret of `name` from `file` (an absolute path), at start. */
 export function readSecretFile(name: SecretSetting, file: string): SecretFileRead {
   try {
-    return secretFromStat(name, file, statSync(file)) ?? secretFromText(name, file, readFileSync(file, 'utf8'));
+    return (
+      secretFromStat(name, file, statSync(file)) ?? secretFromText(name, file, readFileSync(file, 'utf8'))
+    );
   } catch (err) {
     return fileFailure(name, file, err);
   }
@@ -579,7 +604,12 @@ function validEnv(env: Record<string, string | undefined>): {
 }
 
 /** The service's credentials among the secret files: those the client reads again on a 401. */
-const API_SECRETS = ['CRS_SERVICE_ACCOUNT_TOKEN', 'CRS_ACCESS_TOKEN', 'CRS_CLIENT_SECRET', 'CRS_API_KEY'] as const;
+const API_SECRETS = [
+  'CRS_SERVICE_ACCOUNT_TOKEN',
+  'CRS_ACCESS_TOKEN',
+  'CRS_CLIENT_SECRET',
+  'CRS_API_KEY',
+] as const;
 
 export function parseConfig(env: Record<string, string | undefined> = process.env): Config {
   const { e, renamed, files } = validEnv(env);

@@ -207,7 +207,10 @@ class TokenExchange {
       return await this.#exchangeWith(secret, subject);
     } catch (err) {
       if (!(err instanceof RefusedExchange)) throw err;
-      const renewed = await Promise.all([this.#clientSecret.renew(secret), this.#subjectToken.renew(subject)]);
+      const renewed = await Promise.all([
+        this.#clientSecret.renew(secret),
+        this.#subjectToken.renew(subject),
+      ]);
       if (!renewed.includes(true)) throw err.error;
       try {
         return await this.#exchangeWith(this.#clientSecret.value ?? '', this.#subjectToken.value ?? '');

@@ -180,11 +180,19 @@ class HttpTransport implements Transport {
         'crs request done',
       );
       if (answer.ok) return parsedJson(spec.operation, answer, call.attempts);
-      if (answer.status === 401 && !call.refreshed && auth && (await o.credentials().renew(spec.auth, auth.value))) {
+      if (
+        answer.status === 401 &&
+        !call.refreshed &&
+        auth &&
+        (await o.credentials().renew(spec.auth, auth.value))
+      ) {
         // One refresh per call; a second 401 is a real authorization failure.
         call.refreshed = true;
         this.stats.tokenRefreshes++;
-        o.log.info({ operation: spec.operation, auth: spec.auth }, 'crs credential rejected; renewing it once');
+        o.log.info(
+          { operation: spec.operation, auth: spec.auth },
+          'crs credential rejected; renewing it once',
+        );
         continue;
       }
       await this.#refused(spec, answer, call);

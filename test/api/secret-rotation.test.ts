@@ -80,7 +80,9 @@ describe('a credential file rotated on disk, over the simulator', () => {
     await api.listThreads();
     expect(api.stats()).toMatchObject({ requests: 4, tokenRefreshes: 1 });
 
-    expect(logText()).toContain('the service refused CRS_ACCESS_TOKEN; read again from CRS_ACCESS_TOKEN_FILE');
+    expect(logText()).toContain(
+      'the service refused CRS_ACCESS_TOKEN; read again from CRS_ACCESS_TOKEN_FILE',
+    );
     expectNoSecret(logText(), before, after);
   });
 
@@ -96,7 +98,10 @@ describe('a credential file rotated on disk, over the simulator', () => {
     const chunks: Buffer[] = [];
     for await (const chunk of await api.exportMessages({ startDate: day, endDate: day }))
       chunks.push(Buffer.from(chunk));
-    const lines = Buffer.concat(chunks).toString('utf8').split('\n').filter((l) => l !== '');
+    const lines = Buffer.concat(chunks)
+      .toString('utf8')
+      .split('\n')
+      .filter((l) => l !== '');
     expect(lines).toEqual(s.truth.exportDayLines(day));
     expect(api.stats()).toMatchObject({ requests: 2, tokenRefreshes: 1 });
     expectNoSecret(logText(), before, after);
@@ -128,27 +133,30 @@ describe('a credential file rotated on disk, over the simulator', () => {
   it.each([
     ['client secret', 'clientSecret', 'CRS_CLIENT_SECRET_FILE'],
     ['service-account token (the subject token)', 'serviceAccountToken', 'CRS_SERVICE_ACCOUNT_TOKEN_FILE'],
-  ] as const)('when the %s of a token exchange is rotated in its file, then the refused exchange reads it again and exchanges once more', async (_name, kind, setting) => {
-    const s = await simulator();
-    const file = secretFile(kind, s.credentials[kind]);
-    const env: Record<string, string> = {
-      CRS_TOKEN_URL: s.tokenUrl,
-      CRS_CLIENT_ID: s.credentials.clientId,
-      CRS_CLIENT_SECRET: s.credentials.clientSecret,
-      CRS_SERVICE_ACCOUNT_TOKEN: s.credentials.serviceAccountToken,
-    };
-    delete env[setting.replace(/_FILE$/, '')];
-    const { api, logText } = clientOf(s, { ...env, [setting]: file });
-    await api.listThreads();
-    const { before, after } = rotate(s, kind, file);
-    // The exchanged token in hand runs out: the client must exchange again, with the old secret.
-    s.setFaults('token-expiry=1');
-    expect((await api.listThreads()).length).toBe(s.truth.threads().length);
-    // 1st call: exchange + list; 2nd: list (401), exchange refused, exchange again, list.
-    expect(api.stats()).toMatchObject({ requests: 6, tokenRefreshes: 1 });
-    expect(logText()).toContain(`read again from ${setting}`);
-    expectNoSecret(logText(), before, after);
-  });
+  ] as const)(
+    'when the %s of a token exchange is rotated in its file, then the refused exchange reads it again and exchanges once more',
+    async (_name, kind, setting) => {
+      const s = await simulator();
+      const file = secretFile(kind, s.credentials[kind]);
+      const env: Record<string, string> = {
+        CRS_TOKEN_URL: s.tokenUrl,
+        CRS_CLIENT_ID: s.credentials.clientId,
+        CRS_CLIENT_SECRET: s.credentials.clientSecret,
+        CRS_SERVICE_ACCOUNT_TOKEN: s.credentials.serviceAccountToken,
+      };
+      delete env[setting.replace(/_FILE$/, '')];
+      const { api, logText } = clientOf(s, { ...env, [setting]: file });
+      await api.listThreads();
+      const { before, after } = rotate(s, kind, file);
+      // The exchanged token in hand runs out: the client must exchange again, with the old secret.
+      s.setFaults('token-expiry=1');
+      expect((await api.listThreads()).length).toBe(s.truth.threads().length);
+      // 1st call: exchange + list; 2nd: list (401), exchange refused, exchange again, list.
+      expect(api.stats()).toMatchObject({ requests: 6, tokenRefreshes: 1 });
+      expect(logText()).toContain(`read again from ${setting}`);
+      expectNoSecret(logText(), before, after);
+    },
+  );
 
   it('when the file still holds the refused token, then the call fails at once as unauthorized, and says so without the token', async () => {
     const s = await simulator();
@@ -158,7 +166,9 @@ describe('a credential file rotated on disk, over the simulator', () => {
     s.rotateCredential('accessToken');
     await expect(api.listThreads()).rejects.toMatchObject({ code: 'HTTP_UNAUTHORIZED', retryable: false });
     expect(api.stats()).toMatchObject({ requests: 1, tokenRefreshes: 0 });
-    expect(logText()).toContain('the service refused CRS_ACCESS_TOKEN, and CRS_ACCESS_TOKEN_FILE still holds the same');
+    expect(logText()).toContain(
+      'the service refused CRS_ACCESS_TOKEN, and CRS_ACCESS_TOKEN_FILE still holds the same',
+    );
     expectNoSecret(logText(), before, s.credentials.accessToken);
   });
 

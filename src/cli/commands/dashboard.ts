@@ -24,8 +24,9 @@ export function dashboardSettings(host: string, env: NodeJS.ProcessEnv = process
   // Or from the file CRS_DASHBOARD_TOKEN_FILE names (a Docker or Kubernetes secret).
   const fileSetting = fileSettingOf(TOKEN_SETTING);
   const token =
-    withSecretFiles({ [TOKEN_SETTING]: env[TOKEN_SETTING], [fileSetting]: env[fileSetting] })[TOKEN_SETTING] ||
-    undefined;
+    withSecretFiles({ [TOKEN_SETTING]: env[TOKEN_SETTING], [fileSetting]: env[fileSetting] })[
+      TOKEN_SETTING
+    ] || undefined;
   if (!isLoopback(host) && !token) {
     throw new CrsError(
       'USAGE',
@@ -91,8 +92,8 @@ export function registerDashboard(program: Command): void {
         'A query that fails shows what went wrong in place of its part of the page.\n\n' +
         `It answers only requests addressed to it (the Host it is bound to, or one of\n` +
         `${HOSTS_SETTING}); bound beyond loopback it needs ${TOKEN_SETTING}, sent as a bearer token\n` +
-        `or basic auth's password. Each query is bounded by ${TIMEOUT_SETTING}\n` +
-        `(default ${DEFAULT_STATEMENT_TIMEOUT_MS}).`,
+        `or basic auth's password (or ${TOKEN_SETTING}_FILE: the path of a file that holds it).\n` +
+        `Each query is bounded by ${TIMEOUT_SETTING} (default ${DEFAULT_STATEMENT_TIMEOUT_MS}).`,
     )
     .option('--port <P>', 'port to listen on (0 = any free port)', String(DEFAULT_DASHBOARD_PORT))
     .option(
