@@ -1,3 +1,6 @@
+import { readFileSync, statSync } from 'node:fs';
+import { readFile, stat } from 'node:fs/promises';
+import path from 'node:path';
 import { z } from 'zod';
 import { CrsError } from './errors.ts';
 
@@ -252,6 +255,8 @@ export type Env = z.infer<typeof envSchema>;
 export interface Config {
   /** The old names of renamed settings (RENAMED_SETTINGS) this configuration was read from. */
   readonly renamedSettingsUsed: readonly RenamedSetting[];
+  /** The secret settings read from files (NAME_FILE, SECRET_SETTINGS): the path of each. */
+  readonly secretFiles: SecretFiles;
   readonly databaseUrl: string | undefined;
   /** CRS_ALLOW_EMBEDDED: worker and schedule create may run without DATABASE_URL. */
   readonly allowEmbedded: boolean;
@@ -265,6 +270,11 @@ export interface Config {
     readonly clientId: string | undefined;
     readonly clientSecret: string | undefined;
     readonly apiKey: string | undefined;
+    /**
+     * The files the service's credentials were read from (CRS_ACCESS_TOKEN_FILE, …), by setting:
+     * each is read again when the service refuses its credential (src/api/credentials.ts).
+     */
+    readonly secretFiles?: SecretFiles;
     readonly timeoutMs: number;
     readonly rateLimitRps: number;
     /** CRS_SHARED_BUDGET_NAME: the shared budget's name; undefined ("off"): a budget per process. */
@@ -374,6 +384,190 @@ function readRenamed(env: Record<string, string | undefined>): {
   return { env: out, used, problems };
 }
 
+/**
+ * The settings that hold a secret. Each may be given instead as the path of a file that holds
+ * it, under its name and `_FILE` (`CRS_API_KEY_FILE=/run/secrets/crs_api_key`): the way Docker
+ * and Kubernetes hand a container its secrets, as read-only files, so that no secret stands in
+ * an environment that `docker inspect` or /proc/PID/environ shows. The service's credentials
+ * read from a file are read again when the service refuses them (src/api/credentials.ts): a file
+ * rotated on disk takes effect without a restart.
+ *
+ * Every command checks every name here, as it checks every other setting: a name the schema
+ * below does not read (the dashboard's token, which its command reads) has a bad file reported
+ * all the same. CRS_PSEUDONYM_KEY, the key of pseudonymised ids, is read from a file by the same
+ * rule wherever it is read.
+ */
+export const SECRET_SETTINGS = [
+  'DATABASE_URL',
+  'CRS_SERVICE_ACCOUNT_TOKEN',
+  'CRS_ACCESS_TOKEN',
+  'CRS_CLIENT_SECRET',
+  'CRS_API_KEY',
+  'CRS_ALERT_WEBHOOK_URL',
+  'CRS_DASHBOARD_TOKEN',
+  'TEMPORAL_API_KEY',
+  'CRS_PSEUDONYM_KEY',
+] as const;
+
+export type SecretSetting = (typeof SECRET_SETTINGS)[number];
+
+/** The secret settings read from files: the absolute path of each, by setting. */
+export type SecretFiles = Readonly<Partial<Record<SecretSetting, string>>>;
+
+/** The setting that names the file of `name`. */
+export const fileSettingOf = (name: SecretSetting): string => `${name}_FILE`;
+
+/**
+ * The file settings help lists: those of the secrets this release reads (the schema's, and the
+ * dashboard's token). A listed name nothing reads yet is left out until something does.
+ */
+export function secretFileSettings(): string[] {
+  const read = new Set<string>([...Object.keys(envSchema.shape), 'CRS_DASHBOARD_TOKEN']);
+  return SECRET_SETTINGS.filter((name) => read.has(name)).map(fileSettingOf);
+}
+
+/** `items` joined by commas into lines of at most `width` characters. */
+export function wrapList(items: readonly string[], width: number): string {
+  const lines: string[] = [];
+  let line = '';
+  for (const item of items) {
+    const next = line === '' ? item : `${line}, ${item}`;
+    if (next.length + 1 > width && line !== '') {
+      lines.push(`${line},`);
+      line = item;
+    } else line = next;
+  }
+  return [...lines, line].join('\n');
+}
+
+/**
+ * The largest secret file read. A token, a key or a list of webhook URLs is a few hundred bytes;
+ * a path to anything much larger (a log, a disk image) is a mistake, not a secret to hold.
+ */
+const MAX_SECRET_FILE_BYTES = 64 * 1024;
+
+/**
+ * The secret a file holds: its text less one line end at its very end (\n, or \r\n from a
+ * Windows editor). `echo`, editors and `kubectl create secret --from-file` of such a file leave
+ * one there, and no token ends with one. Only one is removed: the rest is the secret as written,
+ * to which the setting's own rule then applies as to the variable (surrounding blanks trimmed).
+ */
+export function secretOfFileText(text: string): string {
+  if (text.endsWith('\r\n')) return text.slice(0, -2);
+  if (text.endsWith('\n')) return text.slice(0, -1);
+  return text;
+}
+
+/** A secret file's value, or what is wrong with it: by setting and path, never by content. */
+export type SecretFileRead = { value: string } | { problem: string };
+
+function fileFailure(name: SecretSetting, file: string, err: unknown): SecretFileRead {
+  // The code only: a message from the system could say more than the setting and the path.
+  const code = (err as NodeJS.ErrnoException).code;
+  const why =
+    code === 'ENOENT'
+      ? 'no such file'
+      : code === 'EACCES' || code === 'EPERM'
+        ? 'permission denied'
+        : code === 'ENOTDIR'
+          ? 'a part of the path is not a directory'
+          : (code ?? 'unreadable');
+  return { problem: `${fileSettingOf(name)}: cannot read ${file} (${why})` };
+}
+
+function secretFromStat(
+  name: SecretSetting,
+  file: string,
+  st: { isFile(): boolean; size: number },
+): SecretFileRead | undefined {
+  if (!st.isFile()) return { problem: `${fileSettingOf(name)}: ${file} is not a file` };
+  if (st.size > MAX_SECRET_FILE_BYTES)
+    return {
+      problem: `${fileSettingOf(name)}: ${file} is larger than ${MAX_SECRET_FILE_BYTES / 1024} KiB, too large for a secret`,
+    };
+  return undefined;
+}
+
+function secretFromText(name: SecretSetting, file: string, text: string): SecretFileRead {
+  const value = secretOfFileText(text);
+  // Blank is unset for a variable; a file named on purpose and holding nothing is a mistake.
+  if (value.trim() === '') return { problem: `${fileSettingOf(name)}: ${file} is empty` };
+  return { value };
+}
+
+/** Reads the secret of `name` from `file` (an absolute path), at start. */
+export function readSecretFile(name: SecretSetting, file: string): SecretFileRead {
+  try {
+    return (
+      secretFromStat(name, file, statSync(file)) ?? secretFromText(name, file, readFileSync(file, 'utf8'))
+    );
+  } catch (err) {
+    return fileFailure(name, file, err);
+  }
+}
+
+/** The same, without blocking: a running worker reading a rotated file again. */
+export async function readSecretFileAgain(name: SecretSetting, file: string): Promise<SecretFileRead> {
+  try {
+    return (
+      secretFromStat(name, file, await stat(file)) ?? secretFromText(name, file, await readFile(file, 'utf8'))
+    );
+  } catch (err) {
+    return fileFailure(name, file, err);
+  }
+}
+
+/**
+ * The environment with each secret given as NAME_FILE read into NAME (NAME_FILE dropped), where
+ * each was read from, and the problems: both names set, a file that cannot be read, an empty one.
+ * A blank NAME_FILE is unset, as any blank setting. A relative path is from the working
+ * directory. No problem holds a secret: settings and paths only.
+ */
+export function readSecretFiles(env: Record<string, string | undefined>): {
+  env: Record<string, string | undefined>;
+  files: SecretFiles;
+  problems: string[];
+} {
+  const out = { ...env };
+  const files: Partial<Record<SecretSetting, string>> = {};
+  const problems: string[] = [];
+  for (const name of SECRET_SETTINGS) {
+    const fileSetting = fileSettingOf(name);
+    const given = env[fileSetting]?.trim() ?? '';
+    delete out[fileSetting];
+    if (given === '') continue;
+    if ((env[name]?.trim() ?? '') !== '') {
+      problems.push(
+        `${name}, ${fileSetting}: both are set; ${fileSetting} names a file that holds ${name}: set one of them`,
+      );
+      continue;
+    }
+    const file = path.resolve(given);
+    const read = readSecretFile(name, file);
+    if ('problem' in read) {
+      problems.push(read.problem);
+      continue;
+    }
+    out[name] = read.value;
+    files[name] = file;
+  }
+  return { env: out, files, problems };
+}
+
+/**
+ * The environment with its secret files read (readSecretFiles), for code that reads the
+ * environment itself (the demo, the dashboard's token); CONFIG_INVALID listing every problem.
+ */
+export function withSecretFiles(env: Record<string, string | undefined>): Record<string, string | undefined> {
+  const read = readSecretFiles(env);
+  if (read.problems.length > 0) {
+    throw new CrsError('CONFIG_INVALID', `invalid configuration:\n  - ${read.problems.join('\n  - ')}`, {
+      details: { problems: read.problems },
+    });
+  }
+  return read.env;
+}
+
 /** One warning for each old name the configuration was read from, naming its new name. */
 export function renamedSettingWarnings(cfg: Config): string[] {
   return cfg.renamedSettingsUsed.map(
@@ -382,16 +576,27 @@ export function renamedSettingWarnings(cfg: Config): string[] {
   );
 }
 
-/** The environment validated, old names read under their new ones; every problem at once. */
-function validEnv(env: Record<string, string | undefined>): { e: Env; renamed: RenamedSetting[] } {
-  const renamed = readRenamed(env);
+/**
+ * The environment validated, secrets given as files read, old names read under their new ones;
+ * every problem at once.
+ */
+function validEnv(env: Record<string, string | undefined>): {
+  e: Env;
+  renamed: RenamedSetting[];
+  files: SecretFiles;
+} {
+  const secrets = readSecretFiles(env);
+  const renamed = readRenamed(secrets.env);
   const result = envSchema.safeParse(renamed.env);
-  // A bad value given under an old name is reported under that name: the one the user wrote.
+  // A bad value is reported under the name the user wrote: an old name, or the file's setting.
   const givenAs = (name: string) => {
+    const file = secrets.files[name as SecretSetting];
+    if (file !== undefined) return `${name} (read from ${fileSettingOf(name as SecretSetting)}, ${file})`;
     const old = renamed.used.find((o) => RENAMED_SETTINGS[o] === name && (env[name]?.trim() ?? '') === '');
     return old ? `${old} (renamed ${name})` : name;
   };
   const problems = [
+    ...secrets.problems,
     ...renamed.problems,
     ...(result.success
       ? []
@@ -404,13 +609,25 @@ function validEnv(env: Record<string, string | undefined>): { e: Env; renamed: R
       details: { problems },
     });
   }
-  return { e: result.data, renamed: renamed.used };
+  return { e: result.data, renamed: renamed.used, files: secrets.files };
 }
 
+/** The service's credentials among the secret files: those the client reads again on a 401. */
+const API_SECRETS = [
+  'CRS_SERVICE_ACCOUNT_TOKEN',
+  'CRS_ACCESS_TOKEN',
+  'CRS_CLIENT_SECRET',
+  'CRS_API_KEY',
+] as const;
+
 export function parseConfig(env: Record<string, string | undefined> = process.env): Config {
-  const { e, renamed } = validEnv(env);
+  const { e, renamed, files } = validEnv(env);
+  const apiFiles = Object.fromEntries(
+    API_SECRETS.filter((name) => files[name] !== undefined).map((name) => [name, files[name]]),
+  ) as SecretFiles;
   const cfg: Config = {
     renamedSettingsUsed: renamed,
+    secretFiles: files,
     databaseUrl: e.DATABASE_URL,
     allowEmbedded: e.CRS_ALLOW_EMBEDDED,
     schema: e.CRS_SCHEMA,
@@ -423,6 +640,7 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
       clientId: e.CRS_CLIENT_ID,
       clientSecret: e.CRS_CLIENT_SECRET,
       apiKey: e.CRS_API_KEY,
+      secretFiles: apiFiles,
       timeoutMs: e.CRS_HTTP_TIMEOUT_MS,
       rateLimitRps: e.CRS_RATE_LIMIT_RPS,
       rateBudget: e.CRS_SHARED_BUDGET_NAME === 'off' ? undefined : e.CRS_SHARED_BUDGET_NAME,

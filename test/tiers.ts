@@ -80,6 +80,7 @@ export const SYSTEM: readonly string[] = [
   'test/cli/renamed-settings.test.ts',
   'test/cli/safe-defaults.test.ts',
   'test/cli/schema-drift.test.ts',
+  'test/cli/secret-files.test.ts',
   'test/compose/compose.test.ts',
   'test/dashboard/cli.test.ts',
   'test/dashboard/dashboard.test.ts',

@@ -1,4 +1,4 @@
-import type { Config } from '../config.ts';
+import { type Config, fileSettingOf, readSecretFileAgain, type SecretSetting } from '../config.ts';
 import { CrsError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { statusOf } from './http-error.ts';
@@ -23,18 +23,24 @@ export interface TokenExchangeOptions {
 type ApiConfig = Config['api'];
 
 /**
- * The three schemes of spec §5. The v2 access token is the static CRS_ACCESS_TOKEN when set
- * (it cannot be refreshed), else obtained by token exchange with the service-account JWT as the
- * subject token, cached until shortly before it expires, and shared by concurrent callers.
+ * The three schemes of spec §5. The v2 access token is the static CRS_ACCESS_TOKEN when set,
+ * else obtained by token exchange with the service-account JWT as the subject token, cached until
+ * shortly before it expires, and shared by concurrent callers. A credential read from a file
+ * (CRS_ACCESS_TOKEN_FILE, …) is read again when the service refuses it: see `Credential`.
  */
 export function createCredentials(cfg: ApiConfig, ex: TokenExchangeOptions): Credentials {
+  const credential = (setting: SecretSetting, value: string | undefined) =>
+    new Credential(setting, value, cfg.secretFiles?.[setting], ex);
+  const serviceAccount = credential('CRS_SERVICE_ACCOUNT_TOKEN', cfg.serviceAccountToken);
+  const accessToken = credential('CRS_ACCESS_TOKEN', cfg.accessToken);
+  const apiKey = credential('CRS_API_KEY', cfg.apiKey);
   const exchange =
     cfg.accessToken === undefined &&
     cfg.tokenUrl &&
     cfg.clientId &&
     cfg.clientSecret &&
     cfg.serviceAccountToken
-      ? new TokenExchange(cfg.clientId, cfg.clientSecret, cfg.serviceAccountToken, ex)
+      ? new TokenExchange(cfg.clientId, credential('CRS_CLIENT_SECRET', cfg.clientSecret), serviceAccount, ex)
       : undefined;
 
   return {
@@ -43,13 +49,13 @@ export function createCredentials(cfg: ApiConfig, ex: TokenExchangeOptions): Cre
         case 'none':
           return undefined;
         case 'service-account':
-          if (!cfg.serviceAccountToken) throw missing('CRS_SERVICE_ACCOUNT_TOKEN', 'the analytics export');
-          return { name: 'authorization', value: `Bearer ${cfg.serviceAccountToken}` };
+          if (!serviceAccount.value) throw missing('CRS_SERVICE_ACCOUNT_TOKEN', 'the analytics export');
+          return { name: 'authorization', value: `Bearer ${serviceAccount.value}` };
         case 'api-key':
-          if (!cfg.apiKey) throw missing('CRS_API_KEY', 'the legacy API');
-          return { name: 'x-api-key', value: cfg.apiKey };
+          if (!apiKey.value) throw missing('CRS_API_KEY', 'the legacy API');
+          return { name: 'x-api-key', value: apiKey.value };
         case 'access-token': {
-          if (cfg.accessToken) return { name: 'authorization', value: `Bearer ${cfg.accessToken}` };
+          if (accessToken.value) return { name: 'authorization', value: `Bearer ${accessToken.value}` };
           if (!exchange) {
             throw missing(
               'CRS_ACCESS_TOKEN (or CRS_TOKEN_URL + CRS_CLIENT_ID + CRS_CLIENT_SECRET + CRS_SERVICE_ACCOUNT_TOKEN)',
@@ -60,12 +66,95 @@ export function createCredentials(cfg: ApiConfig, ex: TokenExchangeOptions): Cre
         }
       }
     },
-    invalidate(scheme: AuthScheme, used: string): boolean {
-      if (scheme !== 'access-token' || !exchange) return false;
-      exchange.invalidate(used.replace(/^Bearer /, ''));
-      return true;
+    async renew(scheme: AuthScheme, used: string): Promise<boolean> {
+      switch (scheme) {
+        case 'none':
+          return false;
+        case 'service-account':
+          return serviceAccount.renew(bearerToken(used));
+        case 'api-key':
+          return apiKey.renew(used);
+        case 'access-token':
+          if (!exchange) return accessToken.renew(bearerToken(used));
+          exchange.invalidate(bearerToken(used));
+          return true;
+      }
     },
   };
+}
+
+const bearerToken = (header: string) => header.replace(/^Bearer /, '');
+
+/**
+ * One credential setting's value. Given as a file (NAME_FILE), it is read from the file again
+ * when the service refuses it, so that a secret rotated on disk (a Kubernetes secret updated in
+ * place, a file replaced) is taken up by the next request, without a restart. Only then: a
+ * file is not watched, and a credential the service accepts is never read again.
+ */
+class Credential {
+  readonly #setting: SecretSetting;
+  readonly #file: string | undefined;
+  readonly #o: Pick<TokenExchangeOptions, 'scrubber' | 'log'>;
+  #value: string | undefined;
+  /** The read in progress: callers refused at once share it. */
+  #reading: Promise<void> | undefined;
+
+  constructor(
+    setting: SecretSetting,
+    value: string | undefined,
+    file: string | undefined,
+    o: Pick<TokenExchangeOptions, 'scrubber' | 'log'>,
+  ) {
+    this.#setting = setting;
+    this.#value = value;
+    this.#file = file;
+    this.#o = o;
+  }
+
+  get value(): string | undefined {
+    return this.#value;
+  }
+
+  /**
+   * After the service refused `used`: true when there is another value to try, one that another
+   * caller read meanwhile or the one the file holds now. A file that cannot be read leaves the
+   * value as it was (a warning names the setting and the path, never the content).
+   */
+  async renew(used: string): Promise<boolean> {
+    if (this.#value !== used) return this.#value !== undefined;
+    if (this.#file === undefined) return false;
+    this.#reading ??= this.#read(this.#file).finally(() => {
+      this.#reading = undefined;
+    });
+    await this.#reading;
+    return this.#value !== used;
+  }
+
+  async #read(file: string): Promise<void> {
+    const read = await readSecretFileAgain(this.#setting, file);
+    if ('problem' in read) {
+      this.#o.log.warn(
+        { setting: this.#setting },
+        `the service refused ${this.#setting}, and it could not be read again: ${read.problem}`,
+      );
+      return;
+    }
+    // Surrounding blanks trimmed: the setting's own rule, as when it was read at start.
+    const value = read.value.trim();
+    if (value === this.#value) {
+      this.#o.log.warn(
+        { setting: this.#setting, file },
+        `the service refused ${this.#setting}, and ${fileSettingOf(this.#setting)} still holds the same`,
+      );
+      return;
+    }
+    this.#o.scrubber.add(value);
+    this.#value = value;
+    this.#o.log.info(
+      { setting: this.#setting, file },
+      `the service refused ${this.#setting}; read again from ${fileSettingOf(this.#setting)}, it changed: using the new one`,
+    );
+  }
 }
 
 function missing(variable: string, purpose: string): CrsError {
@@ -78,13 +167,13 @@ function missing(variable: string, purpose: string): CrsError {
  */
 class TokenExchange {
   readonly #clientId: string;
-  readonly #clientSecret: string;
-  readonly #subjectToken: string;
+  readonly #clientSecret: Credential;
+  readonly #subjectToken: Credential;
   readonly #o: TokenExchangeOptions;
   #cached: { token: string; refreshAt: number } | undefined;
   #inflight: Promise<string> | undefined;
 
-  constructor(clientId: string, clientSecret: string, subjectToken: string, o: TokenExchangeOptions) {
+  constructor(clientId: string, clientSecret: Credential, subjectToken: Credential, o: TokenExchangeOptions) {
     this.#clientId = clientId;
     this.#clientSecret = clientSecret;
     this.#subjectToken = subjectToken;
@@ -107,13 +196,37 @@ class TokenExchange {
     if (this.#cached?.token === token) this.#cached = undefined;
   }
 
+  /**
+   * The exchange; refused, once more when the client secret or the subject token read again from
+   * its file (CRS_CLIENT_SECRET_FILE, CRS_SERVICE_ACCOUNT_TOKEN_FILE) changed: rotated on disk.
+   */
   async #exchange(): Promise<string> {
+    const secret = this.#clientSecret.value ?? '';
+    const subject = this.#subjectToken.value ?? '';
+    try {
+      return await this.#exchangeWith(secret, subject);
+    } catch (err) {
+      if (!(err instanceof RefusedExchange)) throw err;
+      const renewed = await Promise.all([
+        this.#clientSecret.renew(secret),
+        this.#subjectToken.renew(subject),
+      ]);
+      if (!renewed.includes(true)) throw err.error;
+      try {
+        return await this.#exchangeWith(this.#clientSecret.value ?? '', this.#subjectToken.value ?? '');
+      } catch (again) {
+        throw again instanceof RefusedExchange ? again.error : again;
+      }
+    }
+  }
+
+  async #exchangeWith(clientSecret: string, subjectToken: string): Promise<string> {
     const o = this.#o;
     const form = new URLSearchParams({
       grant_type: TOKEN_EXCHANGE_GRANT,
       client_id: this.#clientId,
-      client_secret: this.#clientSecret,
-      subject_token: this.#subjectToken,
+      client_secret: clientSecret,
+      subject_token: subjectToken,
       subject_token_type: JWT_TOKEN_TYPE,
     });
     let body: unknown;
@@ -123,9 +236,11 @@ class TokenExchange {
       // RFC 6749 §5.2: a rejected grant or client is a 400 (or 401); no retry can fix either.
       const status = statusOf(err);
       if (err instanceof CrsError && (status === 400 || status === 401 || status === 403)) {
-        throw new CrsError('HTTP_UNAUTHORIZED', `${err.message} (the token endpoint refused the exchange)`, {
-          details: err.details ? { ...err.details } : undefined,
-        });
+        throw new RefusedExchange(
+          new CrsError('HTTP_UNAUTHORIZED', `${err.message} (the token endpoint refused the exchange)`, {
+            details: err.details ? { ...err.details } : undefined,
+          }),
+        );
       }
       throw err;
     }
@@ -155,6 +270,14 @@ class TokenExchange {
     this.#cached = { token: b.access_token, refreshAt };
     o.log.debug({ expiresInS: expiresIn }, 'crs access token obtained by token exchange');
     return b.access_token;
+  }
+}
+
+/** The token endpoint's refusal of the client or the grant (the error to throw, if it stands). */
+class RefusedExchange {
+  readonly error: CrsError;
+  constructor(error: CrsError) {
+    this.error = error;
   }
 }
 

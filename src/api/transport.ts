@@ -21,8 +21,11 @@ export interface AuthHeader {
 export interface Credentials {
   /** The header for `scheme` (none for 'none'); may run a token exchange. */
   header(scheme: AuthScheme, signal: AbortSignal | undefined): Promise<AuthHeader | undefined>;
-  /** After a 401: forget `used`; true when a fresh credential can be obtained (one refresh). */
-  invalidate(scheme: AuthScheme, used: string): boolean;
+  /**
+   * After a 401: forget `used`; true when a fresh credential can be obtained (one refresh): a new
+   * exchanged token, or a credential read again from its file that changed there.
+   */
+  renew(scheme: AuthScheme, used: string): Promise<boolean>;
 }
 
 export interface SendSpec {
@@ -181,12 +184,15 @@ class HttpTransport implements Transport {
         answer.status === 401 &&
         !call.refreshed &&
         auth &&
-        o.credentials().invalidate(spec.auth, auth.value)
+        (await o.credentials().renew(spec.auth, auth.value))
       ) {
         // One refresh per call; a second 401 is a real authorization failure.
         call.refreshed = true;
         this.stats.tokenRefreshes++;
-        o.log.info({ operation: spec.operation }, 'crs access token rejected; refreshing it once');
+        o.log.info(
+          { operation: spec.operation, auth: spec.auth },
+          'crs credential rejected; renewing it once',
+        );
         continue;
       }
       await this.#refused(spec, answer, call);
@@ -256,7 +262,9 @@ class HttpTransport implements Transport {
       attempts: call.attempts,
       note:
         status === 401 && call.refreshed
-          ? 'after refreshing the access token'
+          ? spec.auth === 'access-token'
+            ? 'after refreshing the access token'
+            : 'after reading it again from its file'
           : exhausted
             ? `after ${call.attempts} requests`
             : undefined,

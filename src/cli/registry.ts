@@ -1,4 +1,5 @@
 import { Command } from 'commander';
+import { secretFileSettings, wrapList } from '../config.ts';
 
 /**
  * The commands, each loaded only when it runs: a command's module pulls in what it needs (the
@@ -36,7 +37,11 @@ export function createProgram(): Command {
       .description(
         'Keeps a PostgreSQL warehouse in step with a Conversational Research Service.\n' +
           'Configuration comes from the environment (a .env file in the working directory is read);\n' +
-          'see the README for every variable. Exit status: 0 success, 1 failure, 2 bad usage or configuration.',
+          'see the README for every variable. Exit status: 0 success, 1 failure, 2 bad usage or configuration.\n' +
+          'A secret may be given as a file instead (Docker and Kubernetes secrets), its path in NAME_FILE:\n' +
+          `${wrapList(secretFileSettings(), 100)}.\n` +
+          'One line end at the end of the file is not part of the secret; NAME and NAME_FILE both set exit 2.\n' +
+          "The service's credentials are read again from their files when the service refuses them (rotation).",
       )
       // Descriptions are written as lines of up to ~110 characters; commander would cut each again
       // at the terminal's width (80 on a pipe), leaving one- or two-word lines mid-sentence. A

@@ -319,8 +319,13 @@ function demoConfig(
   },
 ): Config {
   const base: Record<string, string | undefined> = { ...env };
-  for (const k of SERVICE_VARIABLES) delete base[k];
-  if (at.temporal.own) for (const k of TEMPORAL_SECURITY_VARIABLES) delete base[k];
+  // A secret's file setting too (CRS_API_KEY_FILE): beside the simulator's value it would be both set.
+  const drop = (k: string) => {
+    delete base[k];
+    delete base[`${k}_FILE`];
+  };
+  SERVICE_VARIABLES.forEach(drop);
+  if (at.temporal.own) TEMPORAL_SECURITY_VARIABLES.forEach(drop);
   return parseConfig({
     ...base,
     ...simEnv,

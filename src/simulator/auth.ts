@@ -44,6 +44,15 @@ export function deriveKeys(seed: number): Keys {
   };
 }
 
+/**
+ * The `n`th replacement of a secret (`clientSecret` or `apiKey`) after a rotation: derived from
+ * the seed too, so that it differs from every earlier one and a run can be repeated.
+ */
+export function rotatedSecret(seed: number, kind: 'clientSecret' | 'apiKey', n: number): string {
+  const hex = createHash('sha256').update(`crs-sim:${seed}:${kind}:rotated:${n}`).digest('hex').slice(0, 32);
+  return kind === 'clientSecret' ? `sim-secret-${hex}` : `sim-key-${hex}`;
+}
+
 const b64url = (buf: Buffer | string) => Buffer.from(buf).toString('base64url');
 
 export function signJwt(claims: JwtClaims, key: Buffer): string {

@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Writable } from 'node:stream';
-import { AUD_ANALYTICS, AUD_V2, deriveKeys, issueToken } from './auth.ts';
+import { AUD_ANALYTICS, AUD_V2, deriveKeys, issueToken, rotatedSecret } from './auth.ts';
 import type { ArtifactRef, HistoryEntry } from './content.ts';
 import { Dataset, type ThreadEntry } from './dataset.ts';
 import { FaultEngine, type FaultKind, type FaultSpec, parseFaultSpec } from './faults.ts';
@@ -92,6 +92,9 @@ export interface SimulatorCredentials {
   accessToken: string;
 }
 
+/** A credential `rotateCredential` can replace: a field of `SimulatorCredentials`. */
+export type RotatableCredential = 'serviceAccountToken' | 'accessToken' | 'clientSecret' | 'apiKey';
+
 export interface Simulator {
   baseUrl: string;
   legacyBaseUrl: string;
@@ -101,6 +104,13 @@ export interface Simulator {
   credentials: SimulatorCredentials;
   /** The CRS_* variables a client needs. */
   env(): Record<string, string>;
+  /**
+   * Replaces a credential, as an operator rotating it at the service would: the new one is in
+   * `credentials` and `env()` from now on, and is returned; the one it replaces is refused (401,
+   * and at the token endpoint `invalid_client` or `invalid_grant`). Tokens already exchanged stay
+   * valid until they expire.
+   */
+  rotateCredential(kind: RotatableCredential): string;
   truth: GroundTruth;
   dataset: Dataset;
   setFaults(spec: FaultSpec | string): void;
@@ -193,6 +203,7 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
     typeof opts.faults === 'string' ? parseFaultSpec(opts.faults) : (opts.faults ?? {}),
   );
   const runner = new TaskRunner(ds, opts.taskStepMs ?? 25);
+  const revoked = new Set<string>();
   const addresses = { baseUrl: '', legacyBaseUrl: '', tokenUrl: '' };
   let doc: Record<string, unknown> | undefined;
   const openapi = () => {
@@ -210,6 +221,7 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
       openapi,
       accessTokenTtlSec: opts.accessTokenTtlSec ?? 3600,
       sleep: opts.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms))),
+      revoked,
     }),
   );
   const host = opts.host ?? '127.0.0.1';
@@ -222,6 +234,7 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
   addresses.tokenUrl = `${addresses.baseUrl}${TOKEN_PATH}`;
 
   const nowMs = now().getTime();
+  let rotated = 0;
   const credentials: SimulatorCredentials = {
     serviceAccountToken: issueToken(keys, AUD_ANALYTICS, keys.serviceAccount, nowMs, 365 * 86_400),
     clientId: keys.clientId,
@@ -244,6 +257,20 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
       CRS_CLIENT_SECRET: credentials.clientSecret,
       CRS_API_KEY: credentials.apiKey,
     }),
+    rotateCredential: (kind) => {
+      const rotations = ++rotated;
+      const at = now().getTime();
+      if (kind === 'serviceAccountToken' || kind === 'accessToken') revoked.add(credentials[kind]);
+      // A token id of its own: a token issued within the same second would otherwise be the same.
+      credentials[kind] =
+        kind === 'serviceAccountToken'
+          ? issueToken(keys, AUD_ANALYTICS, keys.serviceAccount, at, 365 * 86_400, `rotated-${rotations}`)
+          : kind === 'accessToken'
+            ? issueToken(keys, AUD_V2, keys.serviceAccount, at, 30 * 86_400, `static-${rotations}`)
+            : rotatedSecret(seed, kind, rotations);
+      if (kind === 'clientSecret' || kind === 'apiKey') keys[kind] = credentials[kind];
+      return credentials[kind];
+    },
     truth: createTruth(ds, engine),
     dataset: ds,
     setFaults: (spec) => {

@@ -63,6 +63,8 @@ export interface ServerContext {
   openapi: () => unknown;
   accessTokenTtlSec: number;
   sleep: (ms: number) => Promise<void>;
+  /** Tokens replaced by a rotation (`rotateCredential`): refused from then on, valid or not. */
+  revoked: Set<string>;
 }
 
 const MAX_UPLOAD = 10 * 1024 * 1024;
@@ -154,6 +156,7 @@ function requireBearer(ctx: ServerContext, req: IncomingMessage, audience: strin
   const token = bearerOf(req.headers.authorization);
   if (!token) throw fail(401, 'Not authenticated', { 'www-authenticate': 'Bearer' });
   const v = verifyJwt(token, ctx.keys.signingKey, audience, ctx.ds.nowMs());
+  if (ctx.revoked.has(token)) throw fail(401, 'Token revoked', wwwAuth('invalid_token', 'Token revoked'));
   if (!v.ok) {
     const text = v.reason === 'expired' ? 'Token expired' : 'Invalid token';
     throw fail(401, text, wwwAuth('invalid_token', text));
@@ -220,6 +223,7 @@ async function tokenExchange(ctx: ServerContext, req: IncomingMessage, res: Serv
     throw oauthError(400, 'invalid_request', 'unsupported subject_token_type');
   }
   const v = verifyJwt(subject, ctx.keys.signingKey, AUD_ANALYTICS, ctx.ds.nowMs());
+  if (ctx.revoked.has(subject)) throw oauthError(400, 'invalid_grant', 'subject_token rejected (revoked)');
   if (!v.ok) throw oauthError(400, 'invalid_grant', `subject_token rejected (${v.reason})`);
   const ttl = spec.ttlSec ?? ctx.accessTokenTtlSec;
   const token = issueToken(ctx.keys, AUD_V2, v.claims.sub, ctx.ds.nowMs(), ttl, ctx.ds.nextId(9));

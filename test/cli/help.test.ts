@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { describe, expect, it } from 'vitest';
 import { COMMANDS, createProgram } from '../../src/cli/registry.ts';
+import { secretFileSettings } from '../../src/config.ts';
 
 /** Every command of the program, subcommands included, by its full name (`schedule pause`). */
 function walk(cmd: Command, prefix: string[] = []): { name: string; cmd: Command }[] {
@@ -37,5 +38,16 @@ describe('help text layout', () => {
       }
     }
     expect(cut).toEqual([]);
+  });
+});
+
+describe('secrets from files in help', () => {
+  it('when crs-sync --help is read, then it names the file setting of every secret this release reads', () => {
+    const help = createProgram().helpInformation();
+    const settings = secretFileSettings();
+    expect(settings).toEqual(
+      expect.arrayContaining(['DATABASE_URL_FILE', 'CRS_DASHBOARD_TOKEN_FILE', 'TEMPORAL_API_KEY_FILE']),
+    );
+    for (const name of settings) expect(help, name).toMatch(new RegExp(`\\b${name}\\b`));
   });
 });

@@ -1,6 +1,8 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { msToTs } from '@temporalio/common/lib/time.js';
@@ -15,7 +17,9 @@ import { dropSchema } from '../../src/warehouse/migrator.ts';
  * `crs-sync demo` end to end, as a user runs it (the real CLI in a child process): a 3-day window
  * against the test run's Postgres (a schema of its own) and Temporal dev server (a namespace of
  * its own, so its day workflow ids meet no other test's). Its JSON summary is checked against the
- * warehouse tables and against what the simulator serves for those days.
+ * warehouse tables and against what the simulator serves for those days. Its warehouse is given
+ * as a secret file (DATABASE_URL_FILE), beside a file of the real service's API key, which the
+ * demo, talking to its own simulator, must set aside rather than refuse as set twice.
  */
 
 const root = path.resolve(import.meta.dirname, '..', '..');
@@ -88,6 +92,9 @@ describe('crs-sync demo', () => {
     const address = inject('temporalAddress');
     await createNamespace(address, namespace);
     w = openWarehouse({ url, schema, max: 4 });
+    const secrets = mkdtempSync(path.join(tmpdir(), 'crs-demo-secrets-'));
+    writeFileSync(path.join(secrets, 'database-url'), `${url}\n`);
+    writeFileSync(path.join(secrets, 'api-key'), 'the-real-services-api-key\n');
     run = await runCli(
       [
         'demo',
@@ -101,7 +108,13 @@ describe('crs-sync demo', () => {
         '--temporal-address',
         address,
       ],
-      { DATABASE_URL: url, CRS_SCHEMA: schema, TEMPORAL_NAMESPACE: namespace, LOG_LEVEL: 'warn' },
+      {
+        DATABASE_URL_FILE: path.join(secrets, 'database-url'),
+        CRS_API_KEY_FILE: path.join(secrets, 'api-key'),
+        CRS_SCHEMA: schema,
+        TEMPORAL_NAMESPACE: namespace,
+        LOG_LEVEL: 'warn',
+      },
     ).done;
     if (run.code !== 0) throw new Error(`demo exited ${run.code}:\n${run.stderr}`);
     summary = JSON.parse(run.stdout) as DemoSummary;

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { readNumber } from '../../config.ts';
+import { fileSettingOf, readNumber, withSecretFiles } from '../../config.ts';
 import { HOSTS_SETTING, isLoopback, parseHostList, TOKEN_SETTING } from '../../dashboard/access.ts';
 import {
   DEFAULT_DASHBOARD_PORT,
@@ -21,13 +21,18 @@ const MIN_TOKEN_CHARS = 16;
 
 /** The dashboard's own settings, from the environment (and .env); a bad one exits 2 naming it. */
 export function dashboardSettings(host: string, env: NodeJS.ProcessEnv = process.env) {
-  const token = env[TOKEN_SETTING] || undefined;
+  // Or from the file CRS_DASHBOARD_TOKEN_FILE names (a Docker or Kubernetes secret).
+  const fileSetting = fileSettingOf(TOKEN_SETTING);
+  const token =
+    withSecretFiles({ [TOKEN_SETTING]: env[TOKEN_SETTING], [fileSetting]: env[fileSetting] })[
+      TOKEN_SETTING
+    ] || undefined;
   if (!isLoopback(host) && !token) {
     throw new CrsError(
       'USAGE',
       `--host ${host} opens the dashboard beyond this machine, and it shows user ids, thread names and ` +
         `quarantined lines: set ${TOKEN_SETTING} (a secret of at least ${MIN_TOKEN_CHARS} characters, ` +
-        `e.g. openssl rand -hex 24), which every request must then carry`,
+        `e.g. openssl rand -hex 24; or ${fileSetting}, a file that holds it), which every request must then carry`,
     );
   }
   if (token !== undefined && token.length < MIN_TOKEN_CHARS) {
@@ -87,8 +92,8 @@ export function registerDashboard(program: Command): void {
         'A query that fails shows what went wrong in place of its part of the page.\n\n' +
         `It answers only requests addressed to it (the Host it is bound to, or one of\n` +
         `${HOSTS_SETTING}); bound beyond loopback it needs ${TOKEN_SETTING}, sent as a bearer token\n` +
-        `or basic auth's password. Each query is bounded by ${TIMEOUT_SETTING}\n` +
-        `(default ${DEFAULT_STATEMENT_TIMEOUT_MS}).`,
+        `or basic auth's password (or ${TOKEN_SETTING}_FILE: the path of a file that holds it).\n` +
+        `Each query is bounded by ${TIMEOUT_SETTING} (default ${DEFAULT_STATEMENT_TIMEOUT_MS}).`,
     )
     .option('--port <P>', 'port to listen on (0 = any free port)', String(DEFAULT_DASHBOARD_PORT))
     .option(

@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { withSecretFiles } from '../../config.ts';
 import { DEMO_DEFAULTS, parseDemoOptions, type RawDemoOptions } from '../../demo/options.ts';
 import { runDemo } from '../../demo/run-demo.ts';
 import { loadContext } from '../context.ts';
@@ -41,7 +42,8 @@ export function registerDemo(program: Command): void {
         process.exitCode = await runDemo(opts, {
           out: process.stdout,
           err: process.stderr,
-          env: process.env,
+          // Secrets given as files (DATABASE_URL_FILE, …) read: the demo reads the environment itself.
+          env: withSecretFiles(process.env),
         });
       } finally {
         // Everything was stopped; whatever a stopped part left behind (the SDK runtime, a socket

@@ -161,7 +161,10 @@ function workerHelp(): string {
     "judges by the deployment's stored ones, which `crs-sync alerts settings --store` changes for every\n" +
     'worker from its next check, without a restart (a worker whose own value differs warns once).\n' +
     '\nAlerts: every worker checks the alert conditions every CRS_ALERT_CHECK_INTERVAL and posts to\n' +
-    'CRS_ALERT_WEBHOOK_URL (docs/alerts.md); the start-up log line names the receivers.\n'
+    'CRS_ALERT_WEBHOOK_URL (docs/alerts.md); the start-up log line names the receivers.\n' +
+    "\nSecrets given as files (NAME_FILE, crs-sync --help): the service's credentials (CRS_ACCESS_TOKEN_FILE,\n" +
+    'CRS_SERVICE_ACCOUNT_TOKEN_FILE, CRS_CLIENT_SECRET_FILE, CRS_API_KEY_FILE) are read again when the service\n' +
+    'refuses one, so a file rotated on disk needs no restart; the others are read at start.\n'
   );
 }
 
