@@ -60,7 +60,19 @@ const VIEWS = `
     select day, count(*)::bigint as rows, max(held_at) as held_at from held_deletes group by day;
   create view alerting_since as select started_at from alert_settings;
   create view thread_list_health as
-    select failures, failures_total, failing_since, last_ok_at, last_failed_at, last_error from thread_list_reads`;
+    select failures, failures_total, failing_since, last_ok_at, last_failed_at, last_error from thread_list_reads;
+  create view schema_changes as
+    with per_load as (
+      select source, path, kind, scope, load_key, sum(count) as n
+      from schema_drift_counts group by source, path, kind, scope, load_key
+    ), totals as (
+      select source, path, kind, sum(n) as n from (
+        select source, path, kind, scope, max(n) as n from per_load group by source, path, kind, scope
+      ) s group by source, path, kind
+    )
+    select d.source, d.path, d.kind, d.expected_type, d.actual_type, d.first_day, d.first_seen_at,
+           d.last_seen_at, d.accepted_at, coalesce(t.n, 0)::bigint as count
+    from schema_drift d left join totals t using (source, path, kind)`;
 
 export async function up(db: Kysely<any>): Promise<void> {
   const [{ schema }] = (await sql<{ schema: string }>`select current_schema() as schema`.execute(db))
@@ -86,6 +98,7 @@ export async function down(db: Kysely<any>): Promise<void> {
   const [{ schema }] = (await sql<{ schema: string }>`select current_schema() as schema`.execute(db))
     .rows as [{ schema: string }];
   for (const v of [
+    'schema_changes',
     'thread_list_health',
     'alerting_since',
     'held_delete_days',

@@ -25,6 +25,7 @@ export const COMMANDS: Record<string, (program: Command) => Promise<void>> = {
   schema: async (p) => (await import('./commands/schema.ts')).registerSchema(p),
   forget: async (p) => (await import('./commands/forget.ts')).registerForget(p),
   retention: async (p) => (await import('./commands/retention.ts')).registerRetention(p),
+  'grant-reader': async (p) => (await import('./commands/grant-reader.ts')).registerGrantReader(p),
 };
 
 /** Columns help is laid out in: the longest line a description is written with, and room for its indent. */

@@ -33,25 +33,28 @@ interface DriftRow {
   count: string;
 }
 
-// A drift's count is Σ over scope of (max over load key of Σ over partition): a retried batch or
-// a day loaded again does not add to it (migration 2026-11-25T05-00-00).
-const DRIFT_SQL = (where: string) => `
-  with per_load as (
-    select source, path, kind, scope, load_key, sum(count) as n
-    from schema_drift_counts group by source, path, kind, scope, load_key
-  ), totals as (
-    select source, path, kind, sum(n) as n from (
-      select source, path, kind, scope, max(n) as n from per_load group by source, path, kind, scope
-    ) s group by source, path, kind
-  )
-  select d.source, d.path, d.kind, d.expected_type, d.actual_type, d.example, d.first_day::text as first_day,
-    d.first_seen_at, d.last_seen_at, d.accepted_at, coalesce(t.n, 0)::text as count
-  from schema_drift d left join totals t using (source, path, kind)
+// The view `schema_changes` (migration 2026-11-28T21-00-00) counts each drift: Σ over scope of
+// (max over load key of Σ over partition), so a retried batch or a day loaded again does not add
+// to it. Its example value is in the internal schema, which a reader role cannot read: such a
+// role gets the drift without it.
+const DRIFT_SQL = (where: string, example: boolean) => `
+  select d.source, d.path, d.kind, d.expected_type, d.actual_type,
+    ${
+      example
+        ? '(select x.example from schema_drift x where (x.source, x.path, x.kind) = (d.source, d.path, d.kind))'
+        : 'null::text'
+    } as example,
+    d.first_day::text as first_day, d.first_seen_at, d.last_seen_at, d.accepted_at, d.count::text as count
+  from schema_changes d
   where ${where}
   order by d.first_seen_at, d.source, d.path, d.kind`;
 
 async function selectDrift(q: Queryable, where: string, values: unknown[]): Promise<SchemaDrift[]> {
-  const rows = await rowsOf<DriftRow>(q, DRIFT_SQL(where), values);
+  const [seen] = await rowsOf<{ examples: boolean }>(
+    q,
+    `select coalesce(has_table_privilege(to_regclass('schema_drift'), 'select'), false) as examples`,
+  );
+  const rows = await rowsOf<DriftRow>(q, DRIFT_SQL(where, seen?.examples === true), values);
   return rows.map((x) => ({
     source: x.source,
     path: x.path,
