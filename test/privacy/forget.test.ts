@@ -26,16 +26,20 @@ const user = records[0]!['User ID'];
 const otherUser = records[1]!['User ID'];
 const userThreads = [...new Set(records.filter((r) => r['User ID'] === user).map((r) => r['Thread ID']))];
 
-/** Rows of every table of the schema whose text mentions `id` (any case), by table. */
+/** Rows of every table of the schema and its internal one whose text mentions `id` (any case), by table. */
 async function mentions(id: string): Promise<Record<string, number>> {
-  const tables = await tw.w.pool.query<{ t: string }>(
-    `select table_name as t from information_schema.tables where table_schema = $1 and table_type = 'BASE TABLE'`,
+  const tables = await tw.w.pool.query<{ s: string; t: string }>(
+    `select table_schema as s, table_name as t from information_schema.tables
+      where table_schema in ($1, $1 || '_internal') and table_type = 'BASE TABLE'`,
     [tw.schema],
   );
+  expect(tables.rows.map((r) => r.t)).toEqual(
+    expect.arrayContaining(['rejected_records', 'analytics_messages']),
+  );
   const out: Record<string, number> = {};
-  for (const { t } of tables.rows) {
+  for (const { s, t } of tables.rows) {
     const r = await tw.w.pool.query<{ n: number }>(
-      `select count(*)::int as n from ${t} x where strpos(lower(x::text), $1) > 0`,
+      `select count(*)::int as n from ${s}.${t} x where strpos(lower(x::text), $1) > 0`,
       [id.toLowerCase()],
     );
     if ((r.rows[0]?.n ?? 0) > 0) out[t] = r.rows[0]!.n;
