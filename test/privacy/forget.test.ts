@@ -30,7 +30,7 @@ const userThreads = [...new Set(records.filter((r) => r['User ID'] === user).map
 async function mentions(id: string): Promise<Record<string, number>> {
   const tables = await tw.w.pool.query<{ s: string; t: string }>(
     `select table_schema as s, table_name as t from information_schema.tables
-      where table_schema in ($1, $1 || '_internal') and table_type = 'BASE TABLE'`,
+      where table_schema in ($1::text, $1::text || '_internal') and table_type = 'BASE TABLE'`,
     [tw.schema],
   );
   expect(tables.rows.map((r) => r.t)).toEqual(
