@@ -2,6 +2,7 @@ import { Context } from '@temporalio/activity';
 import { WorkflowFailedError, WorkflowNotFoundError } from '@temporalio/client';
 import type { Activities } from '../contract/activities.ts';
 import type { EnrichCounts } from '../contract/counts.ts';
+import { optionalRunIdOf } from '../contract/run-id.ts';
 import type { DayResult } from '../contract/workflows.ts';
 import type { Liveness } from './liveness.ts';
 
@@ -18,9 +19,10 @@ export function createAwaitActivities(
     if (runId) alive(runId);
   };
   return {
-    awaitDayWorkflow: (input) => awaitWorkflowResult<DayResult>(input.workflowId, aliveOf(input.loadId)),
+    awaitDayWorkflow: (input) =>
+      awaitWorkflowResult<DayResult>(input.workflowId, aliveOf(optionalRunIdOf(input))),
     awaitEnrichWorkflow: (input) =>
-      awaitWorkflowResult<EnrichCounts>(input.workflowId, aliveOf(input.loadId)),
+      awaitWorkflowResult<EnrichCounts>(input.workflowId, aliveOf(optionalRunIdOf(input))),
   };
 }
 

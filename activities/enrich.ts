@@ -1,6 +1,7 @@
 import { Context } from '@temporalio/activity';
 import type { Activities, EnrichBatchInput } from '../contract/activities.ts';
 import type { EnrichCounts } from '../contract/counts.ts';
+import { runIdOf } from '../contract/run-id.ts';
 import type { ServiceClient } from '../src/api/index.ts';
 import type { Config } from '../src/config.ts';
 import { createEnrichOps, type EnrichOps } from '../src/enrich/index.ts';
@@ -50,17 +51,19 @@ async function enrichBatch(
   input: EnrichBatchInput,
 ): Promise<EnrichCounts> {
   const ctx = Context.current();
+  // The enrichment's rows name the run that enriched them (`load_id`).
+  const runId = runIdOf(input);
   const heartbeat = createHeartbeat(deps.config.stallTimeoutMs);
   const counts = await guarded(() =>
     heartbeat.around(
       () =>
         enrich.enrichThreads({
           threadIds: input.threadIds,
-          loadId: input.loadId,
+          loadId: runId,
           signal: ctx.cancellationSignal,
           onProgress: (c) => heartbeat.progress({ ...c }),
         }),
-      () => deps.alive(input.loadId),
+      () => deps.alive(runId),
     ),
   );
   countEnrichBatch(counts);

@@ -9,6 +9,7 @@ import type {
   WorkerSettings,
 } from '../contract/activities.ts';
 import { dayLoadOf } from '../contract/load-target.ts';
+import { runIdOf } from '../contract/run-id.ts';
 import type { DayResult } from '../contract/workflows.ts';
 import type { Config } from '../src/config.ts';
 import type { Logger } from '../src/log.ts';
@@ -71,9 +72,10 @@ class RunLedger {
   }
 
   async beginRun(input: BeginRunInput): Promise<void> {
+    const runId = runIdOf(input);
     const { abandoned } = await guarded(() =>
       startRun(this.#db, {
-        loadId: input.loadId,
+        runId,
         kind: input.kind,
         windowStart: input.from,
         windowEnd: input.to,
@@ -81,11 +83,11 @@ class RunLedger {
       }),
     );
     if (abandoned.length > 0)
-      this.#log.warn({ runId: input.loadId, abandoned }, 'runs with no sign of life marked abandoned');
+      this.#log.warn({ runId, abandoned }, 'runs with no sign of life marked abandoned');
   }
 
   async endRun(input: EndRunInput): Promise<void> {
-    await guarded(() => closeRun(this.#db, input.loadId, input.status, input.totals, input.error));
+    await guarded(() => closeRun(this.#db, runIdOf(input), input.status, input.totals, input.error));
   }
 
   /**
@@ -101,7 +103,7 @@ class RunLedger {
       releaseUnfinishedDay(this.#db, target.day, {
         cancelled: input.reason === 'cancelled',
         reason: input.reason,
-        loadId: target.runId,
+        runId: target.runId,
         ...(target.kind === 'open-day' ? { partial: true } : {}),
       }),
     );
@@ -117,7 +119,7 @@ class RunLedger {
     return guarded(async () => {
       const found = await findDayCompletedSince(this.#db, input.day, new Date(input.since));
       if (!found) return null;
-      return { day: input.day, loadId: found.loadId ?? '', outcome: 'attached', ...found.counts };
+      return { day: input.day, runId: found.runId ?? '', outcome: 'attached', ...found.counts };
     });
   }
 }

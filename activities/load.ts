@@ -147,7 +147,7 @@ class DayLoadActivity {
     const end = attemptEnd(failure, a.number.number, a.policy);
     if (end.kind === 'cancelled') return;
     const failed = {
-      loadId: a.target.runId,
+      runId: a.target.runId,
       error: failure.message,
       code: failureCode(failure),
       attempt: a.number,
@@ -168,7 +168,7 @@ class DayLoadActivity {
         reason: failed.error,
         code: failed.code,
         attempt: failed.attempt,
-        loadId: failed.loadId,
+        runId: failed.runId,
         ...(failed.partial ? { partial: true } : {}),
       });
       if (status === 'failed') countDayFailed();

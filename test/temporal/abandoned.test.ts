@@ -106,10 +106,10 @@ describe('a terminated run whose worker is gone (real Temporal dev server, stand
         .where('load_id', '=', run.load_id)
         .executeTakeFirstOrThrow();
       expect(old.status).toBe('abandoned');
-      expect(old.error).toContain(`marked abandoned by run ${result.loadId}`);
+      expect(old.error).toContain(`marked abandoned by run ${result.runId}`);
       const status = await readStatus(tw.w.db);
       expect(status.abandonedDays).toEqual([]);
-      expect(status.recentRuns.find((r) => r.loadId === result.loadId)?.status).toBe('succeeded');
+      expect(status.recentRuns.find((r) => r.loadId === result.runId)?.status).toBe('succeeded');
     } finally {
       b.worker.shutdown();
       await b.done;

@@ -9,7 +9,7 @@ import { createLiveness } from '../../activities/liveness.ts';
 import { createLoadActivities, type DayLoadProgress } from '../../activities/load.ts';
 import { createSemaphore } from '../../activities/semaphore.ts';
 import { ACTIVITY_NAMES } from '../../contract/activities.ts';
-import type { EnrichCounts } from '../../contract/counts.ts';
+import { type EnrichCounts, emptyTotals } from '../../contract/counts.ts';
 import { closedDayLoad, loadIdOf, openDayLoad } from '../../contract/load-target.ts';
 import { createServiceClient } from '../../src/api/index.ts';
 import { parseConfig } from '../../src/config.ts';
@@ -145,7 +145,7 @@ describe('activities', () => {
     expect(ids.length).toBe(3);
     const env = new MockActivityEnvironment();
     const beats = heartbeats(env) as EnrichCounts[];
-    const counts = await runActivity(env, a.enrichThreads, { threadIds: ids, loadId: 'enrich-run' });
+    const counts = await runActivity(env, a.enrichThreads, { threadIds: ids, runId: 'enrich-run' });
     expect(counts).toMatchObject({ threads: 3, done: 3 });
     const stored = await tw.w.db
       .selectFrom('thread_messages')
@@ -289,6 +289,39 @@ describe('activities', () => {
       });
       expect(await failedLoads()).toBe(before);
     });
+  });
+
+  it('when activity inputs recorded before the run id had its name arrive (loadId), then the activities read the run id from them', async () => {
+    const a = activities();
+    const env = new MockActivityEnvironment();
+    // An activity task a workflow scheduled before an upgrade carries the recorded shape.
+    await runActivity(env, a.beginRun, {
+      loadId: 'recorded-run',
+      kind: 'manual',
+      from: null,
+      to: null,
+      workflowId: 'wf-recorded',
+    });
+    const ids = await runActivity(env, a.listPendingThreads, { afterThreadId: null, limit: 10 });
+    const enriched = ids.slice(3, 4);
+    expect(enriched.length).toBe(1);
+    await runActivity(env, a.enrichThreads, { threadIds: enriched, loadId: 'recorded-run' });
+    await runActivity(env, a.endRun, { loadId: 'recorded-run', status: 'succeeded', totals: emptyTotals() });
+    expect(
+      await tw.w.db
+        .selectFrom('sync_runs')
+        .select(['status', 'workflow_id'])
+        .where('load_id', '=', 'recorded-run')
+        .executeTakeFirstOrThrow(),
+    ).toEqual({ status: 'succeeded', workflow_id: 'wf-recorded' });
+    // The enrichment's rows name the run that enriched them.
+    const byRun = await tw.w.db
+      .selectFrom('thread_messages')
+      .select('_load_id')
+      .distinct()
+      .where('thread_id', 'in', enriched)
+      .execute();
+    expect(byRun).toEqual([{ _load_id: 'recorded-run' }]);
   });
 
   it('when a load ends short of success, then a day still running under its run id is released, and no other', async () => {

@@ -195,7 +195,7 @@ describe('load and enrichment activities heartbeat on progress (simulator, Postg
       marks.push(n);
       sim.setFaults('');
     });
-    const counts = await runActivity(env, a.enrichThreads, { threadIds: ids, loadId: 'beat-enrich' });
+    const counts = await runActivity(env, a.enrichThreads, { threadIds: ids, runId: 'beat-enrich' });
     expect(stalled()).toBe(true);
     expect(counts).toMatchObject({ threads: 2, done: 2 });
     for (const x of beatsAfterStalls(beats, marks)) expect(x.after).not.toEqual(x.before);

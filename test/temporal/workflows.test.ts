@@ -54,7 +54,7 @@ describe('workflows (real Temporal dev server, stand-in loader)', () => {
     const run = await tw.w.db
       .selectFrom('sync_runs')
       .selectAll()
-      .where('load_id', '=', result.loadId)
+      .where('load_id', '=', result.runId)
       .executeTakeFirstOrThrow();
     expect(run).toMatchObject({ status: 'succeeded', kind: 'manual', rows_read: 300, rows_inserted: 300 });
     // What the Temporal UI shows as the run's current details.
