@@ -1,7 +1,30 @@
 import { Context } from '@temporalio/activity';
 import { WorkflowFailedError, WorkflowNotFoundError } from '@temporalio/client';
+import type { Activities } from '../contract/activities.ts';
+import type { EnrichCounts } from '../contract/counts.ts';
+import { optionalRunIdOf } from '../contract/run-id.ts';
+import type { DayResult } from '../contract/workflows.ts';
+import type { Liveness } from './liveness.ts';
 
 const HEARTBEAT_EVERY_MS = 10_000;
+
+/**
+ * Waiting for another run's day load or enrichment stream (attach), with the waiting run kept
+ * alive in the ledger meanwhile.
+ */
+export function createAwaitActivities(
+  alive: Liveness,
+): Pick<Activities, 'awaitDayWorkflow' | 'awaitEnrichWorkflow'> {
+  const aliveOf = (runId: string | undefined) => () => {
+    if (runId) alive(runId);
+  };
+  return {
+    awaitDayWorkflow: (input) =>
+      awaitWorkflowResult<DayResult>(input.workflowId, aliveOf(optionalRunIdOf(input))),
+    awaitEnrichWorkflow: (input) =>
+      awaitWorkflowResult<EnrichCounts>(input.workflowId, aliveOf(optionalRunIdOf(input))),
+  };
+}
 
 /**
  * Follows another workflow execution (by id, across continue-as-new) until it closes, with the

@@ -38,3 +38,12 @@ export function toFailure(err: unknown): Error {
   const name = err instanceof Error ? err.name : 'Error';
   return ApplicationFailure.create({ message: redactText(errorMessage(err)), type: name });
 }
+
+/** Runs an activity's work with anything it throws turned into a Temporal failure (toFailure). */
+export async function guarded<T>(f: () => Promise<T>): Promise<T> {
+  try {
+    return await f();
+  } catch (err) {
+    throw toFailure(err);
+  }
+}

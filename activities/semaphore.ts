@@ -1,7 +1,12 @@
 import { CrsError } from '../src/errors.ts';
 
+export interface Semaphore {
+  /** Waits for a free slot (in order of arrival) and returns its release; rejects when cancelled. */
+  acquire(signal: AbortSignal): Promise<() => void>;
+}
+
 /** A counting semaphore for activities: waiters queue in order and give up when cancelled. */
-export function createSemaphore(limit: number) {
+export function createSemaphore(limit: number): Semaphore {
   let free = limit;
   const queue: (() => void)[] = [];
   const release = () => {

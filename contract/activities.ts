@@ -1,5 +1,6 @@
 import type { EnrichCounts, LoadCounts, RunTotals } from './counts.ts';
 import type { DayLoad, RecordedDayLoad } from './load-target.ts';
+import type { RunRef } from './run-id.ts';
 import type { DayResult, SyncKind } from './workflows.ts';
 
 /**
@@ -16,7 +17,7 @@ export interface Activities {
   workerSettings(): Promise<WorkerSettings>;
   beginRun(input: BeginRunInput): Promise<void>;
   endRun(input: EndRunInput): Promise<void>;
-  /** One day of the export loaded (or resumed from its checkpoint under the same load id). */
+  /** One day of the export loaded (or resumed from its checkpoint under the same run id). */
   loadExportDay(input: DayLoadInput): Promise<LoadCounts>;
   /** A day the load did not finish: back to pending when cancelled, else failed. */
   releaseDay(input: ReleaseDayInput): Promise<boolean>;
@@ -63,20 +64,20 @@ export interface WorkerSettings {
   enrichConcurrency: number;
 }
 
-export interface BeginRunInput {
-  loadId: string;
+/** The run as it begins: its id (`runId`; recorded: `loadId`, read with runIdOf), kind and window. */
+export type BeginRunInput = RunRef & {
   kind: SyncKind;
   from: string | null;
   to: string | null;
   workflowId: string;
-}
+};
 
-export interface EndRunInput {
-  loadId: string;
+/** The run as it ends (its id: `runId`; recorded: `loadId`, read with runIdOf). */
+export type EndRunInput = RunRef & {
   status: 'succeeded' | 'failed' | 'cancelled';
   totals: RunTotals;
   error?: string;
-}
+};
 
 /**
  * The day load to run. An activity scheduled by a history recorded before load targets carries
@@ -98,7 +99,9 @@ export interface DayLoadedSinceInput {
 
 export interface AwaitWorkflowInput {
   workflowId: string;
-  /** The waiting run's load id, kept alive in the ledger while it waits. */
+  /** The waiting run's id, kept alive in the ledger while it waits (optionalRunIdOf). */
+  runId?: string;
+  /** The same, as recorded before `runId`. */
   loadId?: string;
 }
 
@@ -107,7 +110,7 @@ export interface PendingThreadsInput {
   limit: number;
 }
 
-export interface EnrichBatchInput {
+/** A batch of threads to enrich, for a run (`runId`; recorded: `loadId`, read with runIdOf). */
+export type EnrichBatchInput = RunRef & {
   threadIds: string[];
-  loadId: string;
-}
+};

@@ -1,10 +1,17 @@
 import type { DayOutcome, EnrichCounts, LoadCounts, RunTotals } from './counts.ts';
 import type { DayLoad, RecordedDayLoad } from './load-target.ts';
+import type { RunRef } from './run-id.ts';
 
 /**
  * Ids, inputs, results and progress of the crs-sync workflows. Everything here travels through
  * Temporal's history, so it holds dates, ids and counts only: never a token, a URL with
  * credentials, or a row of data; and a field once recorded keeps its name and meaning.
+ *
+ * A run's id is `runId` (run-id.ts). Before it had that name, these payloads carried it as
+ * `loadId`: an input that may have been recorded so (a workflow's start or continue-as-new) is a
+ * `RunRef`, read with `runIdOf`. Results and progress are read by clients, never by workflow
+ * code: this release writes `runId` in them; a client reading a result of a run an earlier
+ * release finished reads it with `runIdOf` too (src/cli/follow.ts).
  */
 
 /** Every day load has this workflow id, so at most one execution per day can run at a time. */
@@ -45,14 +52,16 @@ export interface DayWorkflowInput {
 /** What syncDay returns: the figures of the day's load (the loader's counts, under their names). */
 export interface DayResult extends LoadCounts {
   day: string;
-  loadId: string;
+  /** The run that loaded the day (recorded results: `loadId`; no workflow reads it). */
+  runId: string;
   outcome: DayOutcome;
   /** The load was an intraday pull (the day is `partial`): a run that needs the day complete loads it again. */
   partial?: boolean;
 }
 
-export interface EnrichInput {
-  loadId: string;
+export type EnrichInput = RunRef & EnrichOptions;
+
+export interface EnrichOptions {
   /** Thread ids per enrichThreads activity. */
   batchSize?: number;
   /** Batches in flight at once. */
@@ -90,8 +99,10 @@ export interface BackfillInput {
   state?: BackfillState;
 }
 
-export interface BackfillState {
-  loadId: string;
+/** A backfill's cursor and figures, carried over continue-as-new; its run's id as RunRef. */
+export type BackfillState = RunRef & BackfillCursor;
+
+export interface BackfillCursor {
   nextIndex: number;
   totals: RunTotals;
   failedDays: string[];
@@ -103,7 +114,7 @@ export interface BackfillState {
 
 export interface SyncProgress {
   kind: SyncKind;
-  loadId: string;
+  runId: string;
   phase: 'planning' | 'loading' | 'enriching' | 'finishing' | 'done' | 'failed' | 'cancelled';
   from: string | null;
   to: string | null;
@@ -122,7 +133,8 @@ export interface SyncProgress {
 
 export interface SyncResult {
   kind: SyncKind;
-  loadId: string;
+  /** The run's id (results of runs an earlier release finished: `loadId`; read with runIdOf). */
+  runId: string;
   from: string | null;
   to: string | null;
   days: number;
@@ -133,7 +145,7 @@ export interface SyncResult {
 
 export interface DayProgress {
   day: string;
-  loadId: string;
+  runId: string;
   phase: 'loading' | 'waiting' | 'done' | 'failed' | 'cancelled';
   linesCommitted: number;
 }

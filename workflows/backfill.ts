@@ -1,6 +1,7 @@
 import { ApplicationFailure, continueAsNew, uuid4, workflowInfo } from '@temporalio/workflow';
 import { emptyTotals } from '../contract/counts.ts';
 import { closedDayLoad } from '../contract/load-target.ts';
+import { runIdOf } from '../contract/run-id.ts';
 import type { BackfillInput, BackfillState, SyncResult } from '../contract/workflows.ts';
 import { dayCount, isDay, shiftDay } from '../src/common/civil-date.ts';
 import { runBounded } from './bounded.ts';
@@ -22,7 +23,7 @@ export async function backfill(input: BackfillInput): Promise<SyncResult> {
   }
   const first = input.state === undefined;
   const state: BackfillState = input.state ?? {
-    loadId: uuid4(),
+    runId: uuid4(),
     nextIndex: 0,
     totals: emptyTotals(),
     failedDays: [],
@@ -30,10 +31,12 @@ export async function backfill(input: BackfillInput): Promise<SyncResult> {
     runs: 0,
     startedAt: workflowInfo().startTime.toISOString(),
   };
+  // A backfill continued as new by an earlier release carries its run id as `loadId`.
+  const runId = runIdOf(state);
   const total = dayCount(input.from, input.to);
   const p = openProgress({
     kind: 'backfill',
-    loadId: state.loadId,
+    runId,
     phase: 'loading',
     from: input.from,
     to: input.to,
@@ -55,7 +58,7 @@ export async function backfill(input: BackfillInput): Promise<SyncResult> {
       const started = await runBounded(
         days,
         input.concurrency ?? 4,
-        (day) => loadDayInto(p, closedDayLoad(state.loadId, day), state.startedAt, input.heartbeatTimeout),
+        (day) => loadDayInto(p, closedDayLoad(runId, day), state.startedAt, input.heartbeatTimeout),
         () => workflowInfo().continueAsNewSuggested,
       );
       nextIndex = state.nextIndex + started;
@@ -68,7 +71,7 @@ export async function backfill(input: BackfillInput): Promise<SyncResult> {
       return continueAsNew<typeof backfill>({
         ...input,
         state: {
-          loadId: state.loadId,
+          runId,
           nextIndex,
           totals: p.totals,
           failedDays: p.failedDays,

@@ -1,5 +1,6 @@
 import { continueAsNew, defineQuery, setCurrentDetails, setHandler } from '@temporalio/workflow';
 import { addEnrich, type EnrichCounts, emptyEnrichCounts } from '../contract/counts.ts';
+import { runIdOf } from '../contract/run-id.ts';
 import type { EnrichInput } from '../contract/workflows.ts';
 import { chunk, runBounded } from './bounded.ts';
 import { enrichment, ledger } from './policies.ts';
@@ -12,6 +13,8 @@ export const enrichProgressQuery = defineQuery<EnrichCounts>('enrichProgress');
  * a bounded number at a time. Continues as new every few pages to keep its history short.
  */
 export async function enrichPending(input: EnrichInput): Promise<EnrichCounts> {
+  // A stream started (or continued as new) by an earlier release carries its run id as `loadId`.
+  const runId = runIdOf(input);
   const batchSize = input.batchSize ?? 25;
   const concurrency = input.concurrency ?? (await ledger.workerSettings()).enrichConcurrency;
   const pagesPerRun = input.pagesPerRun ?? 20;
@@ -25,7 +28,7 @@ export async function enrichPending(input: EnrichInput): Promise<EnrichCounts> {
     });
     if (ids.length === 0) return state.totals;
     await runBounded(chunk(ids, batchSize), concurrency, async (threadIds) => {
-      const c = await enrichment.enrichThreads({ threadIds, loadId: input.loadId });
+      const c = await enrichment.enrichThreads({ threadIds, runId });
       state.totals = addEnrich(state.totals, c);
       setCurrentDetails(`enriched ${state.totals.done} of ${state.totals.threads} threads`);
     });

@@ -6,7 +6,7 @@ import { publish } from './run-state.ts';
 export function resultOf(p: SyncProgress): SyncResult {
   return {
     kind: p.kind,
-    loadId: p.loadId,
+    runId: p.runId,
     from: p.from,
     to: p.to,
     days: p.daysTotal,
@@ -26,12 +26,12 @@ export async function endRunWithResult(p: SyncProgress): Promise<SyncResult> {
   publish(p);
   if (p.failedDays.length > 0) {
     const reason = `${p.failedDays.length} of ${p.daysTotal} day(s) failed: ${p.failedDays.slice(0, 20).join(', ')}${p.firstError ? ` (first: ${p.firstError})` : ''}`;
-    await ledger.endRun({ loadId: p.loadId, status: 'failed', totals: p.totals, error: reason });
+    await ledger.endRun({ runId: p.runId, status: 'failed', totals: p.totals, error: reason });
     p.phase = 'failed';
     publish(p);
     throw ApplicationFailure.create({ message: reason, type: 'DAYS_FAILED', nonRetryable: true });
   }
-  await ledger.endRun({ loadId: p.loadId, status: 'succeeded', totals: p.totals });
+  await ledger.endRun({ runId: p.runId, status: 'succeeded', totals: p.totals });
   p.phase = 'done';
   publish(p);
   return resultOf(p);
@@ -50,7 +50,7 @@ export async function recordAbort(p: SyncProgress, err: unknown): Promise<void> 
   const message = err instanceof Error ? err.message : String(err);
   await CancellationScope.nonCancellable(() =>
     ledger.endRun({
-      loadId: p.loadId,
+      runId: p.runId,
       status: cancelled ? 'cancelled' : 'failed',
       totals: p.totals,
       error: cancelled ? 'cancelled' : message.slice(0, 2000),

@@ -35,7 +35,7 @@ export const ledger = proxyActivities<Activities>({
  * Retry-After (the activity sets the next retry delay); other transient faults back off to 5
  * minutes, for up to 12 attempts (about an hour of outage; LOAD_RETRY). Between attempts the day
  * stays `running` with its last error; it is marked failed only when the attempts run out or an
- * error no retry can fix ends them (activities/index.ts).
+ * error no retry can fix ends them (activities/load.ts).
  */
 export function loadProxy(heartbeatTimeout: string | number = LOAD_HEARTBEAT_TIMEOUT_MS) {
   return proxyActivities<Activities>({

@@ -46,7 +46,7 @@ export async function runDay(target: DayLoad, since: string, heartbeatTimeout?: 
       });
     } catch (err) {
       if (!(err instanceof WorkflowExecutionAlreadyStartedError) || attempt >= MAX_ATTACH) throw err;
-      const theirs = await waiting.awaitDayWorkflow({ workflowId, loadId: runId });
+      const theirs = await waiting.awaitDayWorkflow({ workflowId, runId });
       if (theirs && (open || !theirs.partial)) return { ...theirs, outcome: 'attached' };
     }
   }

@@ -15,13 +15,13 @@ import { waiting } from './policies.ts';
  * (fixed id): when another run's stream is going, this run waits for it, then makes its own pass,
  * since the other stream's cursor may already be past threads this run queued.
  */
-export async function runEnrich(loadId: string, concurrency: number | undefined): Promise<EnrichCounts> {
+export async function runEnrich(runId: string, concurrency: number | undefined): Promise<EnrichCounts> {
   let totals = emptyEnrichCounts();
   for (let attempt = 1; ; attempt++) {
     try {
       const mine = await executeChild(enrichPending, {
         workflowId: ENRICH_WORKFLOW_ID,
-        args: [{ loadId, ...(concurrency ? { concurrency } : {}) }],
+        args: [{ runId, ...(concurrency ? { concurrency } : {}) }],
         workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE,
         parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL,
         cancellationType: ChildWorkflowCancellationType.WAIT_CANCELLATION_COMPLETED,
@@ -30,7 +30,7 @@ export async function runEnrich(loadId: string, concurrency: number | undefined)
       return addEnrich(totals, mine);
     } catch (err) {
       if (!(err instanceof WorkflowExecutionAlreadyStartedError) || attempt >= 3) throw err;
-      const theirs = await waiting.awaitEnrichWorkflow({ workflowId: ENRICH_WORKFLOW_ID, loadId });
+      const theirs = await waiting.awaitEnrichWorkflow({ workflowId: ENRICH_WORKFLOW_ID, runId });
       if (theirs) totals = addEnrich(totals, theirs);
     }
   }

@@ -16,7 +16,7 @@ import { publish } from './run-state.ts';
  */
 
 /** What a run's progress starts from; the counters start at zero unless given. */
-export type ProgressStart = Pick<SyncProgress, 'kind' | 'loadId' | 'from' | 'to'> & Partial<SyncProgress>;
+export type ProgressStart = Pick<SyncProgress, 'kind' | 'runId' | 'from' | 'to'> & Partial<SyncProgress>;
 
 /** A run's progress, answering the progress query and published, as the run starts. */
 export function openProgress(start: ProgressStart): SyncProgress {
@@ -52,7 +52,7 @@ export interface RunSteps {
 export async function runSkeleton(p: SyncProgress, steps: RunSteps): Promise<SyncResult> {
   if (steps.begin !== false) {
     await ledger.beginRun({
-      loadId: p.loadId,
+      runId: p.runId,
       kind: p.kind,
       from: p.from,
       to: p.to,
@@ -65,7 +65,7 @@ export async function runSkeleton(p: SyncProgress, steps: RunSteps): Promise<Syn
     if (steps.enrichConcurrency && loaded) {
       p.phase = 'enriching';
       publish(p);
-      p.enrich = await runEnrich(p.loadId, await steps.enrichConcurrency());
+      p.enrich = await runEnrich(p.runId, await steps.enrichConcurrency());
     }
     return await (steps.finish ?? (() => endRunWithResult(p)))();
   } catch (err) {

@@ -22,7 +22,7 @@ export async function syncDay(input: SyncDayInput): Promise<DayResult> {
   const target = dayLoadOf(input);
   const { day, runId } = target;
   const open = target.kind === 'open-day';
-  const progress: DayProgress = { day, loadId: runId, phase: 'loading', linesCommitted: 0 };
+  const progress: DayProgress = { day, runId, phase: 'loading', linesCommitted: 0 };
   setHandler(dayProgressQuery, () => progress);
   setCurrentDetails(`loading ${day} (run ${runId})`);
   const { loadExportDay } = loadProxy(input.heartbeatTimeout);
@@ -33,7 +33,7 @@ export async function syncDay(input: SyncDayInput): Promise<DayResult> {
     setCurrentDetails(
       `loaded ${day}: ${counts.rowsRead} rows (${counts.inserted} new, ${counts.updated} updated, ${counts.rejected} rejected)`,
     );
-    return { day, loadId: runId, outcome: 'loaded', ...counts, ...(open ? { partial: true } : {}) };
+    return { day, runId, outcome: 'loaded', ...counts, ...(open ? { partial: true } : {}) };
   } catch (err) {
     const cancelled = isCancellation(err);
     progress.phase = cancelled ? 'cancelled' : 'failed';

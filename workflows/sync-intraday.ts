@@ -30,7 +30,7 @@ export async function syncIntraday(input: SyncIntradayInput = {}): Promise<SyncR
   const pullClosed = at.getTime() >= closedAt.getTime();
   const p = openProgress({
     kind: 'intraday',
-    loadId: uuid4(),
+    runId: uuid4(),
     from: pullClosed ? closed : today,
     to: today,
     daysTotal: pullClosed ? 2 : 1,
@@ -38,9 +38,9 @@ export async function syncIntraday(input: SyncIntradayInput = {}): Promise<SyncR
   return runSkeleton(p, {
     load: async () => {
       if (pullClosed)
-        await loadDayInto(p, closedDayLoad(p.loadId, closed), closedAt.toISOString(), input.heartbeatTimeout);
+        await loadDayInto(p, closedDayLoad(p.runId, closed), closedAt.toISOString(), input.heartbeatTimeout);
       // No earlier load of the open day stands for this one: `since` is now.
-      await loadDayInto(p, openDayLoad(p.loadId, today), at.toISOString(), input.heartbeatTimeout);
+      await loadDayInto(p, openDayLoad(p.runId, today), at.toISOString(), input.heartbeatTimeout);
       return true;
     },
     enrichConcurrency:

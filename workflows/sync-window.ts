@@ -15,7 +15,7 @@ import { loadDayInto } from './run-state.ts';
 export async function syncWindow(input: SyncWindowInput): Promise<SyncResult> {
   const p = openProgress({
     kind: input.kind,
-    loadId: uuid4(),
+    runId: uuid4(),
     from: input.from ?? null,
     to: input.to ?? null,
   });
@@ -31,7 +31,7 @@ export async function syncWindow(input: SyncWindowInput): Promise<SyncResult> {
   return runSkeleton(p, {
     load: async () => {
       await runBounded(plan.days, input.concurrency ?? 2, (day) =>
-        loadDayInto(p, closedDayLoad(p.loadId, day), since, input.heartbeatTimeout),
+        loadDayInto(p, closedDayLoad(p.runId, day), since, input.heartbeatTimeout),
       );
       return plan.days.length > 0;
     },

@@ -113,14 +113,17 @@ export function httpStatusError(
   status: number,
   bodyText: string,
   scrub: (s: string) => string,
-  extra: { attempts: number; note?: string },
+  extra: { attempts: number; note?: string; retryAfterMs?: number | undefined },
 ): CrsError {
   const c = classifyStatus(status);
   const upstream = trimUpstreamError(bodyText, scrub);
   const note = extra.note ? ` (${extra.note})` : '';
+  // The server's Retry-After travels with the error: the day load's next attempt waits that long
+  // (activities/failures.ts makes it the retry delay Temporal uses).
+  const wait = c.retryable && extra.retryAfterMs !== undefined ? { retryAfterMs: extra.retryAfterMs } : {};
   return new CrsError(c.code, `${operation} failed: HTTP ${status} ${c.name}${note}${summary(upstream)}`, {
     retryable: c.retryable,
-    details: { operation, status, attempts: extra.attempts, ...(upstream ? { upstream } : {}) },
+    details: { operation, status, attempts: extra.attempts, ...(upstream ? { upstream } : {}), ...wait },
   });
 }
 

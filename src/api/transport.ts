@@ -258,6 +258,7 @@ class HttpTransport implements Transport {
     const o = this.#o;
     const { status } = answer;
     const exhausted = call.retry >= o.maxRetries && classifyStatus(status).retryable;
+    const retryAfterMs = parseRetryAfter(headerValue(answer.headers, 'retry-after') ?? null);
     const e = httpStatusError(spec.operation, status, answer.text, (s) => o.scrubber.scrub(s), {
       attempts: call.attempts,
       note:
@@ -268,8 +269,8 @@ class HttpTransport implements Transport {
           : exhausted
             ? `after ${call.attempts} requests`
             : undefined,
+      retryAfterMs,
     });
-    const retryAfterMs = parseRetryAfter(headerValue(answer.headers, 'retry-after') ?? null);
     // The service's limit is the tenant's: its Retry-After holds for every worker, and is
     // recorded before this call gives up or waits on its own.
     if (e.retryable && retryAfterMs !== undefined && retryAfterMs > 0 && o.rate.pause)

@@ -1,5 +1,6 @@
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import cliProgress from 'cli-progress';
+import { runIdOf } from '../../contract/run-id.ts';
 import type { SyncProgress, SyncResult } from '../../contract/workflows.ts';
 import type { backfill, syncWindow } from '../../workflows/index.ts';
 import { CrsError } from '../errors.ts';
@@ -138,7 +139,9 @@ export function formatSummary(workflowId: string, r: SyncResult): string[] {
     // Each day's load queues the threads with new messages that day: a thread with messages on
     // several days is queued by each of them, and enriched once.
     `enrichment queue: ${t.threadsQueued} thread-day(s) queued (a thread with new messages on several days counts once per day)`,
-    `load id: ${r.loadId}`,
+    // A run an earlier release finished carries its run id as `loadId` (contract/run-id.ts). The
+    // line keeps its words: status's runs table names the same id "load id" (sync_runs.load_id).
+    `load id: ${runIdOf(r)}`,
   ];
   if (r.enrich) {
     const e = r.enrich;

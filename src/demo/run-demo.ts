@@ -342,7 +342,7 @@ function demoConfig(
 function backfillFigures(workflowId: string, result: SyncResult): DemoSummary['backfill'] {
   return {
     workflowId,
-    loadId: result.loadId,
+    loadId: result.runId,
     rowsRead: result.totals.rowsRead,
     inserted: result.totals.inserted,
     updated: result.totals.updated,

@@ -12,6 +12,7 @@ export interface DemoSummary {
   temporal: { address: string; namespace: string; taskQueue: string; uiUrl: string | null; own: boolean };
   backfill: {
     workflowId: string;
+    /** The backfill's run id, under the key `demo --json` has always printed it with. */
     loadId: string;
     rowsRead: number;
     inserted: number;

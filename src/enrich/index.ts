@@ -1,6 +1,6 @@
 /**
  * Thread enrichment: what the Temporal activities `listPendingThreads` and
- * `enrichThreads` run (activities/ops.ts SyncOps).
+ * `enrichThreads` run (activities/enrich.ts).
  *
  *   const ops = createEnrichOps({ db, pool, api, log, concurrency: config.enrichConcurrency,
  *     schemaContract: config.schemaContract });

@@ -35,26 +35,26 @@ export interface LoadAttempt {
 const FIRST_ATTEMPT: LoadAttempt = { number: 1, maxAttempts: null };
 
 /**
- * Marks a day as loading under a load id; counts one more attempt in `attempts` (every attempt
+ * Marks a day as loading under a run id; counts one more attempt in `attempts` (every attempt
  * of every load) and records which attempt of its load this is in `attempt`. A retry of the same
  * load keeps the error its last attempt left (the day reads "retrying" until it loads); a new
- * load starts clean. A day still `running` under another load id is taken over: only one load of
+ * load starts clean. A day still `running` under another run id is taken over: only one load of
  * a day runs at a time (its workflow id), so that load died without closing the day (terminated,
  * its worker gone). Its id is kept in `taken_over_from` and returned.
  */
 export async function markDayRunning(
   db: Executor,
   day: string,
-  loadId: string,
+  runId: string,
   attempt: LoadAttempt = FIRST_ATTEMPT,
 ): Promise<{ takenOverFrom: string | null }> {
-  const retry = sql<boolean>`(${attempt.number}::int > 1 and sync_days._load_id = ${loadId}::text)`;
+  const retry = sql<boolean>`(${attempt.number}::int > 1 and sync_days._load_id = ${runId}::text)`;
   const r = await db
     .insertInto('sync_days')
     .values({
       day,
       status: 'running',
-      _load_id: loadId,
+      _load_id: runId,
       started_at: new Date(),
       attempts: 1,
       attempt: attempt.number,
@@ -64,7 +64,7 @@ export async function markDayRunning(
     .onConflict((oc) =>
       oc.column('day').doUpdateSet((eb) => ({
         status: 'running',
-        _load_id: loadId,
+        _load_id: runId,
         started_at: new Date(),
         finished_at: null,
         last_error: sql`case when ${retry} then sync_days.last_error end`,
@@ -75,7 +75,7 @@ export async function markDayRunning(
         attempt: attempt.number,
         max_attempts: attempt.maxAttempts,
         progress_at: sql`now()`,
-        taken_over_from: sql`case when sync_days.status = 'running' and sync_days._load_id is distinct from ${loadId}::text
+        taken_over_from: sql`case when sync_days.status = 'running' and sync_days._load_id is distinct from ${runId}::text
           then sync_days._load_id end`,
       })),
     )
@@ -85,19 +85,19 @@ export async function markDayRunning(
 }
 
 /** A sign of life of a load of a day, while the day is still running under it. */
-export async function touchDay(db: Executor, day: string, loadId: string): Promise<void> {
+export async function touchDay(db: Executor, day: string, runId: string): Promise<void> {
   await db
     .updateTable('sync_days')
     .set({ progress_at: sql`now()` })
     .where('day', '=', day)
-    .where('_load_id', '=', loadId)
+    .where('_load_id', '=', runId)
     .where('status', '=', 'running')
     .execute();
 }
 
 /** An attempt of a day's load that failed: what failed, and which attempt it was. */
 export interface FailedAttempt {
-  loadId: string;
+  runId: string;
   /** Kept as the day's `last_error` (its first 2000 characters). */
   error: string;
   /** The error's code (a CrsError code, the failure's type); null when it has none. */
@@ -132,7 +132,7 @@ export async function recordDayRetry(
       progress_at: sql`now()`,
     })
     .where('day', '=', day)
-    .where('_load_id', '=', a.loadId)
+    .where('_load_id', '=', a.runId)
     .where('status', '=', 'running')
     .executeTakeFirst();
   return Number(r.numUpdatedRows) > 0;
@@ -150,11 +150,11 @@ export interface UnfinishedLoad {
   /** An intraday pull of the open day: the day stays `partial` (its rows so far, nothing deleted). */
   partial?: boolean;
   /**
-   * Only while the day is still running under this load id (a later load may have taken it over
+   * Only while the day is still running under this run id (a later load may have taken it over
    * meanwhile), or is an open day waiting for this load's next attempt; without it the day is
    * released whatever its state.
    */
-  loadId?: string;
+  runId?: string;
 }
 
 /**
@@ -185,9 +185,9 @@ export async function releaseUnfinishedDay(
       ...(end.attempt ? { attempt: end.attempt.number, max_attempts: end.attempt.maxAttempts } : {}),
     })
     .where('day', '=', day);
-  if (end.loadId !== undefined) {
+  if (end.runId !== undefined) {
     q = q
-      .where('_load_id', '=', end.loadId)
+      .where('_load_id', '=', end.runId)
       .where((eb) =>
         eb.or([
           eb('status', '=', 'running'),
@@ -229,13 +229,13 @@ export function dayCounts(d: SyncDay): LoadCounts {
 
 /**
  * The day's last load when it completed at or after `since` (another run loaded it meanwhile):
- * its load id and figures; null when it did not.
+ * its run id and figures; null when it did not.
  */
 export async function findDayCompletedSince(
   db: Executor,
   day: string,
   since: Date,
-): Promise<{ loadId: string | null; counts: LoadCounts } | null> {
+): Promise<{ runId: string | null; counts: LoadCounts } | null> {
   const r = await db
     .selectFrom('sync_days')
     .selectAll()
@@ -243,7 +243,7 @@ export async function findDayCompletedSince(
     .where('status', '=', 'complete')
     .where('finished_at', '>=', since)
     .executeTakeFirst();
-  return r ? { loadId: r._load_id, counts: dayCounts(r) } : null;
+  return r ? { runId: r._load_id, counts: dayCounts(r) } : null;
 }
 
 /**
@@ -329,7 +329,7 @@ export type DayLoaded = { day: string } & Pick<
 export async function recordDayLoaded(
   client: LoaderClient,
   d: DayLoaded,
-  load: { loadId: string; complete: boolean; bytes: number; linesCommitted: number; open?: boolean },
+  load: { runId: string; complete: boolean; bytes: number; linesCommitted: number; open?: boolean },
 ): Promise<void> {
   await client.query(
     `insert into sync_days (day, status, rows_read, rows_inserted, rows_updated, rows_unchanged, rows_rejected,
@@ -356,7 +356,7 @@ export async function recordDayLoaded(
       d.rejected,
       load.bytes,
       load.linesCommitted,
-      load.loadId,
+      load.runId,
     ],
   );
 }
@@ -390,7 +390,7 @@ export async function recordDayExport(
 
 /** A run as it begins; its row is keyed by its run id (`load_id`). */
 export interface StartRunInput {
-  loadId: string;
+  runId: string;
   kind: RunKind;
   windowStart?: string | null;
   windowEnd?: string | null;
@@ -399,7 +399,7 @@ export interface StartRunInput {
 }
 
 /**
- * Records a run; starting the same load id again (a resumed import, a retried activity) keeps its
+ * Records a run; starting the same run id again (a resumed import, a retried activity) keeps its
  * row. Other runs still marked running that `run_liveness` finds abandoned (no sign of life for
  * `abandoned_after()`) are marked so (a terminated workflow, a killed import: nothing else would ever close them);
  * their ids are returned.
@@ -408,7 +408,7 @@ export async function startRun(db: Executor, r: StartRunInput): Promise<{ abando
   await db
     .insertInto('sync_runs')
     .values({
-      load_id: r.loadId,
+      load_id: r.runId,
       kind: r.kind,
       window_start: r.windowStart ?? null,
       window_end: r.windowEnd ?? null,
@@ -422,18 +422,18 @@ export async function startRun(db: Executor, r: StartRunInput): Promise<{ abando
         .doUpdateSet({ status: 'running', finished_at: null, error: null, progress_at: sql`now()` }),
     )
     .execute();
-  return { abandoned: await abandonStaleRuns(db, r.loadId) };
+  return { abandoned: await abandonStaleRuns(db, r.runId) };
 }
 
 /** Marks runs abandoned that read `running` yet `run_liveness` finds abandoned. */
-export async function abandonStaleRuns(db: Executor, byLoadId: string): Promise<string[]> {
+export async function abandonStaleRuns(db: Executor, byRunId: string): Promise<string[]> {
   const res = await sql<{ load_id: string }>`
     update sync_runs r
     set status = 'abandoned', finished_at = now(),
         error = 'no sign of life since ' || to_char(l.alive_at at time zone 'UTC', 'YYYY-MM-DD HH24:MI:SS')
-          || ' UTC (terminated, or its worker is gone); marked abandoned by run ' || ${byLoadId}::text
+          || ' UTC (terminated, or its worker is gone); marked abandoned by run ' || ${byRunId}::text
     from run_liveness l
-    where l.load_id = r.load_id and l.abandoned and r.status = 'running' and r.load_id <> ${byLoadId}
+    where l.load_id = r.load_id and l.abandoned and r.status = 'running' and r.load_id <> ${byRunId}
     returning r.load_id`.execute(db);
   return res.rows.map((x) => x.load_id);
 }
@@ -442,7 +442,7 @@ export async function abandonStaleRuns(db: Executor, byLoadId: string): Promise<
  * A sign of life of a run, and of its load of `day`: what its activities call as they heartbeat.
  * A run marked abandoned that shows one is running after all (its workers were only away).
  */
-export async function touchRun(db: Executor, loadId: string, day?: string): Promise<void> {
+export async function touchRun(db: Executor, runId: string, day?: string): Promise<void> {
   await db
     .updateTable('sync_runs')
     .set((eb) => ({
@@ -456,18 +456,14 @@ export async function touchRun(db: Executor, loadId: string, day?: string): Prom
       finished_at: eb.case().when('status', '=', 'abandoned').then(null).else(eb.ref('finished_at')).end(),
       error: eb.case().when('status', '=', 'abandoned').then(null).else(eb.ref('error')).end(),
     }))
-    .where('load_id', '=', loadId)
+    .where('load_id', '=', runId)
     .execute();
-  if (day !== undefined) await touchDay(db, day, loadId);
+  if (day !== undefined) await touchDay(db, day, runId);
 }
 
-/** A run's status, or undefined when no run has that load id. */
-export async function runStatus(db: Executor, loadId: string): Promise<RunStatus | undefined> {
-  const r = await db
-    .selectFrom('sync_runs')
-    .select('status')
-    .where('load_id', '=', loadId)
-    .executeTakeFirst();
+/** A run's status, or undefined when no run has that run id. */
+export async function runStatus(db: Executor, runId: string): Promise<RunStatus | undefined> {
+  const r = await db.selectFrom('sync_runs').select('status').where('load_id', '=', runId).executeTakeFirst();
   return r?.status;
 }
 
@@ -477,7 +473,7 @@ export async function runStatus(db: Executor, loadId: string): Promise<RunStatus
  */
 export async function closeRun(
   db: Executor,
-  loadId: string,
+  runId: string,
   status: Exclude<RunStatus, 'running'>,
   totals?: Partial<Readonly<LoadCounts>>,
   error?: string,
@@ -500,7 +496,7 @@ export async function closeRun(
           }
         : {}),
     })
-    .where('load_id', '=', loadId)
+    .where('load_id', '=', runId)
     .execute();
 }
 

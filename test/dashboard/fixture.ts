@@ -64,7 +64,7 @@ export async function loadWarehouse(seed: number): Promise<LoadedWarehouse> {
       );
     const db = tw.w.db;
     const from = days[0] as string;
-    await startRun(db, { loadId: 'sync-1', kind: 'manual', windowStart: from, windowEnd: failedDay });
+    await startRun(db, { runId: 'sync-1', kind: 'manual', windowStart: from, windowEnd: failedDay });
     const loaded = [];
     for (const day of days) {
       loaded.push(
@@ -76,7 +76,7 @@ export async function loadWarehouse(seed: number): Promise<LoadedWarehouse> {
     }
     await closeRun(db, 'sync-1', 'succeeded', sumCounts(...loaded));
 
-    await startRun(db, { loadId: 'sync-2', kind: 'manual', windowStart: failedDay, windowEnd: failedDay });
+    await startRun(db, { runId: 'sync-2', kind: 'manual', windowStart: failedDay, windowEnd: failedDay });
     const failure = await loadExportDay(
       { warehouse: tw.w, client: client('5xx=1:100000'), config, log },
       { target: closedDayLoad('sync-2', failedDay) },

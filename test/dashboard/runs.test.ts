@@ -15,8 +15,8 @@ let dash: Dashboard;
 beforeAll(async () => {
   tw = await createTestWarehouse({ prefix: 'dash_runs' });
   dash = await startDashboard({ pool: tw.w.pool, port: 0 });
-  await startRun(tw.w.db, { loadId: 'gone-run', kind: 'manual', workflowId: 'wf-gone' });
-  await startRun(tw.w.db, { loadId: 'live-run', kind: 'manual', workflowId: 'wf-live' });
+  await startRun(tw.w.db, { runId: 'gone-run', kind: 'manual', workflowId: 'wf-gone' });
+  await startRun(tw.w.db, { runId: 'live-run', kind: 'manual', workflowId: 'wf-live' });
   await tw.w.pool.query(
     `update sync_runs set progress_at = now() - $1::interval where load_id = 'gone-run'`,
     [`${Math.ceil((STALE_AFTER_MS * 2) / 1000)} seconds`],

@@ -127,8 +127,8 @@ describe('runs and days left running by a load that is gone', () => {
   const stale = `${Math.ceil((STALE_AFTER_MS * 2) / 1000)} seconds`;
 
   it('when a run shows no sign of life past the threshold, then status shows it abandoned and the next run marks it so, while a live run is left alone', async () => {
-    await startRun(tw.w.db, { loadId: 'dead-run', kind: 'manual', workflowId: 'wf-dead' });
-    await startRun(tw.w.db, { loadId: 'live-run', kind: 'manual', workflowId: 'wf-live' });
+    await startRun(tw.w.db, { runId: 'dead-run', kind: 'manual', workflowId: 'wf-dead' });
+    await startRun(tw.w.db, { runId: 'live-run', kind: 'manual', workflowId: 'wf-live' });
     await tw.w.pool.query(
       `update sync_runs set progress_at = now() - $1::interval where load_id = 'dead-run'`,
       [stale],
@@ -140,7 +140,7 @@ describe('runs and days left running by a load that is gone', () => {
     expect(byId.get('live-run')?.status).toBe('running');
     expect(s.staleAfterMinutes).toBe(STALE_AFTER_MS / 60_000);
 
-    const { abandoned } = await startRun(tw.w.db, { loadId: 'next-run', kind: 'scheduled' });
+    const { abandoned } = await startRun(tw.w.db, { runId: 'next-run', kind: 'scheduled' });
     expect(abandoned).toEqual(['dead-run']);
     const rows = await tw.w.db
       .selectFrom('sync_runs')
@@ -166,7 +166,7 @@ describe('runs and days left running by a load that is gone', () => {
   });
 
   it('when a batch commit of an import is recent though its progress_at is old, then the run is alive', async () => {
-    await startRun(tw.w.db, { loadId: 'import-busy', kind: 'import' });
+    await startRun(tw.w.db, { runId: 'import-busy', kind: 'import' });
     await tw.w.pool.query(
       `update sync_runs set progress_at = now() - $1::interval where load_id = 'import-busy'`,
       [stale],
@@ -176,7 +176,7 @@ describe('runs and days left running by a load that is gone', () => {
     );
     const s = await readStatus(tw.w.db);
     expect(s.recentRuns.find((r) => r.loadId === 'import-busy')?.status).toBe('running');
-    const { abandoned } = await startRun(tw.w.db, { loadId: 'another', kind: 'manual' });
+    const { abandoned } = await startRun(tw.w.db, { runId: 'another', kind: 'manual' });
     expect(abandoned).not.toContain('import-busy');
   });
 
@@ -236,7 +236,7 @@ describe('runs and days left running by a load that is gone', () => {
 describe('crs-sync status', () => {
   it('when a run and a day were left running by loads that are gone, then status shows both abandoned, as text and as JSON', async () => {
     const stale = `${Math.ceil((STALE_AFTER_MS * 2) / 1000)} seconds`;
-    await startRun(tw.w.db, { loadId: 'cli-dead-run', kind: 'backfill', workflowId: 'wf-cli' });
+    await startRun(tw.w.db, { runId: 'cli-dead-run', kind: 'backfill', workflowId: 'wf-cli' });
     await tw.w.pool.query(
       `update sync_runs set progress_at = now() - $1::interval where load_id = 'cli-dead-run'`,
       [stale],

@@ -6,7 +6,7 @@ import { readStatus } from '../../src/warehouse/read/status.ts';
 import { syncWindow } from '../../workflows/index.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 import { randomDays, until } from './days.ts';
-import { fakeLoaderOps } from './fake-ops.ts';
+import { fakeDayLoads } from './fake-activities.ts';
 import { connectHarness, createTestWorker, type TemporalHarness } from './harness.ts';
 
 // A run terminated while its worker was gone: nothing of it can close its ledger rows, so they
@@ -27,9 +27,9 @@ describe('a terminated run whose worker is gone (real Temporal dev server, stand
 
   async function runWorker(
     delayMs: number,
-  ): Promise<{ worker: Worker; done: Promise<void> } & ReturnType<typeof fakeLoaderOps>> {
-    const fake = fakeLoaderOps(tw.w, { delayMs });
-    const worker = await createTestWorker(h, { warehouse: tw.w, ops: fake.ops });
+  ): Promise<{ worker: Worker; done: Promise<void> } & ReturnType<typeof fakeDayLoads>> {
+    const fake = fakeDayLoads(tw.w, { delayMs });
+    const worker = await createTestWorker(h, { warehouse: tw.w, activities: fake.activities });
     return { worker, done: worker.run(), ...fake };
   }
 
@@ -106,10 +106,10 @@ describe('a terminated run whose worker is gone (real Temporal dev server, stand
         .where('load_id', '=', run.load_id)
         .executeTakeFirstOrThrow();
       expect(old.status).toBe('abandoned');
-      expect(old.error).toContain(`marked abandoned by run ${result.loadId}`);
+      expect(old.error).toContain(`marked abandoned by run ${result.runId}`);
       const status = await readStatus(tw.w.db);
       expect(status.abandonedDays).toEqual([]);
-      expect(status.recentRuns.find((r) => r.loadId === result.loadId)?.status).toBe('succeeded');
+      expect(status.recentRuns.find((r) => r.loadId === result.runId)?.status).toBe('succeeded');
     } finally {
       b.worker.shutdown();
       await b.done;

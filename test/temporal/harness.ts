@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
+import type { MockActivityEnvironment } from '@temporalio/testing';
 import {
   bundleWorkflowCode,
   NativeConnection,
@@ -8,7 +9,7 @@ import {
   type WorkflowBundleWithSourceMap,
 } from '@temporalio/worker';
 import { type ActivityDeps, createActivities } from '../../activities/index.ts';
-import type { SyncOps } from '../../activities/ops.ts';
+import type { Activities } from '../../contract/activities.ts';
 import { createServiceClient, type ServiceClient } from '../../src/api/index.ts';
 import { parseConfig } from '../../src/config.ts';
 import { createLogger } from '../../src/log.ts';
@@ -67,11 +68,15 @@ export async function connectHarness(namespace: string): Promise<TemporalHarness
 
 export const testLog = createLogger({ level: 'silent', destination: process.stderr });
 
+/**
+ * A worker on the test's task queue with the real activities, or with some of them replaced by
+ * fakes (`activities`): the worker registers those in their place, as it would any activity.
+ */
 export async function createTestWorker(
   h: TemporalHarness,
   deps: {
     warehouse: Warehouse;
-    ops?: Partial<SyncOps>;
+    activities?: Partial<Activities>;
     env?: Record<string, string>;
     client?: ServiceClient;
   },
@@ -90,17 +95,25 @@ export async function createTestWorker(
     config,
     log: testLog,
     maxDayLoads: 2,
-    ...(deps.ops ? { ops: deps.ops } : {}),
   };
   return Worker.create({
     connection: h.nativeConnection,
     namespace: h.namespace,
     taskQueue: h.taskQueue,
     workflowBundle: await workflowBundle(),
-    activities: createActivities(activityDeps),
+    activities: { ...createActivities(activityDeps), ...deps.activities },
     // A test ends by shutting the worker down; in-flight activities get no grace.
     shutdownGraceTime: '1s',
   });
+}
+
+/** Runs one activity in a mock activity environment, typed by the activity (the SDK's `run` is not). */
+export function runActivity<I, R>(
+  env: MockActivityEnvironment,
+  activity: (input: I) => Promise<R>,
+  input: I,
+) {
+  return env.run(activity, input) as Promise<R>;
 }
 
 let runtimeInstalled = false;

@@ -222,7 +222,7 @@ describe("intraday runs' counts (simulator, Postgres, dev server)", () => {
       const ledger = await tw.w.db
         .selectFrom('sync_runs')
         .select(['rows_inserted'])
-        .where('load_id', '=', r.loadId)
+        .where('load_id', '=', r.runId)
         .executeTakeFirstOrThrow();
       expect(Number(ledger.rows_inserted)).toBe(r.totals.inserted);
       reported.push({

@@ -4,6 +4,7 @@ import { bundleWorkflowCode, Worker } from '@temporalio/worker';
 import { DeterminismViolationError } from '@temporalio/workflow';
 import { describe, expect, it } from 'vitest';
 import { ACTIVITY_NAMES } from '../../contract/activities.ts';
+import { type RunRef, runIdOf } from '../../contract/run-id.ts';
 import { installQuietRuntime, quietLogger, workflowBundle } from './harness.ts';
 import { historyFromFile } from './history-json.ts';
 
@@ -61,6 +62,42 @@ function activityTypes(file: string): string[] {
   return types;
 }
 
+type Attributes = Record<string, { name?: string } | { payloads?: { data: string }[] } | undefined>;
+
+/**
+ * The payloads of a recorded history that carry a run id: where they sit (event, and the
+ * workflow or activity type) and what they hold, decoded.
+ */
+function runIdPayloads(file: string): { where: string; value: Record<string, unknown> }[] {
+  const json = JSON.parse(readFileSync(path.join(dir, file), 'utf8')) as {
+    events: Record<string, Attributes>[];
+  };
+  const out: { where: string; value: Record<string, unknown> }[] = [];
+  for (const e of json.events) {
+    for (const [event, a] of Object.entries(e)) {
+      if (!event.endsWith('EventAttributes') || typeof a !== 'object' || a === null) continue;
+      const type = ((a.activityType ?? a.workflowType) as { name?: string } | undefined)?.name ?? '';
+      const held = (a.input ?? a.result) as { payloads?: { data?: string }[] } | undefined;
+      for (const p of held?.payloads ?? []) {
+        // A null or void payload has no data.
+        if (typeof p.data !== 'string') continue;
+        const value = JSON.parse(Buffer.from(p.data, 'base64').toString('utf8')) as unknown;
+        if (typeof value !== 'object' || value === null) continue;
+        const v = value as Record<string, unknown>;
+        // A backfill continued as new holds its run id in its state.
+        for (const x of [v, v.state]) {
+          if (typeof x === 'object' && x !== null && ('loadId' in x || 'runId' in x))
+            out.push({
+              where: `${event.replace('EventAttributes', '')} ${type}`.trim(),
+              value: x as Record<string, unknown>,
+            });
+        }
+      }
+    }
+  }
+  return out;
+}
+
 function bundleOf(file: string) {
   return bundleWorkflowCode({ workflowsPath: path.join(fixtures, file), logger: quietLogger });
 }
@@ -75,6 +112,28 @@ describe('replay of recorded histories', () => {
     // Enough of them to mean something: plain and local activities of every kind of run.
     expect([...recorded]).toEqual(expect.arrayContaining(['loadExportDay', 'beginRun', 'dayLoadedSince']));
     expect([...recorded].filter((t) => !(ACTIVITY_NAMES as readonly string[]).includes(t))).toEqual([]);
+  });
+
+  it('when the recorded payloads that carry a run id are read, then each yields it under its recorded name, loadId', () => {
+    const found = files.flatMap(runIdPayloads);
+    const where = new Set(found.map((f) => f.where));
+    // The inputs this release reads a run id from (workflow starts, a backfill's state carried
+    // over continue-as-new, the ledger and enrichment activities) and the results clients read.
+    expect([...where]).toEqual(
+      expect.arrayContaining([
+        'workflowExecutionStarted enrichPending',
+        'workflowExecutionStarted backfill',
+        'workflowExecutionContinuedAsNew backfill',
+        'activityTaskScheduled beginRun',
+        'activityTaskScheduled endRun',
+        'activityTaskScheduled enrichThreads',
+        'workflowExecutionCompleted',
+      ]),
+    );
+    for (const f of found) {
+      expect(typeof f.value.loadId, f.where).toBe('string');
+      expect(runIdOf(f.value as unknown as RunRef), f.where).toBe(f.value.loadId);
+    }
   });
 
   it.each(files)('when %s is replayed against the current workflow code, then it replays', async (f) => {

@@ -4,7 +4,7 @@ import type { DayResult } from '../../contract/workflows.ts';
 
 const day = (outcome: DayResult['outcome'], n: number): DayResult => ({
   day: '2026-11-01',
-  loadId: 'load-1',
+  runId: 'run-1',
   outcome,
   linesRead: n,
   bytesRead: 10 * n,

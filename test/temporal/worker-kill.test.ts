@@ -255,7 +255,7 @@ describe('a worker killed in the middle of an intraday pull of the open day (rea
     expect(row.export_complete).toBe(false);
     // The killed attempt, then the retry that finished the pull, resuming the same load.
     expect(row.attempts).toBeGreaterThan(killed.attempt);
-    expect(row._load_id).toBe(result.loadId);
+    expect(row._load_id).toBe(result.runId);
     expect(row.lines_committed).toBe(total);
     expect(row.rows_deleted).toBe(0);
     // The export so far, exactly, and the rows of the threads deleted upstream still live.

@@ -6,23 +6,23 @@ import { backfill, syncWindow } from '../../workflows/index.ts';
 import { progressQuery } from '../../workflows/queries.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 import { randomDays, until } from './days.ts';
-import { fakeLoaderOps } from './fake-ops.ts';
+import { fakeDayLoads } from './fake-activities.ts';
 import { connectHarness, createTestWorker, type TemporalHarness } from './harness.ts';
 
 // Workflow structure against a real dev server and Postgres, with the day load replaced by a
-// stand-in (fake-ops.ts) that keeps the ledger like the loader does.
+// stand-in activity (fake-activities.ts) that keeps the ledger like the loader does.
 describe('workflows (real Temporal dev server, stand-in loader)', () => {
   let h: TemporalHarness;
   let tw: TestWarehouse;
   let worker: Worker;
   let running: Promise<void>;
-  let fake: ReturnType<typeof fakeLoaderOps>;
+  let fake: ReturnType<typeof fakeDayLoads>;
 
   beforeAll(async () => {
     h = await connectHarness('workflows');
     tw = await createTestWarehouse({ prefix: 'twf' });
-    fake = fakeLoaderOps(tw.w, { delayMs: 1500, failDays: [] });
-    worker = await createTestWorker(h, { warehouse: tw.w, ops: fake.ops });
+    fake = fakeDayLoads(tw.w, { delayMs: 1500, failDays: [] });
+    worker = await createTestWorker(h, { warehouse: tw.w, activities: fake.activities });
     running = worker.run();
   });
 
@@ -54,7 +54,7 @@ describe('workflows (real Temporal dev server, stand-in loader)', () => {
     const run = await tw.w.db
       .selectFrom('sync_runs')
       .selectAll()
-      .where('load_id', '=', result.loadId)
+      .where('load_id', '=', result.runId)
       .executeTakeFirstOrThrow();
     expect(run).toMatchObject({ status: 'succeeded', kind: 'manual', rows_read: 300, rows_inserted: 300 });
     // What the Temporal UI shows as the run's current details.
@@ -115,9 +115,9 @@ describe('workflows (real Temporal dev server, stand-in loader)', () => {
 
   it('when a sync is cancelled in the middle of a day, then the day is released back to pending and the run is recorded as cancelled', async () => {
     const days = randomDays(1);
-    const slow = fakeLoaderOps(tw.w, { delayMs: 60_000 });
+    const slow = fakeDayLoads(tw.w, { delayMs: 60_000 });
     const h2 = { ...h, taskQueue: `${h.taskQueue}-slow` };
-    const slowWorker = await createTestWorker(h2, { warehouse: tw.w, ops: slow.ops });
+    const slowWorker = await createTestWorker(h2, { warehouse: tw.w, activities: slow.activities });
     await slowWorker.runUntil(async () => {
       const handle = await h.client.workflow.start(syncWindow, {
         taskQueue: h2.taskQueue,
@@ -144,9 +144,9 @@ describe('workflows (real Temporal dev server, stand-in loader)', () => {
 
   it('when a backfill is cancelled while days load, then every day it started is released and the run is recorded as cancelled', async () => {
     const days = randomDays(6);
-    const slow = fakeLoaderOps(tw.w, { delayMs: 60_000 });
+    const slow = fakeDayLoads(tw.w, { delayMs: 60_000 });
     const hq = { ...h, taskQueue: `${h.taskQueue}-bfcancel` };
-    const w = await createTestWorker(hq, { warehouse: tw.w, ops: slow.ops });
+    const w = await createTestWorker(hq, { warehouse: tw.w, activities: slow.activities });
     const workflowId = `t-bfcancel-${days[0]}`;
     await w.runUntil(async () => {
       const handle = await h.client.workflow.start(backfill, {
@@ -175,9 +175,9 @@ describe('workflows (real Temporal dev server, stand-in loader)', () => {
 
   it('when a day fails with an error no retry can fix, then it is tried once, the others load, and the run fails naming it', async () => {
     const days = randomDays(3);
-    const failing = fakeLoaderOps(tw.w, { failDays: [days[1]!] });
+    const failing = fakeDayLoads(tw.w, { failDays: [days[1]!] });
     const h3 = { ...h, taskQueue: `${h.taskQueue}-fail` };
-    const w3 = await createTestWorker(h3, { warehouse: tw.w, ops: failing.ops });
+    const w3 = await createTestWorker(h3, { warehouse: tw.w, activities: failing.activities });
     const err = await w3.runUntil(
       h.client.workflow
         .execute(syncWindow, {

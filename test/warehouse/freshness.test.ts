@@ -23,7 +23,7 @@ describe('freshness with the open day pulled intraday (Postgres)', () => {
     recordDayLoaded(
       tw.w.pool,
       { day, ...counts },
-      { loadId: `load-${day}-${open}`, complete: !open, bytes: 100, linesCommitted: 10, open },
+      { runId: `load-${day}-${open}`, complete: !open, bytes: 100, linesCommitted: 10, open },
     );
   const pulledAt = async (day: string) =>
     (await tw.w.pool.query<{ at: Date }>('select pulled_at as at from sync_days where day = $1', [day]))

@@ -53,14 +53,14 @@ describe('the ledger and quarantine repositories', () => {
     const changed = await releaseUnfinishedDay(tw.w.db, '2026-10-03', {
       cancelled: false,
       reason: 'activity out of retries',
-      loadId: 'load-a',
+      runId: 'load-a',
     });
     expect(changed).toBeNull();
     expect(await dayRow('2026-10-03')).toMatchObject({ status: 'running', _load_id: 'load-b' });
   });
 
   it('when a run closes with a load summary, then its row holds those counts (bytesRead as bytes_read)', async () => {
-    await startRun(tw.w.db, { loadId: 'run-counts', kind: 'import' });
+    await startRun(tw.w.db, { runId: 'run-counts', kind: 'import' });
     const summary = {
       ...sumCounts({ rowsRead: 5, inserted: 3, updated: 1, unchanged: 1, bytesRead: 321 }),
       days: [],
@@ -100,7 +100,7 @@ describe('the ledger and quarantine repositories', () => {
       .execute();
     const found = await findDayCompletedSince(tw.w.db, '2026-10-04', new Date('2026-10-04T12:00:00Z'));
     expect(found).toEqual({
-      loadId: 'load-c',
+      runId: 'load-c',
       counts: sumCounts({ linesRead: 10, bytesRead: 900, rowsRead: 9, inserted: 7, rejected: 2 }),
     });
     expect(await findDayCompletedSince(tw.w.db, '2026-10-04', new Date('2026-10-06T00:00:00Z'))).toBeNull();

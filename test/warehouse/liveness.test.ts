@@ -60,7 +60,7 @@ describe('runs and days taken for abandoned', () => {
       abandoned_runs: shownAbandoned.length,
     });
 
-    const { abandoned } = await startRun(tw.w.db, { loadId: 'run-next', kind: 'scheduled' });
+    const { abandoned } = await startRun(tw.w.db, { runId: 'run-next', kind: 'scheduled' });
     expect(abandoned).toEqual(['run-silent']);
   });
 });

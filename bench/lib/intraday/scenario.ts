@@ -188,13 +188,13 @@ interface PullDeps {
  */
 async function measuredPull(d: PullDeps): Promise<{ pull: Pull; messageTimes: number[] }> {
   const { w, server, day, at, partial } = d;
-  const loadId = randomUUID();
+  const runId = randomUUID();
   await startRun(w.db, {
-    loadId,
+    runId,
     kind: partial ? 'intraday' : 'scheduled',
     windowStart: day,
     windowEnd: day,
-    workflowId: `bench-intraday-${loadId}`,
+    workflowId: `bench-intraday-${runId}`,
   });
   const since = await w.pool.query<{ t: Date }>('select clock_timestamp() as t');
   const wal0 = await server.walLsn();
@@ -207,7 +207,7 @@ async function measuredPull(d: PullDeps): Promise<{ pull: Pull; messageTimes: nu
     summary = await loadExportDay(
       { warehouse: w, client: d.client, config: d.config, log: quiet },
       {
-        target: dayLoad(loadId, day, partial),
+        target: dayLoad(runId, day, partial),
         ...(d.knownLines === false ? { knownLines: false } : {}),
       },
     );
@@ -221,7 +221,7 @@ async function measuredPull(d: PullDeps): Promise<{ pull: Pull; messageTimes: nu
   const serverCpuS = await meter.seconds();
   const walBytes = (await server.walLsn()) - wal0;
   const counts = pickCounts(summary);
-  await closeRun(w.db, loadId, 'succeeded', counts);
+  await closeRun(w.db, runId, 'succeeded', counts);
   // The rows this pull inserted (_first_loaded_at is set once, on insert): visible from the
   // pull's end at the latest, so their delay counts to the tick plus the pull's wall time.
   const fresh = await w.pool.query<{ t: string }>(

@@ -167,7 +167,7 @@ async function recordOpenDay(pool: pg.Pool, summary: DaySummary, f: FinalizeInpu
   try {
     await c.query('begin');
     await recordDayLoaded(c, summary, {
-      loadId: f.target.runId,
+      runId: f.target.runId,
       complete: false,
       open: true,
       bytes: f.bytes,
@@ -286,7 +286,7 @@ async function finalizeDay(
       await closeGoneRejects(c, summary.day, f.target.runId);
     summary.deleted = await addDayDeletes(c, loadIdOf(f.target), summary.day, summary.deleted);
     await recordDayLoaded(c, summary, {
-      loadId: f.target.runId,
+      runId: f.target.runId,
       complete: true,
       bytes: own ? f.bytes : 0,
       linesCommitted: own ? summary.rowsRead : 0,

@@ -40,7 +40,7 @@ export async function importFile(
   const resuming = (await runStatus(w.db, loadId)) !== undefined;
   opts.onStart?.({ loadId, totalBytes, resuming });
   await startRun(w.db, {
-    loadId,
+    runId: loadId,
     kind: 'import',
     source: sourceName,
     windowStart: opts.wholeDays?.from ?? null,

@@ -106,7 +106,7 @@ async function replayLines(
     .slice(0, 14)}-${firstId}`;
   result.replayLoadId = loadId;
   const body = replayBody(lines);
-  await startRun(w.db, { loadId, kind: 'replay', source: 'rejected_records' });
+  await startRun(w.db, { runId: loadId, kind: 'replay', source: 'rejected_records' });
   const summary = await runLoad({
     warehouse: w,
     log,
