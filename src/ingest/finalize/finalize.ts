@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { itemAt } from '../../common/checked.ts';
 import { dayRange } from '../../common/civil-date.ts';
 import type { LoadCounts } from '../../common/counts.ts';
 import { exportDayOf, type LoadTarget, loadIdOf, wholeDaysOf } from '../../common/load-target.ts';
@@ -10,8 +11,19 @@ import {
   recordDayLoaded,
   recountDayDeletes,
 } from '../../warehouse/ledger.ts';
+import { committedDays, committedTotals, type Sums } from '../../warehouse/load/checkpoints.ts';
+import {
+  clearHeldDay,
+  collectGone,
+  deleteGone,
+  dropGone,
+  goneOfDay,
+  goneOfRange,
+  holdGone,
+} from '../../warehouse/load/deletes.ts';
+import { analyzeSeen, clearSeen, countSeen } from '../../warehouse/load/seen.ts';
+import { beginLoad, commitLoad, rollbackLoad } from '../../warehouse/load/transaction.ts';
 import { closeGoneRejects } from '../../warehouse/quarantine.ts';
-import { marksWaitSql } from '../../warehouse/rollups/mark.ts';
 import { refreshRollups } from '../../warehouse/rollups/refresh.ts';
 import { threadTotalsFromRollups } from '../../warehouse/rollups/status.ts';
 import { drainThreadQueue, refreshQueuedThreads } from '../../warehouse/threads.ts';
@@ -93,7 +105,7 @@ export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<Fina
     }
   } finally {
     if (client) {
-      await client.query('drop table if exists crs_gone').then(
+      await dropGone(client).then(
         () => client.release(),
         (err: Error) => client.release(err),
       );
@@ -103,7 +115,7 @@ export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<Fina
   if (f.target.kind === 'open-day') await recordOpenDay(pool, summaryOf(days, f.target.day), f);
   // Held ids of any day this load saw leave the hold, before its seen ids go.
   await settleHeld(pool, f);
-  if (f.seen) await pool.query('delete from load_seen where load_key = $1', [loadIdOf(f.target)]);
+  if (f.seen) await clearSeen(pool, loadIdOf(f.target));
   // Days the load wrote without completing them: a row it sent again may have been deleted.
   const touched = [...days.values()]
     .filter((d) => d.updated > 0 && !complete.includes(d.day))
@@ -165,7 +177,7 @@ async function recordOpenDay(pool: pg.Pool, summary: DaySummary, f: FinalizeInpu
     : OPEN_DAY_REASON;
   const c = await pool.connect();
   try {
-    await c.query('begin');
+    await beginLoad(c);
     await recordDayLoaded(c, summary, {
       loadId: f.target.runId,
       complete: false,
@@ -179,10 +191,10 @@ async function recordOpenDay(pool: pg.Pool, summary: DaySummary, f: FinalizeInpu
       heldReason: null,
       forceReason: null,
     });
-    await c.query('commit');
+    await commitLoad(c);
     c.release();
   } catch (err) {
-    await c.query('rollback').catch(() => {});
+    await rollbackLoad(c);
     c.release(err as Error);
     throw err;
   }
@@ -196,38 +208,17 @@ async function committedCounts(
   pool: pg.Pool,
   f: FinalizeInput,
 ): Promise<{ t: Sums; days: Map<string, DaySummary> }> {
-  const tot = await pool.query<Sums>(
-    `select coalesce(sum(rows_read),0)::bigint r, coalesce(sum(rows_inserted),0)::bigint i,
-            coalesce(sum(rows_updated),0)::bigint u, coalesce(sum(rows_unchanged),0)::bigint n,
-            coalesce(sum(rows_rejected),0)::bigint j
-     from load_checkpoints where load_key = $1`,
-    [loadIdOf(f.target)],
-  );
   // An aggregate without group by: always one row.
-  const t = tot.rows[0] ?? { r: 0, i: 0, u: 0, n: 0, j: 0 };
+  const t = (await committedTotals(pool, loadIdOf(f.target))) ?? { r: 0, i: 0, u: 0, n: 0, j: 0 };
   // A line a load quarantines is counted on its day with the checkpoint (merge.ts): the
   // quarantine holds one row per line, whichever loads read it.
-  const perDay = await pool.query<Sums & { day: string }>(
-    `select day::text, sum(rows_read)::bigint r, sum(rows_inserted)::bigint i, sum(rows_updated)::bigint u,
-            sum(rows_unchanged)::bigint n, sum(rows_rejected)::bigint j
-     from load_day_counts where load_key = $1 group by day order by day`,
-    [loadIdOf(f.target)],
-  );
+  const perDay = await committedDays(pool, loadIdOf(f.target));
   const days = new Map<string, DaySummary>();
-  for (const r of perDay.rows) days.set(r.day, daySummary(r.day, { ...r, r: r.r + r.j }));
+  for (const r of perDay) days.set(r.day, daySummary(r.day, { ...r, r: r.r + r.j }));
   // Every line of a day's export belongs to that day, rejected ones included.
   const day = exportDayOf(f.target);
   if (day) days.set(day, daySummary(day, t));
   return { t, days };
-}
-
-/** Sums over committed batches, as the queries name them (read, inserted, updated, unchanged, rejected). */
-interface Sums {
-  r: number;
-  i: number;
-  u: number;
-  n: number;
-  j: number;
 }
 
 /** The day's summary in `days`, a zero one put there if the load counted nothing of it. */
@@ -278,7 +269,7 @@ async function finalizeDay(
   const own = exportDayOf(f.target) === summary.day;
   try {
     // The pull's own day: its deletes wait for the refresh with its batches' writes (merge.ts).
-    await c.query(own ? `begin; ${marksWaitSql(summary.day)}` : 'begin');
+    await beginLoad(c, own ? summary.day : null);
     const held = await deleteStep(c, summary, f, g);
     // The same judgement as the deletes: an export trusted to delete what it lacks also closes
     // the rejects of lines it no longer has (one whose deletes were held is not trusted).
@@ -297,10 +288,10 @@ async function finalizeDay(
       heldReason: held?.reason ?? null,
       forceReason: held?.forceReason ?? null,
     });
-    await c.query('commit');
+    await commitLoad(c);
     return summary.deleted;
   } catch (err) {
-    await c.query('rollback').catch(() => {});
+    await rollbackLoad(c);
     throw err;
   }
 }
@@ -319,11 +310,7 @@ async function findGone(
   if (f.seen && f.seenCount !== undefined) {
     // load_seen is unlogged: a warehouse that crashed and recovered since the ids were spilled
     // has emptied it, and an anti-join against too few ids would take present rows for deleted.
-    const r = await client.query<{ n: number }>(
-      'select count(*)::bigint as n from load_seen where load_key = $1',
-      [loadIdOf(f.target)],
-    );
-    const n = r.rows[0]?.n ?? 0;
+    const n = await countSeen(client, loadIdOf(f.target));
     if (n !== f.seenCount) {
       throw new CrsError(
         'DB_UNAVAILABLE',
@@ -333,25 +320,12 @@ async function findGone(
     }
   }
   // Fresh statistics, so the anti-join is planned as the hash join it should be.
-  if (f.seen) await client.query('analyze load_seen');
-  const from = complete[0];
-  const to = complete[complete.length - 1];
-  await client.query('drop table if exists crs_gone');
-  await client.query(
-    `create temp table crs_gone as
-     select m.message_id, m.message_date from analytics_messages m
-     where m.message_date between $1 and $2 and m._deleted_at is null
-       and not exists (select 1 from load_seen s where s.load_key = $3 and s.message_id = m.message_id)`,
-    [from, to, f.seen ? loadIdOf(f.target) : ''],
-  );
-  const n = await client.query<{ gone: number; live: number }>(
-    `select (select count(*) from crs_gone)::bigint as gone,
-            (select count(*) from analytics_messages where message_date between $1 and $2 and _deleted_at is null)::bigint
-              as live`,
-    [from, to],
-  );
-  const gone = Number(n.rows[0]?.gone ?? 0);
-  const live = Number(n.rows[0]?.live ?? 0);
+  if (f.seen) await analyzeSeen(client);
+  const from = itemAt(complete, 0);
+  const to = itemAt(complete, complete.length - 1);
+  await dropGone(client);
+  await collectGone(client, from, to, f.seen ? loadIdOf(f.target) : '');
+  const { gone, live } = await goneOfRange(client, from, to);
   return {
     overGuard:
       complete.length > 1 && overGuard(gone, live, loadPct)
@@ -395,29 +369,15 @@ async function deleteStep(
     summary.incompleteReason = reason;
     return null;
   }
-  const n = await client.query<{ gone: number; live: number }>(
-    `select (select count(*) from crs_gone where message_date = $1)::bigint as gone,
-            (select count(*) from analytics_messages where message_date = $1 and _deleted_at is null)::bigint as live`,
-    [summary.day],
-  );
-  const gone = Number(n.rows[0]?.gone ?? 0);
-  const live = Number(n.rows[0]?.live ?? 0);
-  await client.query('delete from held_deletes where day = $1', [summary.day]);
+  const { gone, live } = await goneOfDay(client, summary.day);
+  await clearHeldDay(client, summary.day);
   const held = gone > 0 ? holdReason(summary.day, gone, live, g) : null;
   if (held) {
-    await client.query(
-      'insert into held_deletes (day, message_id, load_id) select $1, message_id, $2 from crs_gone where message_date = $1',
-      [summary.day, f.target.runId],
-    );
+    await holdGone(client, summary.day, f.target.runId);
     summary.deletesHeld = gone;
     return held;
   }
-  const del = await client.query(
-    `update analytics_messages m set _deleted_at = now() from crs_gone g
-     where g.message_date = $1 and m.message_id = g.message_id and m._deleted_at is null`,
-    [summary.day],
-  );
-  summary.deleted = del.rowCount ?? 0;
+  summary.deleted = await deleteGone(client, summary.day);
   return null;
 }
 

@@ -7,6 +7,8 @@ import { CrsError, errorMessage, isCrsError } from '../../errors.ts';
 import type { Logger } from '../../log.ts';
 import type { Warehouse } from '../../warehouse/db.ts';
 import { toDbCrsError } from '../../warehouse/db-errors.ts';
+import { loadLockPrefix, tryLoadLock, unlockLoad } from '../../warehouse/load/lock.ts';
+import { removeDeadSpills } from '../../warehouse/load/seen.ts';
 import { acceptedDriftPaths } from '../../warehouse/schema-drift.ts';
 import { type DaySummary, finalizeLoad } from '../finalize/finalize.ts';
 import { watchesHeld } from '../finalize/held-seen.ts';
@@ -19,7 +21,7 @@ import { Partition } from './partition.ts';
 import { RejectsSeen } from './rejects-seen.ts';
 import { type Checkpoints, LineDigest, openCheckpoints } from './resume.ts';
 import { LineRouter } from './router.ts';
-import { removeDeadSpills, SeenSpill } from './seen-spill.ts';
+import { SeenSpill } from './seen-spill.ts';
 
 export { quickMessageId } from './fast-path.ts';
 
@@ -155,13 +157,10 @@ export async function runLoad(req: LoadRequest): Promise<LoadSummary> {
     });
   }
   const loadId = loadIdOf(req.target);
-  const lockKey = `${lockPrefix(req.warehouse.schema)}${loadId}`;
+  const lockKey = `${loadLockPrefix(req.warehouse.schema)}${loadId}`;
   let locked = false;
   try {
-    const r = await first.query<{ ok: boolean }>('select pg_try_advisory_lock(hashtext($1)) as ok', [
-      lockKey,
-    ]);
-    locked = r.rows[0]?.ok === true;
+    locked = await tryLoadLock(first, lockKey);
     if (!locked) {
       throw new CrsError(
         'LOAD_BUSY',
@@ -175,17 +174,12 @@ export async function runLoad(req: LoadRequest): Promise<LoadSummary> {
     throw toDbCrsError(err, 'LOAD_FAILED', `load ${loadId} failed`);
   } finally {
     if (locked) {
-      await first.query('select pg_advisory_unlock(hashtext($1))', [lockKey]).then(
+      await unlockLoad(first, lockKey).then(
         () => first.release(),
         (err: Error) => first.release(err),
       );
     } else first.release();
   }
-}
-
-/** The name of a load's lock, less its load id (hashed into the advisory lock's key). */
-function lockPrefix(schema: string): string {
-  return `crs-sync:load:${schema}:`;
 }
 
 /** Lines and bytes of the source read so far (the furthest any opening of it got). */
@@ -224,7 +218,7 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
     });
   };
   // Ids left by loads that died (their lock is gone with their session): nothing else removes them.
-  await removeDeadSpills(pool, lockPrefix(warehouse.schema));
+  await removeDeadSpills(pool, loadLockPrefix(warehouse.schema));
   const seen = (await watchesHeld(pool, wholeDaysOf(target) !== null)) ? new SeenSpill(pool, loadId) : null;
   const rejectsSeen = new RejectsSeen(seen);
   const gate = new FastPathGate(20 * req.batchSize * cp.parts, req.fastPath !== false);
