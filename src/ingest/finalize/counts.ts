@@ -28,7 +28,7 @@ export async function committedCounts(
 ): Promise<{ t: Sums; days: Map<string, DaySummary> }> {
   // An aggregate without group by: always one row.
   const t = (await committedTotals(pool, loadIdOf(target))) ?? { r: 0, i: 0, u: 0, n: 0, j: 0 };
-  // A line a load quarantines is counted on its day with the checkpoint (merge.ts): the
+  // A line a load quarantines is counted on its day with the checkpoint (merge/merge.ts): the
   // quarantine holds one row per line, whichever loads read it.
   const perDay = await committedDays(pool, loadIdOf(target));
   const days = new Map<string, DaySummary>();

@@ -120,7 +120,7 @@ async function finalizeDay(
 ): Promise<number> {
   const own = exportDayOf(f.target) === summary.day;
   try {
-    // The pull's own day: its deletes wait for the refresh with its batches' writes (merge.ts).
+    // The pull's own day: its deletes wait for the refresh with its batches' writes (merge/merge.ts).
     await beginLoad(c, own ? summary.day : null);
     const held = await deleteStep(c, summary, f, g);
     // The same judgement as the deletes: an export trusted to delete what it lacks also closes

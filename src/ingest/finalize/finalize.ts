@@ -91,7 +91,7 @@ async function settleLoad(
 /**
  * The rollups of what this load (or one that died before here) changed: triggers marked it with
  * the data, so a retried finalize finds it still marked; a day pull's writes of its own day
- * waited instead (merge.ts, delete-step.ts `finalizeDay`) and are released in the refresh's
+ * waited instead (merge/merge.ts, delete-step.ts `finalizeDay`) and are released in the refresh's
  * transaction. First in it, the queued threads (the whole queue: a dead load's too) become
  * pending, so the thread marks that makes are refreshed before any reader sees them; the
  * aggregates of the threads this load queued follow the refresh, which they are read from.

@@ -34,7 +34,8 @@ import {
  * checkpoint: data and checkpoint commit or roll back together, so a retried load resumes
  * exactly where the last commit left it.
  *
- * This is the loader's hot path, so it talks to `pg` directly. Rows travel as binary COPY tuples
+ * The loader's hot path: its statements (src/warehouse/load/batch.ts, checkpoints.ts) run on the
+ * partition's own `pg` client, as named statements. Rows travel as binary COPY tuples
  * (copy-binary.ts), encoded as the lines are parsed: new keys are copied straight into
  * `analytics_messages`; changed keys are copied into a temporary table and merged from there with
  * one INSERT ... ON CONFLICT. Against the multi-row parameterised upsert this replaced, binary COPY
