@@ -90,7 +90,7 @@ export async function up(db: Kysely<any>): Promise<void> {
   await sql`
     create trigger rejected_records_last_load before insert on rejected_records
     for each row execute function rejected_records_last_load()`.execute(db);
-  // The loader's upsert names this index (src/ingest/merge/merge.ts); a real day is never 'infinity'.
+  // The loader's upsert names this index (src/warehouse/load/batch.ts); a real day is never 'infinity'.
   await sql`
     create unique index rejected_records_open_line_uq
     on rejected_records (source, coalesce(day, 'infinity'::date), line_digest)

@@ -1,11 +1,18 @@
-import { sql } from 'kysely';
 import { ALERT_KINDS, ALERT_SEVERITY, type AlertKind } from '../common/alert-kinds.ts';
 import { redactText } from '../log.ts';
 import type { JudgedSettings } from '../warehouse/alert-settings.ts';
 import type { Condition } from '../warehouse/incidents.ts';
-import { type Freshness, readFreshness } from '../warehouse/read/freshness.ts';
-import { queryable } from '../warehouse/read/queryable.ts';
-import { readThreadListReads } from '../warehouse/read/thread-list.ts';
+import {
+  type Freshness,
+  queryable,
+  readFailedDays,
+  readFailedDaysSince,
+  readFreshness,
+  readHeldDeleteDays,
+  readQuarantineSpikes,
+  readStarvedBudgets,
+  readThreadListReads,
+} from '../warehouse/read/index.ts';
 import type { Executor } from '../warehouse/types.ts';
 import { type OpenDrift, openSchemaDrifts } from './drift-source.ts';
 
@@ -60,12 +67,7 @@ const attemptsText = (n: number) => `${n} attempt${n === 1 ? '' : 's'}`;
  * retry can fix) until it loads. Its attempts are those of that load, as Temporal counted them.
  */
 async function failedDays(db: Executor): Promise<Condition[]> {
-  const rows = await db
-    .selectFrom('sync_days')
-    .select(['day', 'attempt', 'max_attempts', 'last_error', 'last_error_code'])
-    .where('status', '=', 'failed')
-    .orderBy('day')
-    .execute();
+  const rows = await readFailedDays(db);
   return rows.map((d) => {
     const error = redactText((d.last_error ?? '').slice(0, 200));
     const code = d.last_error_code;
@@ -84,24 +86,8 @@ async function failedDays(db: Executor): Promise<Condition[]> {
  * ledger has it now (loaded, pulled, loading again, cancelled), for its RESOLVED message.
  */
 async function dayResolutions(db: Executor): Promise<Resolutions> {
-  const r = await sql<{
-    key: string;
-    day: string;
-    status: string | null;
-    attempt: number | null;
-    finished_at: Date | null;
-    started_at: Date | null;
-    code: string | null;
-  }>`
-    select i.key, i.details->>'day' as day, d.status, d.attempt, d.finished_at, d.started_at,
-           d.last_error_code as code
-      from alert_incidents i
-      left join sync_days d on d.day = (i.details->>'day')::date
-     where i.kind = 'day_failed' and i.resolved_at is null and d.status is distinct from 'failed'`.execute(
-    db,
-  );
   const out: Resolutions = {};
-  for (const d of r.rows) {
+  for (const d of await readFailedDaysSince(db)) {
     const n = Number(d.attempt ?? 0);
     const at = d.finished_at ? utc(new Date(d.finished_at)) : 'an unknown time';
     const resolution =
@@ -174,12 +160,7 @@ function exportLate(f: Freshness): Condition[] {
 
 /** A day whose deletes the guard held for review. */
 async function heldDeletes(db: Executor): Promise<Condition[]> {
-  const rows = await db
-    .selectFrom('held_deletes')
-    .select(['day', (eb) => eb.fn.countAll<number>().as('n')])
-    .groupBy('day')
-    .orderBy('day')
-    .execute();
+  const rows = await readHeldDeleteDays(db);
   return rows.map((d) => ({
     key: `deletes_held:${d.day}`,
     kind: 'deletes_held',
@@ -191,13 +172,7 @@ async function heldDeletes(db: Executor): Promise<Condition[]> {
 
 /** A day whose last load rejected more than `share` of the rows it read. */
 async function quarantineSpikes(db: Executor, share: number): Promise<Condition[]> {
-  const rows = await db
-    .selectFrom('sync_days')
-    .select(['day', 'rows_read', 'rows_rejected'])
-    .where('rows_read', '>', 0)
-    .where(sql<boolean>`rows_rejected::float8 / rows_read > ${share}`)
-    .orderBy('day')
-    .execute();
+  const rows = await readQuarantineSpikes(db, share);
   return rows.map((d) => {
     const pct = Math.round((d.rows_rejected / d.rows_read) * 1000) / 10;
     return {
@@ -304,12 +279,8 @@ async function threadListFailing(db: Executor): Promise<Condition[]> {
  * place every worker's waits meet.
  */
 async function budgetStarved(db: Executor, limitMs: number): Promise<Condition[]> {
-  const r = await sql<{ name: string; wait_ms: number }>`
-    select name, (extract(epoch from paused_until - clock_timestamp()) * 1000)::float8 as wait_ms
-      from rate_budget
-     where paused_until > clock_timestamp() + ${limitMs} * interval '1 millisecond'
-     order by name`.execute(db);
-  return r.rows.map((b) => ({
+  const rows = await readStarvedBudgets(db, limitMs);
+  return rows.map((b) => ({
     key: `budget_starved:${b.name}`,
     kind: 'budget_starved',
     severity: ALERT_SEVERITY.budget_starved,

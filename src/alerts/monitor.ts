@@ -6,7 +6,7 @@ import {
   settingDifferences,
 } from '../warehouse/alert-settings.ts';
 import { syncIncidents, type Transition } from '../warehouse/incidents.ts';
-import type { Freshness } from '../warehouse/read/freshness.ts';
+import type { Freshness } from '../warehouse/read/index.ts';
 import type { Executor } from '../warehouse/types.ts';
 import { ALERT_KINDS, type CheckSettings, evaluateConditions } from './checks.ts';
 import { deliverDue } from './sender.ts';

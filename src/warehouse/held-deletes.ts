@@ -3,7 +3,7 @@ import { clearDayHold } from './ledger.ts';
 import type { Database, Executor } from './types.ts';
 
 /**
- * Deletes the guard held (src/ingest/finalize/finalize.ts): a known complete export of a day that would
+ * Deletes the guard held (src/ingest/finalize/delete-step.ts): a known complete export of a day that would
  * have soft-deleted more than CRS_DELETE_GUARD percent of its live rows (or whose load's deletes
  * over all its complete days would, or that quarantined a line whose id could not be read) stores
  * those ids in `held_deletes` instead. An operator reviews them (`crs-sync deletes list`) and

@@ -4,7 +4,7 @@ import type { Executor, RejectedRecord, RejectSource } from './types.ts';
 /**
  * The quarantine (`rejected_records`): lines and entries that broke the record contract. An export
  * or file line is one open reject however many loads read it (its source, day and digest: the
- * loader's upsert, src/ingest/merge/merge.ts), with how many loads read it and the last one.
+ * loader's upsert, src/warehouse/load/batch.ts), with how many loads read it and the last one.
  */
 
 /** Which rejects a command is about; every field narrows the selection. */
@@ -154,7 +154,7 @@ export async function dismissRejects(
  * the line (the service corrected or dropped it), or holds it in a form that loads now. Either
  * way nothing is left to replay, and an open reject would keep `open_rejects` above 0 for ever.
  * A line the load read again is its open reject, whose last load is then this one (one open
- * reject per line, src/ingest/merge/merge.ts). Returns how many closed.
+ * reject per line, src/warehouse/load/batch.ts). Returns how many closed.
  */
 export async function closeGoneRejects(
   client: { query(text: string, values: unknown[]): Promise<{ rowCount: number | null }> },

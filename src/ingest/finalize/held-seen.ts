@@ -1,6 +1,8 @@
 import type pg from 'pg';
 import { type LoadTarget, loadIdOf } from '../../common/load-target.ts';
 import { recountHeld, requireForce } from '../../warehouse/ledger.ts';
+import { anyHeld, heldDaysOf, heldDaysRead, releaseSeenHeld } from '../../warehouse/load/held.ts';
+import { beginLoad, commitLoad, rollbackLoad } from '../../warehouse/load/transaction.ts';
 import type { RejectsSeen } from '../merge/rejects-seen.ts';
 
 /**
@@ -20,8 +22,7 @@ import type { RejectsSeen } from '../merge/rejects-seen.ts';
 /** Whether a load starting now must note the ids it sees (`load_seen`) for the held deletes. */
 export async function watchesHeld(pool: pg.Pool, hasWholeDays: boolean): Promise<boolean> {
   if (hasWholeDays) return true;
-  const r = await pool.query<{ held: boolean }>('select exists (select 1 from held_deletes) as held');
-  return r.rows[0]?.held === true;
+  return await anyHeld(pool);
 }
 
 export interface SeenLoad {
@@ -43,19 +44,14 @@ export async function settleHeld(pool: pg.Pool, l: SeenLoad): Promise<void> {
   const c = await pool.connect();
   let broken: Error | undefined;
   try {
-    await c.query('begin');
-    const released = await c.query<{ day: string }>(
-      `delete from held_deletes h
-       where $2 and exists (select 1 from load_seen s where s.load_key = $1 and s.message_id = h.message_id)
-       returning h.day::text as day`,
-      [loadIdOf(l.target), l.seen],
-    );
+    await beginLoad(c);
+    const released = await releaseSeenHeld(c, loadIdOf(l.target), l.seen);
     const blocked = await blockUnreadable(c, l);
     const unnoted = l.seen ? [] : await blockUnnoted(c, l);
-    await recountHeld(c, [...new Set([...released.rows.map((r) => r.day), ...blocked, ...unnoted])]);
-    await c.query('commit');
+    await recountHeld(c, [...new Set([...released, ...blocked, ...unnoted])]);
+    await commitLoad(c);
   } catch (err) {
-    await c.query('rollback').catch(() => {});
+    await rollbackLoad(c);
     broken = err as Error;
     throw err;
   } finally {
@@ -69,12 +65,9 @@ export async function settleHeld(pool: pg.Pool, l: SeenLoad): Promise<void> {
  * with no readable day may be of any held day.
  */
 async function blockUnreadable(c: pg.PoolClient, l: SeenLoad): Promise<string[]> {
-  const r = await c.query<{ day: string }>(
-    `select distinct h.day::text as day from held_deletes h
-     where h.load_id <> $1 and ($2 or h.day = any($3::date[]))`,
-    [l.target.runId, l.rejects?.unreadableAnyDay ?? false, [...(l.rejects?.unreadableDays ?? [])]],
-  );
-  const days = r.rows.map((x) => x.day);
+  const days = await heldDaysOf(c, l.target.runId, l.rejects?.unreadableAnyDay ?? false, [
+    ...(l.rejects?.unreadableDays ?? []),
+  ]);
   await requireForce(
     c,
     days,
@@ -89,13 +82,7 @@ async function blockUnreadable(c: pg.PoolClient, l: SeenLoad): Promise<string[]>
  * when one of those lines has no readable day.
  */
 async function blockUnnoted(c: pg.PoolClient, l: SeenLoad): Promise<string[]> {
-  const r = await c.query<{ day: string }>(
-    `select distinct h.day::text as day from held_deletes h
-     where h.load_id <> $2
-       and ($3 or exists (select 1 from load_day_counts d where d.load_key = $1 and d.day = h.day))`,
-    [loadIdOf(l.target), l.target.runId, l.rejects?.dayless ?? false],
-  );
-  const days = r.rows.map((x) => x.day);
+  const days = await heldDaysRead(c, loadIdOf(l.target), l.target.runId, l.rejects?.dayless ?? false);
   await requireForce(
     c,
     days,

@@ -1,4 +1,5 @@
 import { daysFromCivil } from '../../common/civil-date.ts';
+import { MESSAGE_TUPLE_COLUMNS } from '../../warehouse/load/batch.ts';
 import { recordHashOf } from '../parse/record-hash.ts';
 import type { ExportRecord } from '../parse/record-parser.ts';
 import { HEX_VALUE } from '../parse/uuid-form.ts';
@@ -20,22 +21,11 @@ import { HEX_VALUE } from '../parse/uuid-form.ts';
  * text its UTF-8 bytes, jsonb a version byte (1) then the JSON text.
  */
 
-/** The columns of every tuple, in order (the COPY statement names them). */
-export const TUPLE_COLUMNS = [
-  'message_id',
-  'thread_id',
-  'user_id',
-  'message_time',
-  'message_date',
-  'input',
-  'response',
-  'extra',
-  'record_hash',
-  '_source_line',
-  '_load_id',
-  'line_hash',
-  'response_chars',
-] as const;
+/**
+ * The columns of every tuple, in order: the warehouse's COPY statements name them
+ * (src/warehouse/load/batch.ts), and `putMessageTuple` writes its fields in this order.
+ */
+export const TUPLE_COLUMNS = MESSAGE_TUPLE_COLUMNS;
 
 export const COPY_HEADER = Buffer.from([
   0x50,

@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { KNOWN_LINES_CEILING } from '../../config.ts';
+import { readKnownLineText } from '../../warehouse/load/lookups.ts';
 
 /**
  * The lines of the open day the warehouse already holds, by content: the sha1 of each live row's
@@ -23,18 +24,6 @@ import { KNOWN_LINES_CEILING } from '../../config.ts';
  */
 export const KNOWN_LINES_MAX = 2_000_000;
 
-// One row: its line's sha1 (40 hex digits) and the last 8 hex digits of its message id (what
-// `partOf` routes by), as one text for the whole day: no row object per row on the client. Hex
-// text rather than bytea: the server's decode would fail the query on one malformed hash, which
-// the client instead leaves out (`entriesOf`); a regular expression in the query cost ~3 µs a row.
-const KNOWN_LINES_SQL = `
-  select count(*)::int as n, string_agg(line_hash || right(message_id::text, 8), '') as t
-  from (
-    select line_hash, message_id from analytics_messages
-    where message_date = $1::date and _deleted_at is null and length(line_hash) = 40
-    limit $2
-  ) k`;
-
 const ENTRY_BYTES = 24;
 const ENTRY_WORDS = ENTRY_BYTES / 4;
 /** Bits of the filter of keys routed (2^20: ~0.4 % false hits at 4,000 keys, and a false hit only costs the lookup). */
@@ -52,7 +41,7 @@ export class KnownLines {
   /** Lines skipped so far (this attempt). */
   skipped = 0;
 
-  /** `rows`: `size` entries of 24 bytes (see KNOWN_LINES_SQL). */
+  /** `rows`: `size` entries of 24 bytes (the line's sha1, then the id's last 32 bits: `readKnownLineText`). */
   constructor(rows: Buffer) {
     this.size = Math.floor(rows.length / ENTRY_BYTES);
     this.entries = new Uint32Array(this.size * ENTRY_WORDS);
@@ -121,12 +110,7 @@ export async function readKnownLines(
   // One text of 48 characters a row: past KNOWN_LINES_CEILING rows it would not fit in one string
   // (CRS_KNOWN_LINES_MAX is refused above it; a caller's own figure is held to it too).
   const limit = Math.min(max, KNOWN_LINES_CEILING);
-  const r = await client.query<{ n: number; t: string | null }>({
-    name: 'crs_known_lines',
-    text: KNOWN_LINES_SQL,
-    values: [day, limit + 1],
-  });
-  const row = r.rows[0];
+  const row = await readKnownLineText(client, day, limit + 1);
   if (!row?.t || row.n > limit) return null;
   return new KnownLines(entriesOf(row.t, row.n));
 }

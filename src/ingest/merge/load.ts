@@ -7,11 +7,14 @@ import { CrsError, errorMessage, isCrsError } from '../../errors.ts';
 import type { Logger } from '../../log.ts';
 import type { Warehouse } from '../../warehouse/db.ts';
 import { toDbCrsError } from '../../warehouse/db-errors.ts';
+import { loadLockPrefix, tryLoadLock, unlockLoad } from '../../warehouse/load/lock.ts';
+import { removeDeadSpills } from '../../warehouse/load/seen.ts';
 import { acceptedDriftPaths } from '../../warehouse/schema-drift.ts';
-import { type DaySummary, finalizeLoad } from '../finalize/finalize.ts';
+import type { DaySummary } from '../finalize/counts.ts';
+import { finalizeLoad } from '../finalize/finalize.ts';
 import { watchesHeld } from '../finalize/held-seen.ts';
 import { type SplitStats, splitLines } from '../parse/line-splitter.ts';
-import { exportContract } from '../parse/record-parser.ts';
+import { type ExportContract, exportContract } from '../parse/record-parser.ts';
 import { BatchWriter } from './batch-writer.ts';
 import { FastPathGate } from './fast-path.ts';
 import { KNOWN_LINES_MAX, type KnownLines, readKnownLines } from './known-lines.ts';
@@ -19,7 +22,7 @@ import { Partition } from './partition.ts';
 import { RejectsSeen } from './rejects-seen.ts';
 import { type Checkpoints, LineDigest, openCheckpoints } from './resume.ts';
 import { LineRouter } from './router.ts';
-import { removeDeadSpills, SeenSpill } from './seen-spill.ts';
+import { SeenSpill } from './seen-spill.ts';
 
 export { quickMessageId } from './fast-path.ts';
 
@@ -155,13 +158,10 @@ export async function runLoad(req: LoadRequest): Promise<LoadSummary> {
     });
   }
   const loadId = loadIdOf(req.target);
-  const lockKey = `${lockPrefix(req.warehouse.schema)}${loadId}`;
+  const lockKey = `${loadLockPrefix(req.warehouse.schema)}${loadId}`;
   let locked = false;
   try {
-    const r = await first.query<{ ok: boolean }>('select pg_try_advisory_lock(hashtext($1)) as ok', [
-      lockKey,
-    ]);
-    locked = r.rows[0]?.ok === true;
+    locked = await tryLoadLock(first, lockKey);
     if (!locked) {
       throw new CrsError(
         'LOAD_BUSY',
@@ -175,17 +175,12 @@ export async function runLoad(req: LoadRequest): Promise<LoadSummary> {
     throw toDbCrsError(err, 'LOAD_FAILED', `load ${loadId} failed`);
   } finally {
     if (locked) {
-      await first.query('select pg_advisory_unlock(hashtext($1))', [lockKey]).then(
+      await unlockLoad(first, lockKey).then(
         () => first.release(),
         (err: Error) => first.release(err),
       );
     } else first.release();
   }
-}
-
-/** The name of a load's lock, less its load id (hashed into the advisory lock's key). */
-function lockPrefix(schema: string): string {
-  return `crs-sync:load:${schema}:`;
 }
 
 /** Lines and bytes of the source read so far (the furthest any opening of it got). */
@@ -196,40 +191,86 @@ interface SourceRead {
   reopens: number;
 }
 
-/**
- * One load under its lock: checkpoints, partitions, the merge of the source, the finalize.
- * Long: the writer, the router and the progress report are built here because they share the
- * partitions and the source's counters; the merge and the finalize are one call each.
- */
+/** One load under its lock: checkpoints, the batches' writer, partitions, the merge of the source, the finalize. */
 async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number): Promise<LoadSummary> {
-  const { warehouse, log, target } = req;
-  const pool = warehouse.pool;
-  const loadId = loadIdOf(target);
-  const cp = await openCheckpoints(pool, loadId, req.parts);
+  const loadId = loadIdOf(req.target);
+  const cp = await openCheckpoints(req.warehouse.pool, loadId, req.parts);
   if (cp.resumed) {
-    log.info({ loadId, resumedFromLine: cp.resumedFromLine }, 'resuming load from its checkpoint');
+    req.log.info({ loadId, resumedFromLine: cp.resumedFromLine }, 'resuming load from its checkpoint');
   }
-  const read: SourceRead = { linesRead: 0, bytesRead: 0, reopens: 0 };
-  let lastProgressAt = 0;
-  const report = (force = false) => {
+  const progress = new ProgressReport(req.onProgress);
+  const batches = await prepareBatches(req, cp, progress);
+  const { merging, known } = await openMerging(req, first, cp, batches, progress);
+  await mergeSource(merging);
+  progress.report(true);
+  return await finishLoad(req, { cp, batches, known, read: progress.read, started });
+}
+
+/**
+ * The load's progress for `onProgress`, at most every 250 ms but when forced: the source's
+ * counters (`read`, which the source's reader advances) and, once the merge has them, the
+ * partitions' checkpoints and the committed batches' counts.
+ */
+class ProgressReport {
+  /** Lines and bytes of the source read so far. */
+  readonly read: SourceRead = { linesRead: 0, bytesRead: 0, reopens: 0 };
+  readonly #onProgress: ((p: LoadProgress) => void) | undefined;
+  #lastAt = 0;
+  #partitions: readonly Partition[] = [];
+  #writer: BatchWriter | null = null;
+
+  constructor(onProgress: ((p: LoadProgress) => void) | undefined) {
+    this.#onProgress = onProgress;
+  }
+
+  /** What the report reads from once the partitions are open (no batch commits before). */
+  watch(partitions: readonly Partition[], writer: BatchWriter): void {
+    this.#partitions = partitions;
+    this.#writer = writer;
+  }
+
+  report(force = false): void {
     const now = Date.now();
-    if (!req.onProgress || (!force && now - lastProgressAt < 250)) return;
-    lastProgressAt = now;
-    req.onProgress({
-      linesRead: read.linesRead,
-      bytesRead: read.bytesRead,
-      linesCommitted: Math.min(...partitions.map((p) => p.committed)),
-      rowsRead: writer.totals.rowsRead,
-      rejected: writer.totals.rejected,
+    if (!this.#onProgress || !this.#writer || (!force && now - this.#lastAt < 250)) return;
+    this.#lastAt = now;
+    this.#onProgress({
+      linesRead: this.read.linesRead,
+      bytesRead: this.read.bytesRead,
+      linesCommitted: Math.min(...this.#partitions.map((p) => p.committed)),
+      rowsRead: this.#writer.totals.rowsRead,
+      rejected: this.#writer.totals.rejected,
     });
-  };
+  }
+}
+
+/** What every batch of the load is written with: the ids it notes, the contract, the writer. */
+interface LoadBatchParts {
+  /** Where the load notes the ids it reads (complete days, or deletes held at its start), or null. */
+  seen: SeenSpill | null;
+  rejectsSeen: RejectsSeen;
+  gate: FastPathGate;
+  contract: ExportContract;
+  writer: BatchWriter;
+}
+
+/**
+ * Before the first line: the spills of dead loads removed, whether this load notes its ids, the
+ * contract as widened by the drift operators accepted (read once per load), the batch writer.
+ */
+async function prepareBatches(
+  req: LoadRequest,
+  cp: Checkpoints,
+  progress: ProgressReport,
+): Promise<LoadBatchParts> {
+  const { warehouse, target } = req;
+  const pool = warehouse.pool;
   // Ids left by loads that died (their lock is gone with their session): nothing else removes them.
-  await removeDeadSpills(pool, lockPrefix(warehouse.schema));
-  const seen = (await watchesHeld(pool, wholeDaysOf(target) !== null)) ? new SeenSpill(pool, loadId) : null;
+  await removeDeadSpills(pool, loadLockPrefix(warehouse.schema));
+  const seen = (await watchesHeld(pool, wholeDaysOf(target) !== null))
+    ? new SeenSpill(pool, loadIdOf(target))
+    : null;
   const rejectsSeen = new RejectsSeen(seen);
   const gate = new FastPathGate(20 * req.batchSize * cp.parts, req.fastPath !== false);
-  const day = exportDayOf(target);
-  // The contract as widened by the drift operators accepted, read once per load.
   const contract = exportContract({
     freeze: req.schemaContract === 'freeze',
     accepted: await acceptedDriftPaths(warehouse.db, 'export'),
@@ -245,32 +286,59 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
     batchSize: req.batchSize,
     gate,
     signal: req.signal,
-    onCommit: () => report(),
+    onCommit: () => progress.report(),
   });
-  const known = await openDayKnown(req, first, seen);
+  return { seen, rejectsSeen, gate, contract, writer };
+}
+
+/** The open day's known lines, the partitions on their connections and the router feeding them. */
+async function openMerging(
+  req: LoadRequest,
+  first: pg.PoolClient,
+  cp: Checkpoints,
+  b: LoadBatchParts,
+  progress: ProgressReport,
+): Promise<{ merging: Merging; known: KnownLines | null }> {
+  const known = await openDayKnown(req, first, b.seen);
   // Connected after every query the load makes before its merge: mergeSource releases them, and a
   // query failing before it would have left them held.
-  const partitions = await openPartitions(pool, first, cp, req.batchSize);
+  const partitions = await openPartitions(req.warehouse.pool, first, cp, req.batchSize);
   // With the day's known lines skipped, the merge sees only new and changed lines: a batch whose
   // lookup found no key is followed by one holding a changed (stored) key, whose COPY without the
   // lookup would fail and run again (~10k rows a day written and rolled back at 1 h). So always look up.
   if (known) for (const p of partitions) p.lookupAlways = true;
-  const router = new LineRouter(partitions, writer, seen, gate, {
-    runId: target.runId,
+  progress.watch(partitions, b.writer);
+  const router = new LineRouter(partitions, b.writer, b.seen, b.gate, {
+    runId: req.target.runId,
     batchSize: req.batchSize,
     maxLineBytes: req.maxLineBytes,
-    day,
-    contract,
+    day: exportDayOf(req.target),
+    contract: b.contract,
     known,
-    rejectsSeen,
+    rejectsSeen: b.rejectsSeen,
   });
+  const { seen, writer } = b;
+  const report = () => progress.report();
+  return { merging: { req, first, partitions, seen, writer, router, read: progress.read, report }, known };
+}
 
-  await mergeSource({ req, first, partitions, seen, writer, router, read, report });
-  report(true);
-
+/** Once every line is merged: the finalize, and the load's summary. */
+async function finishLoad(
+  req: LoadRequest,
+  l: {
+    cp: Checkpoints;
+    batches: LoadBatchParts;
+    known: KnownLines | null;
+    read: SourceRead;
+    started: number;
+  },
+): Promise<LoadSummary> {
+  const { warehouse, log, target } = req;
+  const { seen, rejectsSeen } = l.batches;
+  const loadId = loadIdOf(target);
   const merged = Date.now();
   log.debug(
-    { loadId, elapsedMs: merged - started, knownLines: known?.size, skipped: known?.skipped },
+    { loadId, elapsedMs: merged - l.started, knownLines: l.known?.size, skipped: l.known?.skipped },
     'every line merged; finalizing',
   );
   const fin = await finalizeLoad(warehouse, {
@@ -281,19 +349,19 @@ async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number
     incompleteReason: req.incompleteReason?.() ?? null,
     deleteGuardPct: req.deleteGuardPct,
     deleteGuardLoadPct: req.deleteGuardLoadPct,
-    bytes: read.bytesRead,
+    bytes: l.read.bytesRead,
     onPhases: (phaseMs) => log.debug({ loadId, phaseMs }, 'finalize phases'),
   });
   log.debug({ loadId, finalizeMs: Date.now() - merged }, 'load finalized');
   return {
     ...fin,
     loadId: target.runId,
-    linesRead: read.linesRead,
-    bytesRead: read.bytesRead,
-    resumed: cp.resumed,
-    resumedFromLine: cp.resumedFromLine,
-    reopens: read.reopens,
-    elapsedMs: Date.now() - started,
+    linesRead: l.read.linesRead,
+    bytesRead: l.read.bytesRead,
+    resumed: l.cp.resumed,
+    resumedFromLine: l.cp.resumedFromLine,
+    reopens: l.read.reopens,
+    elapsedMs: Date.now() - l.started,
   };
 }
 

@@ -1,14 +1,23 @@
 import type pg from 'pg';
-import { from as copyFrom } from 'pg-copy-streams';
 import { itemAt } from '../../common/checked.ts';
 import type { LoadCounts } from '../../common/counts.ts';
 import { exportDayOf, type LoadTarget, loadIdOf, sourceNameOf, sourceOf } from '../../common/load-target.ts';
 import { driftKey } from '../../common/schema-drift.ts';
 import { mirrorDayCheckpoint } from '../../warehouse/ledger.ts';
-import { marksWaitSql } from '../../warehouse/rollups/mark.ts';
+import {
+  type CopyInput,
+  copyNewRows,
+  lookupStoredKeys,
+  mergeStagedRows,
+  quarantineLines,
+  quarantineLinesOfLoad,
+  queueThreads,
+} from '../../warehouse/load/batch.ts';
+import { addDayCounts, advanceCheckpoint, type DayCounts } from '../../warehouse/load/checkpoints.ts';
+import { beginLoad, commitLoad, rollbackLoad } from '../../warehouse/load/transaction.ts';
 import { addBatchDrift, type DriftCount } from '../../warehouse/schema-drift.ts';
 import { type ExportContract, lastDrift } from '../parse/record-parser.ts';
-import { type ByteSink, COPY_HEADER, COPY_TRAILER, TUPLE_COLUMNS } from './copy-binary.ts';
+import { type ByteSink, COPY_HEADER, COPY_TRAILER } from './copy-binary.ts';
 import {
   dayOfRaw,
   type EncodedRow,
@@ -25,7 +34,8 @@ import {
  * checkpoint: data and checkpoint commit or roll back together, so a retried load resumes
  * exactly where the last commit left it.
  *
- * This is the loader's hot path, so it talks to `pg` directly. Rows travel as binary COPY tuples
+ * The loader's hot path: its statements (src/warehouse/load/batch.ts, checkpoints.ts) run on the
+ * partition's own `pg` client, as named statements. Rows travel as binary COPY tuples
  * (copy-binary.ts), encoded as the lines are parsed: new keys are copied straight into
  * `analytics_messages`; changed keys are copied into a temporary table and merged from there with
  * one INSERT ... ON CONFLICT. Against the multi-row parameterised upsert this replaced, binary COPY
@@ -108,84 +118,6 @@ export interface BatchCounts
   found: number | null;
 }
 
-/** A day's counts in a batch: records read, inserted, updated, unchanged; lines quarantined. */
-type DayCounts = [number, number, number, number, number];
-
-const COLUMN_LIST = TUPLE_COLUMNS.join(',');
-const COPY_TARGET_SQL = `copy analytics_messages (${COLUMN_LIST}) from stdin (format binary)`;
-const COPY_STAGE_SQL = `copy crs_stage_messages (${COLUMN_LIST}) from stdin (format binary)`;
-
-// Per session, emptied by every commit. Unlogged and private to the connection: a rolled-back
-// batch leaves nothing in it either.
-const STAGE_TABLE_SQL = `
-  create temporary table if not exists crs_stage_messages (
-    message_id uuid, thread_id uuid, user_id uuid, message_time timestamptz, message_date date,
-    input text, response text, extra jsonb, record_hash text, _source_line bigint, _load_id text,
-    line_hash text, response_chars integer
-  ) on commit delete rows`;
-
-const MERGE_STAGE_SQL =
-  `insert into analytics_messages (${COLUMN_LIST}) select ${COLUMN_LIST} from crs_stage_messages ` +
-  'on conflict (message_id) do update set thread_id = excluded.thread_id, user_id = excluded.user_id, ' +
-  'message_time = excluded.message_time, message_date = excluded.message_date, input = excluded.input, ' +
-  'response = excluded.response, extra = excluded.extra, record_hash = excluded.record_hash, ' +
-  '_source_line = excluded._source_line, _load_id = excluded._load_id, line_hash = excluded.line_hash, ' +
-  'response_chars = excluded.response_chars, _loaded_at = now(), _deleted_at = null';
-
-const staged = new WeakSet<pg.ClientBase>();
-
-const LOOKUP_SQL =
-  'select message_id::text as id, record_hash as h, _deleted_at is not null as d, line_hash as lh, ' +
-  'message_date::text as md from analytics_messages where message_id = any($1::uuid[])';
-
-// Appended, not upserted: partitions touch the same threads, and an upsert would hold their row
-// locks until commit (finalize.ts moves the queue into `threads` once per load).
-const THREADS_SQL = `
-  insert into thread_queue (thread_id, user_id, load_id)
-  select t.thread_id, t.user_id, $3 from unnest($1::uuid[], $2::uuid[]) as t(thread_id, user_id)`;
-
-// One open reject per line (its source, day and digest): a line that a later load reads again
-// counts that load once (however many times it holds the line) and notes it as the last; the first
-// load, line and time stay. The batch's lines go in the order of their key (writeRejects), so
-// two partitions of a load holding the same lines lock their rows in one order. A batch merged
-// again after a rollback writes as if for the first time, and a line an earlier attempt committed
-// is never sent again (router.ts): a resumed load counts once.
-const REJECTS_SQL = `
-  insert into rejected_records as r (_load_id, last_load_id, source, source_name, day, line_no, raw, raw_bytes,
-    raw_length, error_code, error_detail, message_id, line_digest)
-  select $1, $1, $2, $3, x.day, x.line_no, x.raw, x.raw_bytes, x.raw_length, x.code, x.detail, x.message_id, x.digest
-  from unnest($4::date[], $5::bigint[], $6::text[], $7::bytea[], $8::bigint[], $9::text[], $10::text[], $11::uuid[],
-    $12::bytea[]) with ordinality as x(day, line_no, raw, raw_bytes, raw_length, code, detail, message_id, digest, n)
-  order by x.n
-  on conflict (source, coalesce(day, 'infinity'::date), line_digest) where line_digest is not null and replayed_at is null
-  do update set times_seen = r.times_seen + (r.last_load_id is distinct from excluded.last_load_id)::int,
-    last_load_id = excluded.last_load_id, last_seen_at = now(), error_code = excluded.error_code,
-    error_detail = excluded.error_detail`;
-
-// A replay's rejects: rows of its load alone, removed once the replay has noted them (replay.ts).
-const REJECTS_PER_LOAD_SQL = `
-  insert into rejected_records (_load_id, source, source_name, day, line_no, raw, raw_bytes, raw_length, error_code, error_detail, message_id)
-  select $1, $2, $3, r.day, r.line_no, r.raw, r.raw_bytes, r.raw_length, r.code, r.detail, r.message_id
-  from unnest($4::date[], $5::bigint[], $6::text[], $7::bytea[], $8::bigint[], $9::text[], $10::text[], $11::uuid[])
-    as r(day, line_no, raw, raw_bytes, raw_length, code, detail, message_id)
-  on conflict (_load_id, source, coalesce(source_name, ''), line_no) where line_no is not null do nothing`;
-
-const CHECKPOINT_SQL = `
-  update load_checkpoints set lines_committed = $3, rows_read = rows_read + $4, rows_inserted = rows_inserted + $5,
-    rows_updated = rows_updated + $6, rows_unchanged = rows_unchanged + $7, rows_rejected = rows_rejected + $8,
-    updated_at = now()
-  where load_key = $1 and part = $2`;
-
-const DAY_COUNTS_SQL = `
-  insert into load_day_counts (load_key, part, day, rows_read, rows_inserted, rows_updated, rows_unchanged, rows_rejected)
-  select $1, $2, d.day, d.r, d.i, d.u, d.n, d.j
-  from unnest($3::date[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[]) as d(day, r, i, u, n, j)
-  on conflict (load_key, part, day) do update set rows_read = load_day_counts.rows_read + excluded.rows_read,
-    rows_inserted = load_day_counts.rows_inserted + excluded.rows_inserted,
-    rows_updated = load_day_counts.rows_updated + excluded.rows_updated,
-    rows_unchanged = load_day_counts.rows_unchanged + excluded.rows_unchanged,
-    rows_rejected = load_day_counts.rows_rejected + excluded.rows_rejected`;
-
 function dayCounts(days: BatchCounts['days'], day: string): DayCounts {
   let c = days.get(day);
   if (!c) {
@@ -248,21 +180,17 @@ export async function mergeBatch(
   // Lines quarantined here are added to a copy: a retried batch starts from the same list.
   const quarantined = rejects.slice();
   const day = exportDayOf(t.target);
-  await client.query(day ? `begin; ${marksWaitSql(day)}` : 'begin');
+  await beginLoad(client, day);
   try {
     const state = new Map<string, KeyState>();
     const stored = new Set<string>();
     if (rows.length > 0 && !t.skipLookup) {
-      const found = await client.query<{ id: string; h: string; d: boolean; lh: string | null; md: string }>({
-        name: 'crs_lookup',
-        text: LOOKUP_SQL,
-        values: [rows.map(rowId)],
-      });
-      for (const f of found.rows) {
+      const found = await lookupStoredKeys(client, rows.map(rowId));
+      for (const f of found) {
         state.set(f.id, { recordHash: f.h, deleted: f.d, lineHash: f.lh, messageDate: f.md });
         stored.add(f.id);
       }
-      counts.found = found.rows.length;
+      counts.found = found.length;
     }
     if (t.known) {
       if (!day) throw new Error('lines known by content are counted on the day they were read from');
@@ -271,10 +199,10 @@ export async function mergeBatch(
     const finalVersion = decide(rows, state, t, counts, quarantined);
     if (finalVersion.size > 0) await writeRows(client, rows, finalVersion, stored, t, counts);
     await writeBookkeeping(client, quarantined, t, counts);
-    await client.query('commit');
+    await commitLoad(client);
     return counts;
   } catch (err) {
-    await client.query('rollback').catch(() => {});
+    await rollbackLoad(client);
     throw err;
   }
 }
@@ -369,22 +297,11 @@ async function writeRows(
     (t.stageAll || stored.has(row.messageId) ? stage : direct).push(row);
     if (!t.queuedThreads?.has(row.threadId)) threads.set(row.threadId, row.userId);
   }
-  if (direct.length > 0) await copyTuples(client, COPY_TARGET_SQL, t.sink, direct);
-  if (stage.length > 0) {
-    if (!staged.has(client)) {
-      await client.query(STAGE_TABLE_SQL);
-      staged.add(client);
-    }
-    await copyTuples(client, COPY_STAGE_SQL, t.sink, stage);
-    await client.query({ name: 'crs_merge_stage', text: MERGE_STAGE_SQL });
-  }
+  if (direct.length > 0) await copyNewRows(client, (input) => writeTuples(input, t.sink, direct));
+  if (stage.length > 0) await mergeStagedRows(client, (input) => writeTuples(input, t.sink, stage));
   if (threads.size > 0) {
     counts.threadIds = [...threads.keys()];
-    await client.query({
-      name: 'crs_threads',
-      text: THREADS_SQL,
-      values: [counts.threadIds, [...threads.values()], t.target.runId],
-    });
+    await queueThreads(client, counts.threadIds, [...threads.values()], t.target.runId);
   }
 }
 
@@ -402,37 +319,8 @@ async function writeBookkeeping(
     for (const r of rejects) if (r.day !== null) dayCounts(counts.days, r.day)[4]++;
     await writeRejects(client, rejects, t);
   }
-  await client.query({
-    name: 'crs_checkpoint',
-    text: CHECKPOINT_SQL,
-    values: [
-      loadId,
-      t.part,
-      t.uptoLine,
-      counts.rowsRead,
-      counts.inserted,
-      counts.updated,
-      counts.unchanged,
-      counts.rejected,
-    ],
-  });
-  if (counts.days.size > 0) {
-    const days = [...counts.days.entries()];
-    await client.query({
-      name: 'crs_day_counts',
-      text: DAY_COUNTS_SQL,
-      values: [
-        loadId,
-        t.part,
-        days.map((d) => d[0]),
-        days.map((d) => d[1][0]),
-        days.map((d) => d[1][1]),
-        days.map((d) => d[1][2]),
-        days.map((d) => d[1][3]),
-        days.map((d) => d[1][4]),
-      ],
-    });
-  }
+  await advanceCheckpoint(client, loadId, t.part, t.uptoLine, counts);
+  if (counts.days.size > 0) await addDayCounts(client, loadId, t.part, [...counts.days.entries()]);
   const day = exportDayOf(t.target);
   if (day) await mirrorDayCheckpoint(client, loadId, day);
   if (t.drift.size > 0) await addBatchDrift(client, loadId, t.part, driftCounts(t.drift));
@@ -452,25 +340,12 @@ async function writeRejects(client: pg.PoolClient, all: PendingReject[], t: Batc
     }
     rejects = [...lines.entries()].sort((a, b) => (a[0] < b[0] ? -1 : 1)).map((e) => e[1]);
   }
-  const values: unknown[] = [
-    t.target.runId,
-    sourceOf(t.target),
-    sourceNameOf(t.target),
-    rejects.map((r) => r.day),
-    rejects.map((r) => r.lineNo),
-    rejects.map((r) => r.raw),
-    rejects.map((r) => r.rawBytes),
-    rejects.map((r) => r.rawLength),
-    rejects.map((r) => r.code),
-    rejects.map((r) => r.detail),
-    rejects.map((r) => r.messageId),
-  ];
+  const origin = { runId: t.target.runId, source: sourceOf(t.target), sourceName: sourceNameOf(t.target) };
   if (t.rejectsPerLoad) {
-    await client.query({ name: 'crs_rejects_per_load', text: REJECTS_PER_LOAD_SQL, values });
+    await quarantineLinesOfLoad(client, origin, rejects);
     return;
   }
-  values.push(rejects.map((r) => r.digest));
-  await client.query({ name: 'crs_rejects', text: REJECTS_SQL, values });
+  await quarantineLines(client, origin, rejects);
 }
 
 /** A batch's drift by line as counts per drift and day (the first line's example kept). */
@@ -503,18 +378,8 @@ function encodedAt(rows: PendingRow[], i: number, t: BatchTarget): EncodedRow {
   return enc.row;
 }
 
-/** Sends the rows' tuples (in row order) as one binary COPY; adjacent tuples go as one piece. */
-async function copyTuples(
-  client: pg.PoolClient,
-  text: string,
-  sink: ByteSink,
-  rows: EncodedRow[],
-): Promise<void> {
-  const stream = client.query(copyFrom(text));
-  const done = new Promise<void>((resolve, reject) => {
-    stream.on('finish', resolve);
-    stream.on('error', reject);
-  });
+/** Writes the rows' tuples (in row order) as one binary COPY's input; adjacent tuples go as one piece. */
+function writeTuples(stream: CopyInput, sink: ByteSink, rows: EncodedRow[]): void {
   stream.write(COPY_HEADER);
   let from = -1;
   let to = -1;
@@ -529,5 +394,4 @@ async function copyTuples(
   }
   if (from >= 0) stream.write(sink.view(from, to));
   stream.end(COPY_TRAILER);
-  await done;
 }

@@ -1,6 +1,8 @@
 import { createHash, type Hash, hash } from 'node:crypto';
 import type pg from 'pg';
 import { CrsError } from '../../errors.ts';
+import { openCheckpointRows } from '../../warehouse/load/checkpoints.ts';
+import { lookupCommittedRows } from '../../warehouse/load/lookups.ts';
 import type { SourceLine } from '../parse/line-splitter.ts';
 import type { Partition } from './partition.ts';
 
@@ -21,19 +23,10 @@ export interface Checkpoints {
 
 /** The load key's checkpoint rows, created on its first run. */
 export async function openCheckpoints(pool: pg.Pool, loadKey: string, parts: number): Promise<Checkpoints> {
-  await pool.query(
-    `insert into load_checkpoints (load_key, part, parts)
-     select $1, g, $2 from generate_series(0, $2 - 1) g
-     on conflict (load_key, part) do nothing`,
-    [loadKey, parts],
-  );
-  const cp = await pool.query<{ part: number; parts: number; lines_committed: number }>(
-    'select part, parts, lines_committed from load_checkpoints where load_key = $1 order by part',
-    [loadKey],
-  );
-  const committed = cp.rows.map((r) => r.lines_committed);
+  const rows = await openCheckpointRows(pool, loadKey, parts);
+  const committed = rows.map((r) => r.lines_committed);
   return {
-    parts: cp.rows[0]?.parts ?? parts,
+    parts: rows[0]?.parts ?? parts,
     committed,
     resumed: committed.some((c) => c > 0),
     resumedFromLine: Math.min(...committed),
@@ -50,13 +43,11 @@ export async function openCheckpoints(pool: pg.Pool, loadKey: string, parts: num
 export async function verifySkipped(p: Partition, loadId: string): Promise<number> {
   const rows = p.verify;
   p.verify = [];
-  const found = await p.client.query<{ id: string; h: string; d: boolean; l: string; s: number }>({
-    name: 'crs_verify',
-    text: `select message_id::text as id, record_hash as h, _deleted_at is not null as d, _load_id as l,
-             _source_line as s from analytics_messages where message_id = any($1::uuid[])`,
-    values: [rows.map((r) => r.messageId)],
-  });
-  const cur = new Map(found.rows.map((f) => [f.id, f]));
+  const found = await lookupCommittedRows(
+    p.client,
+    rows.map((r) => r.messageId),
+  );
+  const cur = new Map(found.map((f) => [f.id, f]));
   let remerged = 0;
   for (const row of rows) {
     const c = cur.get(row.messageId);

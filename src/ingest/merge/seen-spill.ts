@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { from as copyFrom } from 'pg-copy-streams';
+import { clearSeen, copySeen } from '../../warehouse/load/seen.ts';
 import { COPY_HEADER, COPY_TRAILER } from './copy-binary.ts';
 
 /**
@@ -44,7 +44,7 @@ export class SeenSpill {
 
   /** Forgets what an earlier attempt of this load spilled. */
   async reset(): Promise<void> {
-    await this.pool.query('delete from load_seen where load_key = $1', [this.loadKey]);
+    await clearSeen(this.pool, this.loadKey);
   }
 
   /** Stops spilling and removes what this load spilled (its attempt failed). */
@@ -118,56 +118,12 @@ export class SeenSpill {
   }
 
   private async copy(chunk: Buffer): Promise<void> {
-    const client = await this.pool.connect();
-    let broken: Error | undefined;
-    try {
-      const stream = client.query(
-        copyFrom('copy load_seen (load_key, message_id) from stdin (format binary)'),
-      );
-      const done = new Promise<void>((resolve, reject) => {
-        stream.on('finish', resolve);
-        stream.on('error', reject);
-      });
-      stream.write(COPY_HEADER);
-      stream.write(chunk);
-      stream.end(COPY_TRAILER);
-      await done;
-    } catch (err) {
-      broken = err as Error;
-      throw err;
-    } finally {
-      client.release(broken);
-    }
+    await copySeen(this.pool, (input) => {
+      input.write(COPY_HEADER);
+      input.write(chunk);
+      input.end(COPY_TRAILER);
+    });
   }
-}
-
-/**
- * Removes the ids spilled by loads that are no longer running: a load holds its session advisory
- * lock (load.ts, named `lockPrefix` + load key) as long as it runs, so a load key in `load_seen`
- * without that lock granted is a load that was killed before its finalize or its discard. The
- * keys are listed by a loose scan of the (load_key, message_id) index, not a read of every id.
- */
-export async function removeDeadSpills(pool: pg.Pool, lockPrefix: string): Promise<number> {
-  const r = await pool.query(
-    `with recursive k(load_key) as (
-       (select load_key from load_seen order by load_key limit 1)
-       union all
-       select (select s.load_key from load_seen s where s.load_key > k.load_key order by s.load_key limit 1)
-       from k where k.load_key is not null
-     ),
-     dead as (
-       select k.load_key from k
-       where k.load_key is not null and not exists (
-         select 1 from pg_locks l
-         where l.locktype = 'advisory' and l.granted and l.objsubid = 1
-           and l.database = (select oid from pg_database where datname = current_database())
-           and l.classid::bigint = (hashtext($1 || k.load_key)::bigint >> 32) & 4294967295
-           and l.objid::bigint = hashtext($1 || k.load_key)::bigint & 4294967295)
-     )
-     delete from load_seen s using dead where s.load_key = dead.load_key`,
-    [lockPrefix],
-  );
-  return r.rowCount ?? 0;
 }
 
 function hex(c: number): number {

@@ -9,6 +9,7 @@ export type { HeldDay } from '../held-deletes.ts';
 export { listHeldDeletes } from '../held-deletes.ts';
 export type { RejectFilter } from '../quarantine.ts';
 export { listRejects } from '../quarantine.ts';
+export * from './alerts.ts';
 export * from './citations.ts';
 export * from './demo-figures.ts';
 export { type DataExtent, dataExtent, dataSpan } from './extent.ts';
