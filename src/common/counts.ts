@@ -15,6 +15,11 @@ export interface LoadCounts {
   updated: number;
   unchanged: number;
   rejected: number;
+  /**
+   * Lines dropped because `crs-sync forget` erased their user or thread (counted in `rowsRead`;
+   * neither written nor deleted). Absent from results recorded before it: read as 0.
+   */
+  suppressed: number;
   /** Rows soft-deleted because the source no longer holds them. */
   deleted: number;
   /** Threads appended to the enrichment queue. */
@@ -29,6 +34,7 @@ export const COUNT_FIELDS = [
   'updated',
   'unchanged',
   'rejected',
+  'suppressed',
   'deleted',
   'threadsQueued',
 ] as const satisfies readonly (keyof LoadCounts)[];
@@ -42,6 +48,7 @@ export function emptyCounts(): LoadCounts {
     updated: 0,
     unchanged: 0,
     rejected: 0,
+    suppressed: 0,
     deleted: 0,
     threadsQueued: 0,
   };

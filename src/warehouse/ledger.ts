@@ -222,6 +222,7 @@ export function dayCounts(d: SyncDay): LoadCounts {
     updated: d.rows_updated,
     unchanged: d.rows_unchanged,
     rejected: d.rows_rejected,
+    suppressed: d.rows_suppressed,
     deleted: d.rows_deleted,
     threadsQueued: 0,
   };
@@ -316,7 +317,7 @@ export async function recountDayDeletes(client: LoaderClient, days: string[]): P
 /** A day's figures as a load's finalize writes them to the ledger. */
 export type DayLoaded = { day: string } & Pick<
   LoadCounts,
-  'rowsRead' | 'inserted' | 'updated' | 'unchanged' | 'rejected'
+  'rowsRead' | 'inserted' | 'updated' | 'unchanged' | 'rejected' | 'suppressed'
 >;
 
 /**
@@ -333,13 +334,14 @@ export async function recordDayLoaded(
 ): Promise<void> {
   await client.query(
     `insert into sync_days (day, status, rows_read, rows_inserted, rows_updated, rows_unchanged, rows_rejected,
-       rows_deleted, bytes, lines_committed, started_at, finished_at, _load_id, attempts, attempt, pulled_at)
-     values ($1, $2, $3, $4, $5, $6, $7, ${deletedRowsOf('$1::date')}, $8, $9, now(), now(), $10, 1, 1,
+       rows_suppressed, rows_deleted, bytes, lines_committed, started_at, finished_at, _load_id, attempts, attempt,
+       pulled_at)
+     values ($1, $2, $3, $4, $5, $6, $7, $11, ${deletedRowsOf('$1::date')}, $8, $9, now(), now(), $10, 1, 1,
        case when $2 = 'partial' then now() end)
      on conflict (day) do update set status = excluded.status, rows_read = excluded.rows_read,
        rows_inserted = excluded.rows_inserted, rows_updated = excluded.rows_updated,
        rows_unchanged = excluded.rows_unchanged, rows_rejected = excluded.rows_rejected,
-       rows_deleted = excluded.rows_deleted, bytes = excluded.bytes,
+       rows_suppressed = excluded.rows_suppressed, rows_deleted = excluded.rows_deleted, bytes = excluded.bytes,
        lines_committed = greatest(sync_days.lines_committed, excluded.lines_committed),
        finished_at = now(), last_error = null, last_error_code = null, last_error_at = null,
        next_attempt_at = null,
@@ -357,6 +359,7 @@ export async function recordDayLoaded(
       load.bytes,
       load.linesCommitted,
       load.runId,
+      d.suppressed,
     ],
   );
 }
@@ -491,6 +494,7 @@ export async function closeRun(
             rows_updated: totals.updated ?? 0,
             rows_unchanged: totals.unchanged ?? 0,
             rows_rejected: totals.rejected ?? 0,
+            rows_suppressed: totals.suppressed ?? 0,
             rows_deleted: totals.deleted ?? 0,
             bytes_read: totals.bytesRead ?? 0,
           }

@@ -109,6 +109,8 @@ interface Counters {
   rows_updated: Count;
   rows_unchanged: Count;
   rows_rejected: Count;
+  /** Lines dropped because `crs-sync forget` erased their user or thread (migration 2026-11-28T22). */
+  rows_suppressed: Count;
 }
 
 export interface SyncRunsTable extends Counters {

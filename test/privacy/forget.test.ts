@@ -25,6 +25,9 @@ const records = makeRecords(90, { seed: 'forget', threads: 7 });
 const user = records[0]!['User ID'];
 const otherUser = records[1]!['User ID'];
 const userThreads = [...new Set(records.filter((r) => r['User ID'] === user).map((r) => r['Thread ID']))];
+// The thread of another user that the in-flight test erases alone.
+const raceThread = records.find((r) => r['User ID'] === otherUser)!['Thread ID'];
+const forgottenThreads = new Set([...userThreads, raceThread]);
 
 /** Rows of every table of the schema and its internal one whose text mentions `id` (any case), by table. */
 async function mentions(id: string): Promise<Record<string, number>> {
@@ -157,7 +160,7 @@ describe('crs-sync forget', () => {
   });
 
   it('when an enrichment page is in flight as its thread is forgotten, then the erasure waits for it and leaves nothing; a later page writes nothing', async () => {
-    const thread = records.find((r) => r['User ID'] === otherUser)!['Thread ID'];
+    const thread = raceThread;
     const page = (n: number): PageRows => ({
       heads: [
         {
@@ -216,5 +219,74 @@ describe('crs-sync forget', () => {
     await writePageRows(tw.w.pool, page(8));
     expect(await mentions(thread)).toEqual({});
     expect(await count(`select count(*) from thread_messages where _load_id = 'enrich-late'`)).toBe(0);
+  });
+
+  it('when the same lines are loaded again after the erasure, then the erased user and threads are suppressed, not written, and counted', async () => {
+    // Declared complete, so that the day ledger holds its figures (and the delete step runs).
+    const again = await importFile(tw.w, config, log, {
+      file: file(toJsonl(records)),
+      loadId: 'after-forget',
+      wholeDays: { from: '2026-11-01', to: '2026-11-03' },
+    });
+    const erased = records.filter(
+      (r) => r['User ID'] === user || forgottenThreads.has(r['Thread ID']),
+    ).length;
+    expect(erased).toBeGreaterThan(0);
+    expect(again.suppressed).toBe(erased);
+    expect(again.rowsRead).toBe(records.length);
+    expect(again.inserted + again.updated + again.unchanged + again.rejected + again.suppressed).toBe(
+      again.rowsRead,
+    );
+    expect(await mentions(user)).toEqual({});
+    for (const t of forgottenThreads) expect(await mentions(t)).toEqual({});
+    const run = await tw.w.pool.query<{ n: number }>(
+      `select rows_suppressed::int as n from sync_runs where load_id = 'after-forget'`,
+    );
+    expect(run.rows[0]?.n).toBe(erased);
+    const days = await tw.w.pool.query<{ n: number; deleted: number }>(
+      'select sum(rows_suppressed)::int as n, sum(rows_deleted)::int as deleted from sync_days',
+    );
+    // Suppressed lines are neither deletes nor missing rows: the delete step deletes nothing.
+    expect(days.rows[0]).toEqual({ n: erased, deleted: 0 });
+    expect(again.deleted).toBe(0);
+  });
+
+  it('when a quarantined line names an erased user, then it is suppressed, not quarantined', async () => {
+    const bad = JSON.stringify({
+      ...records[0],
+      'Message ID': uuidFrom('forget:bad2'),
+      'Message Time': 'not a time',
+    });
+    const s = await importFile(tw.w, config, log, { file: file(toJsonl([bad])), loadId: 'bad-after-forget' });
+    expect(s).toMatchObject({ rowsRead: 1, rejected: 0, suppressed: 1 });
+    expect(await mentions(user)).toEqual({});
+  });
+
+  it('when a user is forgotten while a load of their lines runs, then no row of them is left', async () => {
+    const big = makeRecords(3000, { seed: 'forget-race', threads: 40 });
+    const victim = big[0]!['User ID'];
+    const small = parseConfig({ CRS_BATCH_SIZE: '20', CRS_LOAD_PARTITIONS: '2' });
+    let done = false;
+    const load = importFile(tw.w, small, log, { file: file(toJsonl(big)), loadId: 'race-load' }).finally(
+      () => {
+        done = true;
+      },
+    );
+    // Once the load has committed some of the victim's rows (progress, not a clock).
+    while ((await count('select count(*) from analytics_messages where user_id = $1', [victim])) === 0) {
+      if (done) break;
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    await forget(tw.w.pool, { users: [victim], threads: [] }, { reason: 'race' });
+    const loadStillRan = !done;
+    const s = await load;
+    console.log(
+      `forget during a load: the load was ${loadStillRan ? 'still running' : 'done'} when the erasure committed`,
+    );
+    expect(await mentions(victim)).toEqual({});
+    const theirs = big.filter((r) => r['User ID'] === victim).length;
+    // Each of their lines was either written before the erasure (and erased by it) or suppressed.
+    expect(s.suppressed).toBeLessThanOrEqual(theirs);
+    expect(s.inserted + s.suppressed).toBe(big.length);
   });
 });

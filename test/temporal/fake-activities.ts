@@ -14,6 +14,7 @@ const COUNTS: LoadCounts = {
   updated: 0,
   unchanged: 0,
   rejected: 0,
+  suppressed: 0,
   deleted: 0,
   threadsQueued: 0,
 };

@@ -13,6 +13,7 @@ const day = (outcome: DayResult['outcome'], n: number): DayResult => ({
   updated: 0,
   unchanged: 0,
   rejected: 1,
+  suppressed: 0,
   deleted: 0,
   threadsQueued: 2,
 });

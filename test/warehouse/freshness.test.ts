@@ -9,7 +9,7 @@ import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts
 
 const root = path.resolve(import.meta.dirname, '..', '..');
 const SLA = 26 * 3600;
-const counts = { rowsRead: 10, inserted: 10, updated: 0, unchanged: 0, rejected: 0 };
+const counts = { rowsRead: 10, inserted: 10, updated: 0, unchanged: 0, rejected: 0, suppressed: 0 };
 
 // Freshness with a day pulled intraday, through the ledger's own writes (the finalize's
 // recordDayLoaded, a pull's markDayRunning) on real Postgres.

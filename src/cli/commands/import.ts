@@ -139,6 +139,10 @@ function printSummary(s: LoadSummary, json: boolean, complete: boolean): void {
     ['updated', s.updated],
     ['unchanged', s.unchanged],
     ['rejected', s.rejected],
+    // Only once something was erased (`crs-sync forget`): most warehouses never suppress a line.
+    ...(s.suppressed > 0
+      ? [['suppressed (erased users and threads)', s.suppressed] as [string, number]]
+      : []),
     ['marked deleted', s.deleted],
     // Only a load of complete days deletes, or holds its deletes.
     ...(complete || held > 0 ? [['deletes held for review', held] as [string, number]] : []),

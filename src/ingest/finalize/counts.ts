@@ -27,7 +27,7 @@ export async function committedCounts(
   target: LoadTarget,
 ): Promise<{ t: Sums; days: Map<string, DaySummary> }> {
   // An aggregate without group by: always one row.
-  const t = (await committedTotals(pool, loadIdOf(target))) ?? { r: 0, i: 0, u: 0, n: 0, j: 0 };
+  const t = (await committedTotals(pool, loadIdOf(target))) ?? { r: 0, i: 0, u: 0, n: 0, j: 0, s: 0 };
   // A line a load quarantines is counted on its day with the checkpoint (merge/merge.ts): the
   // quarantine holds one row per line, whichever loads read it.
   const perDay = await committedDays(pool, loadIdOf(target));
@@ -41,7 +41,7 @@ export async function committedCounts(
 
 /** The day's summary in `days`, a zero one put there if the load counted nothing of it. */
 export function summaryOf(days: Map<string, DaySummary>, day: string): DaySummary {
-  const summary = days.get(day) ?? daySummary(day, { r: 0, i: 0, u: 0, n: 0, j: 0 });
+  const summary = days.get(day) ?? daySummary(day, { r: 0, i: 0, u: 0, n: 0, j: 0, s: 0 });
   days.set(day, summary);
   return summary;
 }
@@ -54,6 +54,7 @@ function daySummary(day: string, c: Sums): DaySummary {
     updated: c.u,
     unchanged: c.n,
     rejected: c.j,
+    suppressed: c.s,
     deleted: 0,
     deletesHeld: 0,
     incompleteReason: null,

@@ -61,6 +61,7 @@ export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<Fina
     updated: t.u,
     unchanged: t.n,
     rejected: t.j,
+    suppressed: t.s,
     deleted,
     threadsQueued,
     days: [...days.values()].sort((a, b) => a.day.localeCompare(b.day)),

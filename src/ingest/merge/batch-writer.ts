@@ -128,6 +128,7 @@ export class BatchWriter {
     this.gate.record(c.fastTries, c.fastHits);
     this.totals.rowsRead += c.rowsRead;
     this.totals.rejected += c.rejected;
+    this.totals.suppressed += c.suppressed;
     this.onCommit();
   }
 }

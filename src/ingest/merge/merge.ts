@@ -15,6 +15,7 @@ import {
 } from '../../warehouse/load/batch.ts';
 import { addDayCounts, advanceCheckpoint, type DayCounts } from '../../warehouse/load/checkpoints.ts';
 import { beginLoad, commitLoad, rollbackLoad } from '../../warehouse/load/transaction.ts';
+import { Suppression } from '../../warehouse/privacy/suppression.ts';
 import { addBatchDrift, type DriftCount } from '../../warehouse/schema-drift.ts';
 import { type ExportContract, lastDrift } from '../parse/record-parser.ts';
 import { type ByteSink, COPY_HEADER, COPY_TRAILER } from './copy-binary.ts';
@@ -25,6 +26,7 @@ import {
   type LineDrift,
   type PendingReject,
   type PendingRow,
+  type RowKey,
   rowId,
   textReject,
 } from './pending.ts';
@@ -106,7 +108,7 @@ export interface BatchTarget {
 
 /** A batch's counts (a part of the load's, see src/common/counts.ts) and what the loader steers by. */
 export interface BatchCounts
-  extends Pick<LoadCounts, 'rowsRead' | 'inserted' | 'updated' | 'unchanged' | 'rejected'> {
+  extends Pick<LoadCounts, 'rowsRead' | 'inserted' | 'updated' | 'unchanged' | 'rejected' | 'suppressed'> {
   /** Fast-path lines of the batch, and how many of them were unchanged without parsing. */
   fastTries: number;
   fastHits: number;
@@ -121,13 +123,13 @@ export interface BatchCounts
 function dayCounts(days: BatchCounts['days'], day: string): DayCounts {
   let c = days.get(day);
   if (!c) {
-    c = [0, 0, 0, 0, 0];
+    c = [0, 0, 0, 0, 0, 0];
     days.set(day, c);
   }
   return c;
 }
 
-function bump(days: BatchCounts['days'], day: string, slot: 1 | 2 | 3): void {
+function bump(days: BatchCounts['days'], day: string, slot: 1 | 2 | 3 | 5): void {
   const c = dayCounts(days, day);
   c[0]++;
   c[slot]++;
@@ -171,6 +173,7 @@ export async function mergeBatch(
     updated: 0,
     unchanged: 0,
     rejected: 0,
+    suppressed: 0,
     fastTries: 0,
     fastHits: 0,
     days: new Map(),
@@ -196,15 +199,71 @@ export async function mergeBatch(
       if (!day) throw new Error('lines known by content are counted on the day they were read from');
       countKnown(counts, t.known, day);
     }
-    const finalVersion = decide(rows, state, t, counts, quarantined);
+    const suppression = await suppressionIn(client);
+    const finalVersion = decide(rows, state, t, counts, quarantined, suppression);
     if (finalVersion.size > 0) await writeRows(client, rows, finalVersion, stored, t, counts);
-    await writeBookkeeping(client, quarantined, t, counts);
+    await writeBookkeeping(client, dropSuppressed(quarantined, suppression, counts), t, counts);
     await commitLoad(client);
     return counts;
   } catch (err) {
     await rollbackLoad(client);
     throw err;
   }
+}
+
+// Per connection: the list is read again (one short statement) only when an erasure was added.
+const suppressionOf = new WeakMap<pg.ClientBase, Suppression>();
+
+/**
+ * The erased users and threads (`crs-sync forget`), read in the batch's transaction under the
+ * suppression list's SHARE lock, held to the commit: an erasure either committed before (its ids
+ * are in the list read here) or waits for this batch and then erases what it wrote
+ * (src/warehouse/privacy/suppression.ts).
+ */
+async function suppressionIn(client: pg.PoolClient): Promise<Suppression> {
+  const s = await Suppression.read(client, suppressionOf.get(client));
+  suppressionOf.set(client, s);
+  return s;
+}
+
+/**
+ * Whether a record is of an erased user or thread: then it is counted read and suppressed, and
+ * goes no further (no row, no thread queued, not seen by the delete step: the warehouse holds
+ * none of it).
+ */
+function suppressed(row: RowKey, suppression: Suppression, counts: BatchCounts): boolean {
+  if (suppression.empty || !suppression.drops(row.userId, row.threadId)) return false;
+  counts.rowsRead++;
+  counts.suppressed++;
+  bump(counts.days, row.messageDate, 5);
+  return true;
+}
+
+const UUID_IN_TEXT = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi;
+
+/**
+ * The batch's rejects without those whose line names an erased user or thread anywhere in its
+ * text (a line is quarantined before its fields are known to be what they claim): those are read
+ * and suppressed, never written to the quarantine.
+ */
+function dropSuppressed(
+  rejects: PendingReject[],
+  suppression: Suppression,
+  counts: BatchCounts,
+): PendingReject[] {
+  if (suppression.empty || rejects.length === 0) return rejects;
+  return rejects.filter((r) => {
+    const text = r.rawBytes ? r.rawBytes.toString('latin1') : r.raw;
+    for (const m of text.matchAll(UUID_IN_TEXT)) {
+      if (suppression.has('user', m[0]) || suppression.has('thread', m[0])) {
+        counts.rowsRead++;
+        counts.suppressed++;
+        if (r.day !== null) bump(counts.days, r.day, 5);
+        return false;
+      }
+    }
+    return true;
+  });
 }
 
 /**
@@ -219,6 +278,7 @@ function decide(
   t: BatchTarget,
   counts: BatchCounts,
   quarantined: PendingReject[],
+  suppression: Suppression,
 ): Map<string, number> {
   const finalVersion = new Map<string, number>();
   for (let i = 0; i < rows.length; i++) {
@@ -255,8 +315,12 @@ function decide(
       }
       row = enc.row;
       rows[i] = row;
+      if (suppressed(row, suppression, counts)) continue;
       t.onSeen?.(row.messageId, row.messageDate);
-    } else row = pending;
+    } else {
+      row = pending;
+      if (suppressed(row, suppression, counts)) continue;
+    }
     const cur = state.get(row.messageId);
     counts.rowsRead++;
     if (!cur) {

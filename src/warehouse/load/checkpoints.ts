@@ -39,16 +39,17 @@ export async function openCheckpointRows(
 const CHECKPOINT_SQL = `
   update load_checkpoints set lines_committed = $3, rows_read = rows_read + $4, rows_inserted = rows_inserted + $5,
     rows_updated = rows_updated + $6, rows_unchanged = rows_unchanged + $7, rows_rejected = rows_rejected + $8,
-    updated_at = now()
+    rows_suppressed = rows_suppressed + $9, updated_at = now()
   where load_key = $1 and part = $2`;
 
-/** A batch's counts: read, inserted, updated, unchanged, rejected. */
+/** A batch's counts: read, inserted, updated, unchanged, rejected, suppressed. */
 export interface CheckpointCounts {
   rowsRead: number;
   inserted: number;
   updated: number;
   unchanged: number;
   rejected: number;
+  suppressed: number;
 }
 
 /** The partition's checkpoint moved to `uptoLine`, its counts added to, in the batch's transaction. */
@@ -62,22 +63,35 @@ export async function advanceCheckpoint(
   await client.query({
     name: 'crs_checkpoint',
     text: CHECKPOINT_SQL,
-    values: [loadKey, part, uptoLine, c.rowsRead, c.inserted, c.updated, c.unchanged, c.rejected],
+    values: [
+      loadKey,
+      part,
+      uptoLine,
+      c.rowsRead,
+      c.inserted,
+      c.updated,
+      c.unchanged,
+      c.rejected,
+      c.suppressed,
+    ],
   });
 }
 
 const DAY_COUNTS_SQL = `
-  insert into load_day_counts (load_key, part, day, rows_read, rows_inserted, rows_updated, rows_unchanged, rows_rejected)
-  select $1, $2, d.day, d.r, d.i, d.u, d.n, d.j
-  from unnest($3::date[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[]) as d(day, r, i, u, n, j)
+  insert into load_day_counts (load_key, part, day, rows_read, rows_inserted, rows_updated, rows_unchanged, rows_rejected,
+    rows_suppressed)
+  select $1, $2, d.day, d.r, d.i, d.u, d.n, d.j, d.s
+  from unnest($3::date[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[])
+    as d(day, r, i, u, n, j, s)
   on conflict (load_key, part, day) do update set rows_read = load_day_counts.rows_read + excluded.rows_read,
     rows_inserted = load_day_counts.rows_inserted + excluded.rows_inserted,
     rows_updated = load_day_counts.rows_updated + excluded.rows_updated,
     rows_unchanged = load_day_counts.rows_unchanged + excluded.rows_unchanged,
-    rows_rejected = load_day_counts.rows_rejected + excluded.rows_rejected`;
+    rows_rejected = load_day_counts.rows_rejected + excluded.rows_rejected,
+    rows_suppressed = load_day_counts.rows_suppressed + excluded.rows_suppressed`;
 
-/** A day's counts in a batch: records read, inserted, updated, unchanged; lines quarantined. */
-export type DayCounts = [number, number, number, number, number];
+/** A day's counts in a batch: records read, inserted, updated, unchanged; lines quarantined; records suppressed. */
+export type DayCounts = [number, number, number, number, number, number];
 
 /** A batch's counts per UTC day added to the partition's, in the batch's transaction. */
 export async function addDayCounts(
@@ -98,17 +112,19 @@ export async function addDayCounts(
       days.map((d) => d[1][2]),
       days.map((d) => d[1][3]),
       days.map((d) => d[1][4]),
+      days.map((d) => d[1][5]),
     ],
   });
 }
 
-/** Sums over committed batches, as the queries name them (read, inserted, updated, unchanged, rejected). */
+/** Sums over committed batches, as the queries name them (read, inserted, updated, unchanged, rejected, suppressed). */
 export interface Sums {
   r: number;
   i: number;
   u: number;
   n: number;
   j: number;
+  s: number;
 }
 
 /** The load's counts summed over its committed checkpoints (an aggregate: one row, or undefined). */
@@ -116,7 +132,7 @@ export async function committedTotals(pool: pg.Pool, loadKey: string): Promise<S
   const tot = await pool.query<Sums>(
     `select coalesce(sum(rows_read),0)::bigint r, coalesce(sum(rows_inserted),0)::bigint i,
             coalesce(sum(rows_updated),0)::bigint u, coalesce(sum(rows_unchanged),0)::bigint n,
-            coalesce(sum(rows_rejected),0)::bigint j
+            coalesce(sum(rows_rejected),0)::bigint j, coalesce(sum(rows_suppressed),0)::bigint s
      from load_checkpoints where load_key = $1`,
     [loadKey],
   );
@@ -127,7 +143,7 @@ export async function committedTotals(pool: pg.Pool, loadKey: string): Promise<S
 export async function committedDays(pool: pg.Pool, loadKey: string): Promise<(Sums & { day: string })[]> {
   const perDay = await pool.query<Sums & { day: string }>(
     `select day::text, sum(rows_read)::bigint r, sum(rows_inserted)::bigint i, sum(rows_updated)::bigint u,
-            sum(rows_unchanged)::bigint n, sum(rows_rejected)::bigint j
+            sum(rows_unchanged)::bigint n, sum(rows_rejected)::bigint j, sum(rows_suppressed)::bigint s
      from load_day_counts where load_key = $1 group by day order by day`,
     [loadKey],
   );
