@@ -1,5 +1,5 @@
 import { request } from 'undici';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createConcurrencyLimiter } from '../../src/api/concurrency.ts';
 import type { HttpRequest, ServiceClientOptions } from '../../src/api/index.ts';
 import { createRateLimiter, rateWindow } from '../../src/api/rate-limiter.ts';
@@ -107,21 +107,35 @@ describe('limiter units', () => {
     expect(() => rateWindow(0, 0)).toThrow(RangeError);
   });
 
-  it('when grants are taken with a manual clock, then the (limit+1)-th waits until the oldest leaves the window', async () => {
-    let now = 0;
-    const rl = createRateLimiter({ limit: 2, windowMs: 1000 }, () => now);
-    await rl.acquire();
-    await rl.acquire();
-    let third = false;
-    const p = rl.acquire().then(() => {
-      third = true;
-    });
-    await new Promise((r) => setTimeout(r, 5));
-    expect(third).toBe(false);
-    now = 1000;
-    await p;
-    expect(third).toBe(true);
-    expect(rl.granted).toBe(3);
+  it('when grants are taken with a manual clock, then the (limit+1)-th waits until that clock says the oldest left the window', async () => {
+    // The limiter's timers are the test's too, and move only when the test moves them: nothing
+    // here waits on real time, so a limiter reading the real clock instead of `now` (which
+    // stands still here) would never grant the third, and one that ignored its timer would not
+    // either.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      let now = 0;
+      const rl = createRateLimiter({ limit: 2, windowMs: 1000 }, () => now);
+      await rl.acquire();
+      await rl.acquire();
+      let third = false;
+      const p = rl.acquire().then(() => {
+        third = true;
+      });
+      // Its timer fires, but the clock says 999 ms: the oldest grant is still in the window.
+      now = 999;
+      await vi.advanceTimersByTimeAsync(1000);
+      expect(third).toBe(false);
+      expect(rl.granted).toBe(2);
+      // One more millisecond on both: the oldest leaves, the third is granted.
+      now = 1000;
+      await vi.advanceTimersByTimeAsync(1);
+      expect(third).toBe(true);
+      expect(rl.granted).toBe(3);
+      await p;
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('when a queued rate waiter is aborted, then it rejects with CANCELLED and does not consume a grant', async () => {

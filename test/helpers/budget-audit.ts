@@ -162,10 +162,10 @@ export async function budgetPauses(
   db: Db,
   schema: string,
   name: string,
-): Promise<Array<{ at: Date; until: Date; grantsDuring: number; grantsAfter: number }>> {
+): Promise<Array<{ at: Date; until: Date; lengthMs: number; grantsDuring: number; grantsAfter: number }>> {
   const s = q(schema);
-  const { rows } = await db.query<{ at: Date; until: Date; during: string; after: string }>(
-    `select p.at, p.until,
+  const { rows } = await db.query<{ at: Date; until: Date; ms: number; during: string; after: string }>(
+    `select p.at, p.until, extract(epoch from p.until - p.at)::float8 * 1000 as ms,
             (select count(*) from ${s}.budget_audit g
               where g.name = p.name and g.kind = 'grant' and g.at >= p.at and g.at < p.until) as during,
             (select count(*) from ${s}.budget_audit g
@@ -178,6 +178,8 @@ export async function budgetPauses(
   return rows.map((r) => ({
     at: r.at,
     until: r.until,
+    // In SQL: a Date keeps whole milliseconds only.
+    lengthMs: r.ms,
     grantsDuring: Number(r.during),
     grantsAfter: Number(r.after),
   }));

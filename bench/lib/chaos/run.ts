@@ -34,7 +34,11 @@ export interface ChaosOptions {
   workers: number;
   /** Quota of each kind of fault; the chaos phase ends when every kind reached it. */
   faultsPerKind: number;
-  /** Bound of the chaos phase: no new pass starts after it (the clean pass still runs). */
+  /**
+   * A safety net, not the plan: the chaos phase ends when every kind reached its quota, and no
+   * new pass starts after this many minutes even if one did not (the clean pass still runs; the
+   * report's `shortOfQuota` names the kinds left short).
+   */
   minutes: number;
   /**
    * Rounds of the "held, then seen again" step after the clean pass (held-seen.ts), over the days
@@ -104,6 +108,10 @@ export interface ChaosReport {
   options: Omit<ChaosOptions, 'log'>;
   days: string[];
   injected: Partial<Record<ChaosFault, number>>;
+  /** Kinds below their quota when the chaos phase ended (only when `minutes` ran out first). */
+  shortOfQuota: ChaosFault[];
+  /** How long the chaos phase took, in ms (it ends on the quotas, or at `minutes`). */
+  chaosPhaseMs: number;
   comparison: Comparison;
   /** Soft-deleted rows the service still has, after the chaos phase (before the clean pass). */
   deletedByFaults: string[];
@@ -344,7 +352,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     const failedDayNames = new Set<string>();
     let passes = 0;
     let chaosDone = false;
-    const deadline = began + opts.minutes * 60_000;
+    const chaosBegan = Date.now();
+    const deadline = chaosBegan + opts.minutes * 60_000;
     // Two lanes, each on a seeded schedule of its own: the harness's own faults, and the
     // simulator's (a window there may wait several seconds for an export request to strike).
     // The pace leaves an attempt room to make progress between two faults: a fault every second
@@ -400,6 +409,12 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       chaosDone = true;
       await injector;
     }
+    const shortOfQuota = short();
+    const chaosPhaseMs = Date.now() - chaosBegan;
+    log(
+      `chaos: chaos phase over after ${passes} pass(es), ${Math.round(chaosPhaseMs / 1000)} s` +
+        (shortOfQuota.length > 0 ? `; short of the quota: ${shortOfQuota.join(', ')}` : '; every quota met'),
+    );
     sim.setFaults(POISON);
     const deletedByFaults = await retryDb(() => wronglyDeleted(w!, sim!, days));
 
@@ -495,6 +510,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       options: rest,
       days,
       injected,
+      shortOfQuota,
+      chaosPhaseMs,
       comparison,
       deletedByFaults,
       workerDeaths: deaths,
@@ -557,6 +574,12 @@ export function formatReport(r: ChaosReport): string {
   lines.push('');
   lines.push(`${pad('fault', 18)} injected (quota ${r.options.faultsPerKind})`);
   for (const [k, n] of Object.entries(r.injected)) lines.push(`${pad(k, 18)} ${n}`);
+  lines.push(
+    `chaos phase: ${Math.round(r.chaosPhaseMs / 1000)} s, ` +
+      (r.shortOfQuota.length > 0
+        ? `ended by --minutes with ${r.shortOfQuota.join(', ')} short of the quota`
+        : 'ended when every quota was met'),
+  );
   lines.push('');
   lines.push(`${pad('table', 18)} ${pad('rows compared', 14)} differences`);
   for (const [t, n] of Object.entries(r.comparison.compared)) {

@@ -2,8 +2,11 @@
  * Measures the shared request budget (not a test): WORKERS processes (default 3) of
  * budget-worker.ts share LIMIT requests/s (default 50) against the simulator, each with REQUESTS
  * queued (default 400). Prints the simulator's arrivals per second, the most in any second
- * (whole and sliding), the use of the limit while every process was queued, and per process the
- * requests it got, its leases, grants wasted and lease latency.
+ * (whole and sliding), the use of the limit while every process was queued, what the budget
+ * granted by the database's clock (test/helpers/budget-audit.ts: the most in any window of
+ * 1 s + hold, which is what the budget promises, and all of them against the requests the
+ * simulator counted), and per process the requests it got, its leases, grants wasted and lease
+ * latency.
  *
  *   [TEST_DATABASE_URL=…] node test/api/helpers/budget-measure.ts
  *
@@ -17,6 +20,7 @@ import { createInterface } from 'node:readline';
 import { startSimulator } from '../../../src/simulator/index.ts';
 import { openWarehouse } from '../../../src/warehouse/db.ts';
 import { dropSchema, migrateToLatest } from '../../../src/warehouse/migrator.ts';
+import { budgetGrants, installBudgetAudit } from '../../helpers/budget-audit.ts';
 import { testDatabaseUrl } from '../../helpers/test-database.ts';
 import { maxInAnyWindow } from './scripted-server.ts';
 
@@ -27,6 +31,7 @@ const requests = Number(process.env.REQUESTS ?? 400);
 const schema = `bm_${randomBytes(4).toString('hex')}`;
 const w = openWarehouse({ url, schema, max: 2 });
 await migrateToLatest(w);
+await installBudgetAudit(w.pool, schema);
 const sim = await startSimulator({
   port: 0,
   seed: 14,
@@ -82,7 +87,10 @@ const report = (await (await fetch(`${sim.baseUrl}/_sim/requests`)).json()) as {
   perSecond: Record<string, number>;
   maxPerSecond: number;
   maxInAnySecond: number;
+  total: number;
 };
+// After the simulator's count: every request it counted took its grant before.
+const grants = await budgetGrants(w.pool, schema, 'measure');
 const allQueuedUntil = Math.min(...dones.map((d) => d.last));
 const full: number[] = [];
 for (let s = Math.ceil(goAt / 1000); (s + 1) * 1000 <= allQueuedUntil; s++)
@@ -100,6 +108,8 @@ console.log(
     maxPerSecond: report.maxPerSecond,
     maxInAnySlidingSecond: report.maxInAnySecond,
     startsMaxInAnySlidingSecond: maxInAnyWindow(starts, 1000),
+    grants,
+    requestsServed: report.total,
     secondsAllQueued: full.length,
     usedWhileAllQueued: Number(used.toFixed(3)),
     perWorker: dones.map((d) => ({ ok: d.ok, ...d.budget })),
