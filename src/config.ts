@@ -220,6 +220,15 @@ const envSchema = z.object({
   // type) does: `evolve` loads it as before and records the drift; `freeze` quarantines it
   // (`schema_drift`) until the drift is accepted (`crs-sync schema accept`).
   CRS_RECORD_CONTRACT: z.enum(['evolve', 'freeze']).default('evolve'),
+  // How user ids are stored (docs/privacy.md): as the service sends them, or as a keyed hash in
+  // UUID form under CRS_PSEUDONYM_KEY (required then, at least 32 characters).
+  CRS_USER_ID_POLICY: z.enum(['keep', 'pseudonymize']).default('keep'),
+  CRS_PSEUDONYM_KEY: optionalString.pipe(
+    z
+      .string()
+      .min(32, 'must be at least 32 characters (a random secret, e.g. openssl rand -hex 32)')
+      .optional(),
+  ),
   // Database timeouts (0 turns one off). They stop a statement, lock wait or forgotten transaction
   // that hangs, so the activity fails retryably instead of looking busy for hours; the defaults
   // sit far above what a legitimate day needs (a first load's finalize of a 1M-row day: 41 s).
@@ -316,6 +325,8 @@ export interface Config {
    * notes the drift; `freeze` quarantines them (`schema_drift`).
    */
   readonly schemaContract: 'evolve' | 'freeze';
+  /** CRS_USER_ID_POLICY, with CRS_PSEUDONYM_KEY: how user ids are stored. */
+  readonly userIds: { readonly policy: 'keep' } | { readonly policy: 'pseudonymize'; readonly key: string };
   readonly db: {
     readonly statementTimeoutMs: number;
     readonly lockTimeoutMs: number;
@@ -603,6 +614,9 @@ function validEnv(env: Record<string, string | undefined>): {
       : result.error.issues.map(
           (i) => `${i.path.length > 0 ? givenAs(i.path.join('.')) : '(environment)'}: ${i.message}`,
         )),
+    ...(result.success && result.data.CRS_USER_ID_POLICY === 'pseudonymize' && !result.data.CRS_PSEUDONYM_KEY
+      ? ['CRS_PSEUDONYM_KEY: required with CRS_USER_ID_POLICY=pseudonymize (or CRS_PSEUDONYM_KEY_FILE)']
+      : []),
   ];
   if (!result.success || problems.length > 0) {
     throw new CrsError('CONFIG_INVALID', `invalid configuration:\n  - ${problems.join('\n  - ')}`, {
@@ -667,6 +681,10 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     deleteGuardLoadPct: e.CRS_DELETE_GUARD_LOAD,
     textRetentionDays: e.CRS_TEXT_RETENTION_DAYS,
     schemaContract: e.CRS_RECORD_CONTRACT,
+    userIds:
+      e.CRS_USER_ID_POLICY === 'pseudonymize'
+        ? { policy: 'pseudonymize', key: e.CRS_PSEUDONYM_KEY ?? '' }
+        : { policy: 'keep' },
     db: {
       statementTimeoutMs: e.CRS_DB_STATEMENT_TIMEOUT_MS,
       lockTimeoutMs: e.CRS_DB_LOCK_TIMEOUT_MS,
@@ -706,6 +724,7 @@ export function configuredSecrets(cfg: Config): (string | undefined)[] {
     cfg.api.apiKey,
     cfg.temporal.apiKey,
     dbPassword,
+    cfg.userIds.policy === 'pseudonymize' ? cfg.userIds.key : undefined,
     ...cfg.alerts.webhookUrls,
   ];
 }

@@ -41,6 +41,7 @@ export const INTEGRATION: readonly string[] = [
   'test/ingest/record-parser-postgres.test.ts',
   'test/ingest/stream-reopen.test.ts',
   'test/privacy/forget.test.ts',
+  'test/privacy/pseudonym.test.ts',
   'test/privacy/reader.test.ts',
   'test/privacy/retention.test.ts',
   'test/warehouse/bi-views.test.ts',

@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { storedUserIds } from '../../common/pseudonym.ts';
 import { CrsError } from '../../errors.ts';
 import { type ForgetResult, forget, listErasures } from '../../warehouse/privacy/forget.ts';
 import { loadContext, openConfiguredWarehouse } from '../context.ts';
@@ -53,7 +54,11 @@ async function runForget(o: ForgetOptions): Promise<void> {
     const r = await forget(
       wh.warehouse.pool,
       { users, threads },
-      { ...(o.reason === undefined ? {} : { reason: o.reason }), dryRun: o.dryRun === true },
+      {
+        ...(o.reason === undefined ? {} : { reason: o.reason }),
+        dryRun: o.dryRun === true,
+        storedUserId: storedUserIds(ctx.config.userIds),
+      },
     );
     printResult(r, o.json);
   } finally {

@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import type { LoadCounts } from '../../common/counts.ts';
 import { exportDayOf, type LoadTarget, loadIdOf, wholeDaysOf } from '../../common/load-target.ts';
+import { storedUserIds } from '../../common/pseudonym.ts';
 import type { Config } from '../../config.ts';
 import { CrsError, errorMessage, isCrsError } from '../../errors.ts';
 import type { Logger } from '../../log.ts';
@@ -9,6 +10,7 @@ import type { Warehouse } from '../../warehouse/db.ts';
 import { toDbCrsError } from '../../warehouse/db-errors.ts';
 import { loadLockPrefix, tryLoadLock, unlockLoad } from '../../warehouse/load/lock.ts';
 import { removeDeadSpills } from '../../warehouse/load/seen.ts';
+import { checkUserIdPolicy } from '../../warehouse/privacy/user-ids.ts';
 import { acceptedDriftPaths } from '../../warehouse/schema-drift.ts';
 import type { DaySummary } from '../finalize/counts.ts';
 import { finalizeLoad } from '../finalize/finalize.ts';
@@ -62,6 +64,8 @@ export interface LoaderSettings {
   maxLineBytes: number;
   /** CRS_RECORD_CONTRACT: `freeze` quarantines records that drift from the contract (default evolve). */
   schemaContract?: 'evolve' | 'freeze';
+  /** CRS_USER_ID_POLICY: user ids as sent (default) or pseudonymised (src/common/pseudonym.ts). */
+  userIds?: Config['userIds'];
   /** CRS_DELETE_GUARD: percent of a day's live rows above which its deletes are held for review (default 10). */
   deleteGuardPct?: number;
   /** CRS_DELETE_GUARD_LOAD: percent of a multi-day load's live rows above which all its deletes are held (default 2). */
@@ -82,6 +86,7 @@ export function loaderSettings(config: Config): LoaderSettings {
     parts: config.loadConnections,
     maxLineBytes: config.maxLineBytes,
     schemaContract: config.schemaContract,
+    userIds: config.userIds,
     deleteGuardPct: config.deleteGuardPct,
     deleteGuardLoadPct: config.deleteGuardLoadPct,
     knownLinesMax: config.knownLinesMax,
@@ -271,9 +276,11 @@ async function prepareBatches(
     : null;
   const rejectsSeen = new RejectsSeen(seen);
   const gate = new FastPathGate(20 * req.batchSize * cp.parts, req.fastPath !== false);
+  await checkUserIdPolicy(pool, req.userIds ?? { policy: 'keep' });
   const contract = exportContract({
     freeze: req.schemaContract === 'freeze',
     accepted: await acceptedDriftPaths(warehouse.db, 'export'),
+    storedUserId: storedUserIds(req.userIds ?? { policy: 'keep' }),
   });
   const writer = new BatchWriter({
     target: {

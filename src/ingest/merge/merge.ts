@@ -17,7 +17,7 @@ import { addDayCounts, advanceCheckpoint, type DayCounts } from '../../warehouse
 import { beginLoad, commitLoad, rollbackLoad } from '../../warehouse/load/transaction.ts';
 import { Suppression } from '../../warehouse/privacy/suppression.ts';
 import { addBatchDrift, type DriftCount } from '../../warehouse/schema-drift.ts';
-import { type ExportContract, lastDrift } from '../parse/record-parser.ts';
+import { type ExportContract, exportContract, lastDrift } from '../parse/record-parser.ts';
 import { type ByteSink, COPY_HEADER, COPY_TRAILER } from './copy-binary.ts';
 import {
   dayOfRaw,
@@ -436,7 +436,12 @@ function encodedAt(rows: PendingRow[], i: number, t: BatchTarget): EncodedRow {
   const row = itemAt(rows, i);
   if (row.kind === 'encoded') return row;
   const text = row.kind === 'raw' ? t.sink.buf.toString('utf8', row.rawAt, row.rawEnd) : row.text;
-  const enc = encodeText(text, t.sink, row.lineNo, t.target.runId, row.lineHash);
+  // The default contract (a line that loaded once is not held for drift now), but the load's
+  // user ids: the row is stored as every other row of the load.
+  const contract = t.contract.storedUserId
+    ? exportContract({ storedUserId: t.contract.storedUserId })
+    : undefined;
+  const enc = encodeText(text, t.sink, row.lineNo, t.target.runId, row.lineHash, contract);
   if (!enc.ok) throw new Error(`line ${row.lineNo} was loaded before but no longer parses: ${enc.detail}`);
   rows[i] = enc.row;
   return enc.row;

@@ -118,6 +118,11 @@ export interface ExportContract {
   readonly freeze: boolean;
   /** Known keys of `extra` (as stored: `storedKey`) and their type masks (T_ANY: any type). */
   readonly extra: ReadonlyMap<string, number>;
+  /**
+   * How a record's user id is stored (CRS_USER_ID_POLICY, src/common/pseudonym.ts): its pseudonym,
+   * taken before the record is hashed, so a re-load hashes what it stores; undefined: as sent.
+   */
+  readonly storedUserId?: ((userId: string) => string) | undefined;
 }
 
 /** Keys the service sends beside the six (simulator README: "keys the spec does not name"). */
@@ -131,10 +136,12 @@ const KNOWN_EXTRA: ReadonlyArray<[string, number]> = [
  * is looked up as stored (`storedKey`: a long one bounded), so a path accepted in full before
  * paths were bounded still matches.
  */
-export function exportContract(opts: { freeze?: boolean; accepted?: Iterable<string> } = {}): ExportContract {
+export function exportContract(
+  opts: { freeze?: boolean; accepted?: Iterable<string>; storedUserId?: (userId: string) => string } = {},
+): ExportContract {
   const extra = new Map(KNOWN_EXTRA);
   for (const path of opts.accepted ?? []) if (!NAMED_SET.has(path)) extra.set(storedKey(path), T_ANY);
-  return { freeze: opts.freeze === true, extra };
+  return { freeze: opts.freeze === true, extra, storedUserId: opts.storedUserId };
 }
 
 /** The type mask the contract knows key `k` of `extra` by, undefined for a key it does not know. */
@@ -333,7 +340,8 @@ export function parseRecord(text: string, opts: ParseOptions = {}): ParseResult 
 
   const messageId = messageForm === 2 ? rawMessageId.toLowerCase() : rawMessageId;
   const threadId = threadForm === 2 ? rawThreadId.toLowerCase() : rawThreadId;
-  const userId = userForm === 2 ? rawUserId.toLowerCase() : rawUserId;
+  const sentUserId = userForm === 2 ? rawUserId.toLowerCase() : rawUserId;
+  const userId = contract?.storedUserId ? contract.storedUserId(sentUserId) : sentUserId;
   return {
     ok: true,
     record: {

@@ -112,9 +112,15 @@ async function collect(c: Queryable, users: string[], threads: string[]): Promis
 export async function forget(
   pool: pg.Pool,
   target: ForgetTarget,
-  opts: { reason?: string; dryRun?: boolean } = {},
+  opts: {
+    reason?: string;
+    dryRun?: boolean;
+    /** How user ids are stored (CRS_USER_ID_POLICY): the named ids are erased as stored. */
+    storedUserId?: ((userId: string) => string) | undefined;
+  } = {},
 ): Promise<ForgetResult> {
-  const users = checkedIds('user', target.users);
+  const stored = opts.storedUserId;
+  const users = checkedIds('user', target.users).map((u) => (stored ? stored(u) : u));
   const threads = checkedIds('thread', target.threads);
   if (users.length === 0 && threads.length === 0)
     throw new CrsError('USAGE', 'name at least one --user or --thread');
