@@ -38,7 +38,7 @@ export function createActivities(deps: ActivityDeps): Activities {
   const alive = createLiveness(warehouse.db, log);
   const slots = createSemaphore(deps.maxDayLoads ?? DEFAULT_MAX_DAY_LOADS);
   return {
-    ...createLedgerActivities({ db: warehouse.db, config, log }),
+    ...createLedgerActivities({ db: warehouse.db, pool: warehouse.pool, config, log }),
     ...createLoadActivities({ warehouse, client, config, log, slots, alive }),
     ...createEnrichActivities({ warehouse, client, config, log, alive }),
     ...createAwaitActivities(alive),

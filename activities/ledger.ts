@@ -6,29 +6,40 @@ import type {
   PlanInput,
   PlanResult,
   ReleaseDayInput,
+  RetentionSweep,
   WorkerSettings,
 } from '../contract/activities.ts';
 import { dayLoadOf } from '../contract/load-target.ts';
 import { runIdOf } from '../contract/run-id.ts';
 import type { DayResult } from '../contract/workflows.ts';
 import type { Config } from '../src/config.ts';
+import { errorMessage } from '../src/errors.ts';
 import type { Logger } from '../src/log.ts';
 import { countDayFailed } from '../src/metrics/pipeline.ts';
 import type { Warehouse } from '../src/warehouse/db.ts';
 import { closeRun, findDayCompletedSince, releaseUnfinishedDay, startRun } from '../src/warehouse/ledger.ts';
+import { applyRetention } from '../src/warehouse/privacy/retention.ts';
 import { planWindow } from '../src/warehouse/sync-window.ts';
 import { guarded } from './failures.ts';
 
 export interface LedgerActivityDeps {
   db: Warehouse['db'];
-  config: Pick<Config, 'lookbackDays' | 'enrichConcurrency'>;
+  /** The sweep's refresh of the rollups runs on the pool (src/warehouse/rollups). */
+  pool: Warehouse['pool'];
+  config: Pick<Config, 'lookbackDays' | 'enrichConcurrency' | 'textRetentionDays'>;
   log: Logger;
 }
 
 /** The activities that keep a run's and its days' bookkeeping, and tell the workflows the worker's settings. */
 export type LedgerActivities = Pick<
   Activities,
-  'planSyncWindow' | 'workerSettings' | 'beginRun' | 'endRun' | 'releaseDay' | 'dayLoadedSince'
+  | 'planSyncWindow'
+  | 'workerSettings'
+  | 'beginRun'
+  | 'endRun'
+  | 'releaseDay'
+  | 'dayLoadedSince'
+  | 'sweepRetainedText'
 >;
 
 /** The ledger's activities: quick statements through src/warehouse/ledger.ts and the window planner. */
@@ -41,16 +52,19 @@ export function createLedgerActivities(deps: LedgerActivityDeps): LedgerActiviti
     endRun: (input) => l.endRun(input),
     releaseDay: (input) => l.releaseDay(input),
     dayLoadedSince: (input) => l.dayLoadedSince(input),
+    sweepRetainedText: () => l.sweepRetainedText(),
   };
 }
 
 class RunLedger {
   readonly #db: Warehouse['db'];
+  readonly #pool: Warehouse['pool'];
   readonly #config: LedgerActivityDeps['config'];
   readonly #log: Logger;
 
   constructor(deps: LedgerActivityDeps) {
     this.#db = deps.db;
+    this.#pool = deps.pool;
     this.#config = deps.config;
     this.#log = deps.log;
   }
@@ -65,6 +79,23 @@ class RunLedger {
       });
       return { ...plan, enrichConcurrency: this.#config.enrichConcurrency };
     });
+  }
+
+  /** Text past CRS_TEXT_RETENTION_DAYS cleared (src/warehouse/privacy/retention.ts); logged either way. */
+  async sweepRetainedText(): Promise<RetentionSweep> {
+    const days = this.#config.textRetentionDays;
+    if (days === undefined) return { retentionDays: null, before: null, rows: {} };
+    try {
+      const r = await guarded(() => applyRetention(this.#pool, days));
+      this.#log.info({ retentionDays: days, before: r.before, rows: r.rows }, 'text past retention cleared');
+      return { retentionDays: days, before: r.before, rows: r.rows };
+    } catch (err) {
+      this.#log.error(
+        { retentionDays: days, error: errorMessage(err) },
+        'the retention sweep failed; the next daily run sweeps again',
+      );
+      throw err;
+    }
   }
 
   async workerSettings(): Promise<WorkerSettings> {

@@ -29,6 +29,16 @@ export interface Activities {
   awaitEnrichWorkflow(input: AwaitWorkflowInput): Promise<EnrichCounts | null>;
   listPendingThreads(input: PendingThreadsInput): Promise<string[]>;
   enrichThreads(input: EnrichBatchInput): Promise<EnrichCounts>;
+  /** The daily sweep of text past the worker's CRS_TEXT_RETENTION_DAYS (none set: nothing done). */
+  sweepRetainedText(): Promise<RetentionSweep>;
+}
+
+/** What the daily retention sweep cleared: rows per table; `retentionDays` null when none is set. */
+export interface RetentionSweep {
+  retentionDays: number | null;
+  /** Text of rows before this UTC day was cleared. */
+  before: string | null;
+  rows: Record<string, number>;
 }
 
 /** Every activity type, as recorded in histories: the worker registers exactly these. */
@@ -44,6 +54,7 @@ export const ACTIVITY_NAMES = [
   'awaitEnrichWorkflow',
   'listPendingThreads',
   'enrichThreads',
+  'sweepRetainedText',
 ] as const satisfies readonly (keyof Activities)[];
 
 export interface PlanInput {

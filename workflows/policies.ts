@@ -29,6 +29,22 @@ export const ledger = proxyActivities<Activities>({
 });
 
 /**
+ * The daily upkeep (the retention sweep): one transaction over every row past retention, which
+ * the first sweep of a warehouse holding years of text makes long; a few attempts, then the next
+ * daily run.
+ */
+export const upkeep = proxyActivities<Activities>({
+  startToCloseTimeout: '30 minutes',
+  retry: {
+    initialInterval: '10s',
+    backoffCoefficient: 2,
+    maximumInterval: '2 minutes',
+    maximumAttempts: 3,
+    nonRetryableErrorTypes: NON_RETRYABLE,
+  },
+});
+
+/**
  * The export load of one day. A big day streams for a long time, so the bound is the heartbeat,
  * not the total: a worker that dies is noticed within the heartbeat timeout and the load resumes
  * from its committed checkpoint on another attempt. Throttling waits for the server's

@@ -22,7 +22,11 @@ describe('workflows (real Temporal dev server, stand-in loader)', () => {
     h = await connectHarness('workflows');
     tw = await createTestWarehouse({ prefix: 'twf' });
     fake = fakeDayLoads(tw.w, { delayMs: 1500, failDays: [] });
-    worker = await createTestWorker(h, { warehouse: tw.w, activities: fake.activities });
+    worker = await createTestWorker(h, {
+      warehouse: tw.w,
+      activities: fake.activities,
+      env: { CRS_TEXT_RETENTION_DAYS: '400' },
+    });
     running = worker.run();
   });
 
@@ -63,6 +67,46 @@ describe('workflows (real Temporal dev server, stand-in loader)', () => {
       .query<{ currentDetails?: string }>('__temporal_workflow_metadata');
     expect(meta.currentDetails).toContain('days 3/3 (0 failed)');
     expect(meta.currentDetails).toContain('rows 300 read');
+  });
+
+  it('when the daily (scheduled) run ends, then it sweeps text past retention; a manual run does not', async () => {
+    const oldRow = async (id: string) => {
+      await tw.w.pool.query(
+        `insert into analytics_messages (message_id, thread_id, user_id, message_time, message_date, input, response,
+           extra, record_hash, _source_line, _load_id, response_chars)
+         values ($1, $1, $1, '2020-01-02T03:04:05Z', '2020-01-02', 'old words', 'old answer', '{}', 'h', 1, 'x', 10)`,
+        [id],
+      );
+    };
+    const textOf = async (id: string) =>
+      (
+        await tw.w.pool.query(
+          'select input, response, response_chars from analytics_messages where message_id = $1',
+          [id],
+        )
+      ).rows[0];
+    const days = randomDays(2);
+    await oldRow('00000000-0000-4000-8000-00000000000a');
+    await h.client.workflow.execute(syncWindow, {
+      taskQueue: h.taskQueue,
+      workflowId: `t-manual-keep-${days[0]}`,
+      args: [{ kind: 'manual', from: days[0], to: days[0], enrich: false }],
+    });
+    expect(await textOf('00000000-0000-4000-8000-00000000000a')).toEqual({
+      input: 'old words',
+      response: 'old answer',
+      response_chars: 10,
+    });
+    await h.client.workflow.execute(syncWindow, {
+      taskQueue: h.taskQueue,
+      workflowId: `t-daily-sweep-${days[1]}`,
+      args: [{ kind: 'scheduled', from: days[1], to: days[1], enrich: false }],
+    });
+    expect(await textOf('00000000-0000-4000-8000-00000000000a')).toEqual({
+      input: '',
+      response: '',
+      response_chars: 10,
+    });
   });
 
   it('when a backfill reaches days another run is loading, then it attaches to them instead of loading them again', async () => {
