@@ -116,4 +116,25 @@ describe('text retention', () => {
     expect(texts[0]!.n).toBe(0);
     expect(await figures()).toEqual(before);
   });
+
+  it('when a changed record of a day past retention is loaded, then it is written without its text, counted updated once', async () => {
+    const changed = records.map((r) =>
+      r['Message Time'].startsWith('2026-11-01') ? { ...r, Response: `${r.Response} (edited)` } : r,
+    );
+    const kept = parseConfig({
+      CRS_BATCH_SIZE: '11',
+      CRS_LOAD_PARTITIONS: '2',
+      CRS_TEXT_RETENTION_DAYS: '3',
+    });
+    // Retention counts from today: days before 2026-11-02 are past it whatever the date is now.
+    expect(kept.textRetentionDays).toBe(3);
+    const s = await importFile(tw.w, kept, log, { file: file(toJsonl(changed)), loadId: 'edited' });
+    expect(s).toMatchObject({ updated: old, unchanged: records.length - old });
+    const texts = await q<{ n: number }>(
+      `select count(*)::int n from analytics_messages where message_date < '2026-11-02' and (input <> '' or response <> '')`,
+    );
+    expect(texts[0]!.n).toBe(0);
+    const again = await importFile(tw.w, kept, log, { file: file(toJsonl(changed)), loadId: 'edited-again' });
+    expect(again).toMatchObject({ updated: 0, unchanged: records.length });
+  });
 });

@@ -10,6 +10,7 @@ import type { Warehouse } from '../../warehouse/db.ts';
 import { toDbCrsError } from '../../warehouse/db-errors.ts';
 import { loadLockPrefix, tryLoadLock, unlockLoad } from '../../warehouse/load/lock.ts';
 import { removeDeadSpills } from '../../warehouse/load/seen.ts';
+import { retainedFrom } from '../../warehouse/privacy/retention.ts';
 import { checkUserIdPolicy } from '../../warehouse/privacy/user-ids.ts';
 import { acceptedDriftPaths } from '../../warehouse/schema-drift.ts';
 import type { DaySummary } from '../finalize/counts.ts';
@@ -66,6 +67,8 @@ export interface LoaderSettings {
   schemaContract?: 'evolve' | 'freeze';
   /** CRS_USER_ID_POLICY: user ids as sent (default) or pseudonymised (src/common/pseudonym.ts). */
   userIds?: Config['userIds'];
+  /** CRS_TEXT_RETENTION_DAYS: rows of older days are written without their text (none: kept). */
+  textRetentionDays?: number | undefined;
   /** CRS_DELETE_GUARD: percent of a day's live rows above which its deletes are held for review (default 10). */
   deleteGuardPct?: number;
   /** CRS_DELETE_GUARD_LOAD: percent of a multi-day load's live rows above which all its deletes are held (default 2). */
@@ -87,6 +90,7 @@ export function loaderSettings(config: Config): LoaderSettings {
     maxLineBytes: config.maxLineBytes,
     schemaContract: config.schemaContract,
     userIds: config.userIds,
+    textRetentionDays: config.textRetentionDays,
     deleteGuardPct: config.deleteGuardPct,
     deleteGuardLoadPct: config.deleteGuardLoadPct,
     knownLinesMax: config.knownLinesMax,
@@ -286,6 +290,7 @@ async function prepareBatches(
     target: {
       target,
       contract,
+      ...(req.textRetentionDays === undefined ? {} : { textBefore: retainedFrom(req.textRetentionDays) }),
       onSeen: seen ? (id) => seen.add(id) : undefined,
       onReject: (rej) => rejectsSeen.note(rej),
       rejectsPerLoad: req.rejectsPerLoad === true,

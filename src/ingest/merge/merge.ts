@@ -15,6 +15,7 @@ import {
 } from '../../warehouse/load/batch.ts';
 import { addDayCounts, advanceCheckpoint, type DayCounts } from '../../warehouse/load/checkpoints.ts';
 import { beginLoad, commitLoad, rollbackLoad } from '../../warehouse/load/transaction.ts';
+import { clearLoadedText } from '../../warehouse/privacy/retention.ts';
 import { Suppression } from '../../warehouse/privacy/suppression.ts';
 import { addBatchDrift, type DriftCount } from '../../warehouse/schema-drift.ts';
 import { type ExportContract, exportContract, lastDrift } from '../parse/record-parser.ts';
@@ -104,6 +105,8 @@ export interface BatchTarget {
    * reported against the rejects they came from and then removed (replay.ts).
    */
   rejectsPerLoad?: boolean;
+  /** CRS_TEXT_RETENTION_DAYS: rows written of days before this one lose their text in the batch's transaction. */
+  textBefore?: string;
 }
 
 /** A batch's counts (a part of the load's, see src/common/counts.ts) and what the loader steers by. */
@@ -363,6 +366,11 @@ async function writeRows(
   }
   if (direct.length > 0) await copyNewRows(client, (input) => writeTuples(input, t.sink, direct));
   if (stage.length > 0) await mergeStagedRows(client, (input) => writeTuples(input, t.sink, stage));
+  const before = t.textBefore;
+  if (before !== undefined) {
+    const old = [...direct, ...stage].filter((r) => r.messageDate < before).map((r) => r.messageId);
+    if (old.length > 0) await clearLoadedText(client, old, before);
+  }
   if (threads.size > 0) {
     counts.threadIds = [...threads.keys()];
     await queueThreads(client, counts.threadIds, [...threads.values()], t.target.runId);

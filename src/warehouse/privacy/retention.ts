@@ -58,6 +58,25 @@ const SWEEPS: readonly { table: string; set: string; where: string }[] = [
   },
 ];
 
+/**
+ * A load's rows of days past retention without their text, in the batch's transaction right
+ * after they were written (src/ingest/merge/merge.ts): a re-pull of an old day (a record the
+ * service changed, a row deleted and back) never brings text back, not even for a moment to
+ * another reader. Their hash and `response_chars` were taken from the text as sent, so a later
+ * re-pull of the same record stays unchanged.
+ */
+export async function clearLoadedText(
+  client: Pick<pg.ClientBase, 'query'>,
+  messageIds: readonly string[],
+  before: string,
+): Promise<void> {
+  await client.query(
+    `update analytics_messages set input = '', response = ''
+      where message_id = any($1::uuid[]) and message_date < $2::date and (input <> '' or response <> '')`,
+    [messageIds, before],
+  );
+}
+
 /** The first UTC day whose text is kept, `days` days of retention before `today`. */
 export function retainedFrom(days: number, today: string = utcDay(Date.now())): string {
   return shiftDay(today, -days);
