@@ -6,7 +6,8 @@ import { DAY_WORKFLOW_PREFIX } from '../../contract/workflows.ts';
 import { shiftDay, utcDay } from '../../src/common/civil-date.ts';
 import { type Simulator, startSimulator } from '../../src/simulator/index.ts';
 import { createOrUpdateSchedule, describeSchedule } from '../../src/temporal/schedules.ts';
-import { backfill } from '../../workflows/index.ts';
+import { forget } from '../../src/warehouse/privacy/forget.ts';
+import { backfill, syncIntraday } from '../../workflows/index.ts';
 import { progressQuery } from '../../workflows/queries.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 import { until } from './days.ts';
@@ -132,6 +133,49 @@ describe('sync through Temporal with the real activities (simulator, Postgres, d
     expect(result.totals.daysLoaded + result.totals.daysAttached).toBe(6);
     expect(progress.runs).toBeGreaterThanOrEqual(2);
     expect(await warehouseRows(tw.w, range)).toEqual(expectedRows(sim, range));
+  });
+
+  // Enrichment after an erasure: test/privacy/forget.test.ts (a page in flight, and one after).
+  it('when a user and a thread are forgotten, then a backfill and an intraday pull of their days bring nothing of them back', {
+    timeout: 300_000,
+  }, async () => {
+    const rows = await tw.w.pool.query<{ user_id: string; thread_id: string }>(
+      `select user_id::text, thread_id::text from analytics_messages where message_date = $1 order by message_id limit 2`,
+      [days[2]],
+    );
+    const user = rows.rows[0]!.user_id;
+    const thread = rows.rows.find((r) => r.user_id !== user)?.thread_id ?? rows.rows[1]!.thread_id;
+    const erased = await forget(tw.w.pool, { users: [user], threads: [thread] }, { reason: 'integration' });
+    const worker = await createTestWorker(h, { warehouse: tw.w, env: sim.env() });
+    const [again] = await worker.runUntil(async () => {
+      const b = await h.client.workflow.execute(backfill, {
+        taskQueue: h.taskQueue,
+        workflowId: `backfill-after-forget-${days[0]}`,
+        args: [{ from: days[1]!, to: days[3]!, concurrency: 2, enrich: false }],
+      });
+      const i = await h.client.workflow.execute(syncIntraday, {
+        taskQueue: h.taskQueue,
+        workflowId: `intraday-after-forget-${days[0]}`,
+        args: [{ enrich: false, now: frozen.toISOString() }],
+      });
+      expect(i.totals.daysFailed).toBe(0);
+      return [b, i] as const;
+    });
+    expect(again.totals.suppressed).toBeGreaterThan(0);
+    for (const id of [user, thread]) {
+      const left = await tw.w.pool.query<{ t: string; n: number }>(
+        `select table_schema || '.' || table_name as t from information_schema.tables
+          where table_schema in ($1::text, $1::text || '_internal') and table_type = 'BASE TABLE'`,
+        [tw.schema],
+      );
+      for (const { t } of left.rows) {
+        const n = await tw.w.pool.query<{ n: number }>(
+          `select count(*)::int as n from ${t} x where strpos(lower(x::text), $1) > 0`,
+          [id],
+        );
+        expect(n.rows[0]!.n, `${t} holds ${id === user ? 'the user' : 'the thread'}`).toBe(0);
+      }
+    }
   });
 
   it('when the histories of those runs are read, then no credential and no row data is in them', async () => {
