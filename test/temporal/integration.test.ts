@@ -137,7 +137,7 @@ describe('sync through Temporal with the real activities (simulator, Postgres, d
 
   // Enrichment after an erasure: test/privacy/forget.test.ts (a page in flight, and one after).
   it('when a user and a thread are forgotten, then a backfill and an intraday pull of their days bring nothing of them back', {
-    timeout: 300_000,
+    timeout: 120_000,
   }, async () => {
     const rows = await tw.w.pool.query<{ user_id: string; thread_id: string }>(
       `select user_id::text, thread_id::text from analytics_messages where message_date = $1 order by message_id limit 2`,
@@ -146,6 +146,7 @@ describe('sync through Temporal with the real activities (simulator, Postgres, d
     const user = rows.rows[0]!.user_id;
     const thread = rows.rows.find((r) => r.user_id !== user)?.thread_id ?? rows.rows[1]!.thread_id;
     const erased = await forget(tw.w.pool, { users: [user], threads: [thread] }, { reason: 'integration' });
+    expect(erased.rows.analytics_messages).toBeGreaterThan(0);
     const worker = await createTestWorker(h, { warehouse: tw.w, env: sim.env() });
     const [again] = await worker.runUntil(async () => {
       const b = await h.client.workflow.execute(backfill, {
