@@ -594,7 +594,7 @@ describe('held deletes and the loads around them', () => {
       // The load keys are listed from an index, not by reading every id.
       const idx = await tw.w.pool.query(
         "select indexdef from pg_indexes where schemaname = $1 and tablename = 'load_seen'",
-        [tw.schema],
+        [`${tw.schema}_internal`],
       );
       expect(idx.rows.map((r) => r.indexdef).join()).toMatch(/\(load_key, message_id\)/);
     } finally {

@@ -13,6 +13,17 @@ describe('the webhook receiver of the one-machine guide', () => {
   child.stdout.on('data', (d: Buffer) => {
     out += d.toString('utf8');
   });
+  /**
+   * What the receiver printed once `re` is in it: its answer to a request can reach the test
+   * before its line reaches the pipe (a busy machine), so the line is waited for (at most 10 s).
+   */
+  const printed = async (re: RegExp): Promise<string> => {
+    const deadline = Date.now() + 10_000;
+    while (!re.test(out) && Date.now() < deadline) {
+      await Promise.race([once(child.stdout, 'data'), new Promise((r) => setTimeout(r, 100))]);
+    }
+    return out;
+  };
 
   beforeAll(async () => {
     while (!/listening on (http:\/\/\S+?)\//.test(out)) await once(child.stdout, 'data');
@@ -31,19 +42,22 @@ describe('the webhook receiver of the one-machine guide', () => {
     });
     expect(r.status).toBe(200);
     expect(await r.text()).toBe('ok\n');
-    expect(out).toMatch(/\n\S+ crs-sync \[WARNING\] firing x: two\\nlines\n/);
+    const alert = /\n\S+ crs-sync \[WARNING\] firing x: two\\nlines\n/;
+    expect(await printed(alert)).toMatch(alert);
   });
 
   it('when a body is not a JSON object with a text, or the method is not POST, then it is refused with a reason', async () => {
     const bad = await fetch(url, { method: 'POST', body: 'not json' });
     expect(bad.status).toBe(400);
     expect(await bad.text()).toContain('expected a JSON object with "text"');
-    expect(out).toMatch(/refused: not a JSON object with a "text" \(8 bytes\)/);
+    const refused = /refused: not a JSON object with a "text" \(8 bytes\)/;
+    expect(await printed(refused)).toMatch(refused);
     expect((await fetch(url)).status).toBe(405);
   });
 
   it('when it gets SIGTERM, then it says it stopped and exits 0', async () => {
-    const exited = once(child, 'exit');
+    // 'close': after its output has all been read too ('exit' may come first).
+    const exited = once(child, 'close');
     child.kill('SIGTERM');
     const [code] = await exited;
     expect(code).toBe(0);
