@@ -31,6 +31,7 @@ describe("a run's totals", () => {
       updated: 0,
       unchanged: 0,
       rejected: 1,
+      suppressed: 0,
       deleted: 0,
       threadsQueued: 2,
       daysLoaded: 1,
