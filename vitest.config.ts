@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import { defineConfig } from 'vitest/config';
 import { INTEGRATION, SYSTEM } from './test/tiers.ts';
 
@@ -5,6 +6,12 @@ import { INTEGRATION, SYSTEM } from './test/tiers.ts';
 // test). `npm test` runs all three; `npm run test:unit|test:integration|test:system` one.
 const ALL = ['test/**/*.test.ts'];
 const EXCLUDE = ['**/node_modules/**', '**/.git/**'];
+// Unit and integration files mostly wait (on PostgreSQL, on the simulator over HTTP), so two run
+// at a time even on 2 cores, where vitest's default (cores - 1) would run one. vitest runs one
+// group (sequence.groupOrder) at a time and wants one worker count per group: the two tiers share
+// group 0 and this count. Alone with one worker and group 0, the unit tier would be put after
+// every other group (vitest's rule for a sequential project without a groupOrder).
+const WORKERS = Math.max(2, availableParallelism() - 1);
 
 export default defineConfig({
   test: {
@@ -13,7 +20,8 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 120_000,
     reporters: ['default'],
-    // groupOrder: the unit tier first (quickest to fail), the system tier last.
+    // groupOrder: the unit and integration tiers together (the unit files, shorter, mostly end
+    // first), then the system tier.
     projects: [
       {
         extends: true,
@@ -22,6 +30,7 @@ export default defineConfig({
           include: ALL,
           exclude: [...EXCLUDE, ...INTEGRATION, ...SYSTEM],
           provide: { tier: 'unit' },
+          maxWorkers: WORKERS,
           sequence: { groupOrder: 0 },
           setupFiles: ['test/setup/tier-guard.ts'],
         },
@@ -32,7 +41,8 @@ export default defineConfig({
           name: 'integration',
           include: [...INTEGRATION],
           provide: { tier: 'integration' },
-          sequence: { groupOrder: 1 },
+          maxWorkers: WORKERS,
+          sequence: { groupOrder: 0 },
           globalSetup: ['test/setup/postgres.ts'],
           setupFiles: ['test/setup/tier-guard.ts'],
         },
@@ -46,7 +56,7 @@ export default defineConfig({
           globalSetup: ['test/setup/postgres.ts', 'test/setup/temporal.ts'],
           // Dev server, worker processes, clusters and a browser each: one file at a time.
           fileParallelism: false,
-          sequence: { groupOrder: 2 },
+          sequence: { groupOrder: 1 },
         },
       },
     ],

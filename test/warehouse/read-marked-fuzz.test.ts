@@ -27,6 +27,12 @@ const SEED = testSeed(20261128, 'MARKED_SEED');
 const rand = new Rng(SEED);
 let tw: TestWarehouse;
 const DAYS = Array.from({ length: 7 }, (_, i) => `2026-11-${String(i + 3).padStart(2, '0')}`);
+/**
+ * A day before DAYS with one message of a user of its own, unenriched: no round writes to it
+ * (writeRound's rows, withdrawals and enrichment stay on DAYS), so the test that makes a rollup
+ * row wrong always has an untouched user to make wrong, whatever the seed.
+ */
+const QUIET_DAY = '2026-11-01';
 const RANGES: Array<{ from: string; to: string }> = [{ from: '2026-10-30', to: DAYS[3] ?? '' }];
 for (let a = 0; a < DAYS.length; a++) {
   for (let b = a; b < DAYS.length; b++) RANGES.push({ from: DAYS[a] ?? '', to: DAYS[b] ?? '' });
@@ -140,9 +146,9 @@ async function writeRound(): Promise<void> {
   const [row] = (
     await sql(
       `select message_id::text as id, thread_id::text as t, message_date::text as d from analytics_messages
-        where message_id not in (select message_id from thread_messages)
+        where message_id not in (select message_id from thread_messages) and message_date <> $2::date
         order by md5(message_id::text || $1) limit 1`,
-      [next++],
+      [next++, QUIET_DAY],
     )
   ).rows as Array<{ id: string; t: string; d: string }>;
   if (row) {
@@ -202,6 +208,13 @@ beforeAll(async () => {
   tw = await createTestWarehouse({ prefix: 'read_fuzz' });
   console.info(`read-marked-fuzz test: seed ${SEED} (MARKED_SEED=${SEED} replays it)`);
   for (const day of DAYS) await addRows(day, 12, 7, 30);
+  await sql(
+    `insert into analytics_messages (message_id, thread_id, user_id, message_time, message_date, input, response,
+                                     extra, record_hash, _source_line, _load_id, response_chars)
+     values (md5('quiet')::uuid, md5('t-quiet')::uuid, md5('u-quiet')::uuid, $1::date + interval '9 hours', $1::date,
+             'q', 'a', '{}', md5('quiet'), 0, 'fuzz', 3)`,
+    [QUIET_DAY],
+  );
   await refreshRollups(tw.w.pool, undefined, { rebuild: true });
 });
 
@@ -222,50 +235,44 @@ describe('mixed reads against the raw tables (seeded)', () => {
   it('when a current rollup row is made wrong on purpose, then the mixed forms show it (they read the rollups) and the marked part raw', async () => {
     await writeRound();
     expect(await readSource(tw.w.pool)).toBe('mixed');
-    const all = { from: DAYS[0] ?? '', to: DAYS[DAYS.length - 1] ?? '' };
-    // An untouched user (no rows on a marked day, then or now) made the busiest of all.
-    const [u] = (
+    // From the quiet day: the range covers every row, so the top users read rollup_users.
+    const all = { from: QUIET_DAY, to: DAYS[DAYS.length - 1] ?? '' };
+    // An untouched user (no rows on a marked day, then or now) made the busiest of all; the quiet
+    // day's user is one, whatever the rounds drew.
+    const u = (
       await sql(
         `select user_id::text as id from rollup_users
           where user_id not in (select user_id from rollup_user_daily where message_date in (select day from rollup_dirty_days))
             and user_id not in (select user_id from analytics_messages where message_date in (select day from rollup_dirty_days))
-          limit 1`,
+          order by user_id = md5('u-quiet')::uuid, user_id limit 1`,
       )
-    ).rows as Array<{ id: string }>;
+    ).rows[0] as { id: string } | undefined;
     const current = (
       await sql(
         `select day::text as d, citation_type as t, citations as n from rollup_citation_type_daily
           where day not in (select day from rollup_dirty_days) order by 1, 2 limit 1`,
       )
     ).rows[0] as { d: string; t: string; n: number } | undefined;
+    // Both must exist, or the checks below would have nothing to check.
+    if (!u) throw new Error(`seed ${SEED}: no untouched user to make wrong`);
+    if (!current) throw new Error(`seed ${SEED}: no current citation rollup row to make wrong`);
     // The raw figure of that day and type: the rollups' (made wrong below) plus what the marked
     // threads moved since the refresh.
-    const raw = current
-      ? ((await citationTypesDaily(tw.w.pool, { from: current.d, to: current.d }, 'raw')).find(
-          (x) => x.citationType === current.t,
-        )?.citations ?? 0)
-      : 0;
-    if (u) await sql('update rollup_users set messages = 100000 where user_id = $1', [u.id]);
-    if (current) {
-      await sql(
-        `update rollup_citation_type_daily set citations = 777 where day = $1 and citation_type = $2`,
-        [current.d, current.t],
-      );
-    }
+    const raw =
+      (await citationTypesDaily(tw.w.pool, { from: current.d, to: current.d }, 'raw')).find(
+        (x) => x.citationType === current.t,
+      )?.citations ?? 0;
+    await sql('update rollup_users set messages = 100000 where user_id = $1', [u.id]);
+    await sql(`update rollup_citation_type_daily set citations = 777 where day = $1 and citation_type = $2`, [
+      current.d,
+      current.t,
+    ]);
     try {
-      if (u) {
-        expect((await topUsers(tw.w.pool, all, 'mixed'))[0]).toMatchObject({
-          userId: u.id,
-          messages: 100000,
-        });
-        const view = await sql('select messages from user_activity where user_id = $1', [u.id]);
-        expect(view.rows).toEqual([{ messages: 100000 }]);
-      }
-      if (current) {
-        const daily = await citationTypesDaily(tw.w.pool, { from: current.d, to: current.d }, 'mixed');
-        expect(daily.find((x) => x.citationType === current.t)?.citations).toBe(777 + raw - current.n);
-      }
-      expect(u ?? current, `seed ${SEED}: something to make wrong`).toBeTruthy();
+      expect((await topUsers(tw.w.pool, all, 'mixed'))[0]).toMatchObject({ userId: u.id, messages: 100000 });
+      const view = await sql('select messages from user_activity where user_id = $1', [u.id]);
+      expect(view.rows).toEqual([{ messages: 100000 }]);
+      const daily = await citationTypesDaily(tw.w.pool, { from: current.d, to: current.d }, 'mixed');
+      expect(daily.find((x) => x.citationType === current.t)?.citations).toBe(777 + raw - current.n);
     } finally {
       await refreshRollups(tw.w.pool, undefined, { rebuild: true });
     }
