@@ -29,6 +29,10 @@ const { values } = parseArgs({
   },
 });
 const root = path.resolve(values.root);
+// Counts a later release added, 0 unless its feature is used (`crs-sync forget`): left out, so a
+// checkout from before them compares. The bookkeeping (the quarantine, held deletes) is in the
+// internal schema since 2026-11-28: both schemas are read.
+const ADDED_COLUMNS = ['rows_suppressed'];
 const lines = Number(values.lines);
 const seed = Number(values.seed);
 const url = values.url;
@@ -64,7 +68,7 @@ const from = days[Math.floor(days.length * 0.1)] ?? '';
 const to = days[Math.floor(days.length * 0.9)] ?? '';
 
 const schema = `held_${createHash('sha1').update(root).digest('hex').slice(0, 8)}`;
-await dropSchemas(url, [schema]);
+await dropSchemas(url, [schema, `${schema}_internal`]);
 const env = { ...process.env, DATABASE_URL: url, CRS_SCHEMA: schema, LOG_LEVEL: 'warn' };
 const cli = path.join(root, 'bin', 'crs-sync.js');
 const run = async (args: string[]) => {
@@ -80,6 +84,8 @@ const RECORD_TIMES = new Set(['message_time', 'first_message_at', 'last_message_
 
 async function digests(step: string): Promise<void> {
   await withDb(url, async (c: pg.Client) => {
+    // Both schemas, as crs-sync's own connections have them (the internal one since 2026-11-28).
+    await c.query(`set search_path = "${schema}", "${schema}_internal"`);
     // The loader's tables, then the rollups its finalize refreshes (absent before their migration).
     const tables = [
       'analytics_messages',
@@ -92,13 +98,15 @@ async function digests(step: string): Promise<void> {
     for (const table of tables) {
       const cols = await c.query<{ column_name: string }>(
         `select column_name from information_schema.columns
-         where table_schema = $1 and table_name = $2 and not (table_name = 'rejected_records' and column_name = 'id')
+         where table_schema in ($1::text, $1::text || '_internal') and table_name = $2
+           and not (table_name = 'rejected_records' and column_name = 'id')
+           and column_name <> all ($3::text[])
          order by ordinal_position`,
-        [schema, table],
+        [schema, table, ADDED_COLUMNS],
       );
       const clock = await c.query<{ column_name: string }>(
         `select column_name from information_schema.columns
-         where table_schema = $1 and table_name = $2 and data_type like 'timestamp%'`,
+         where table_schema in ($1::text, $1::text || '_internal') and table_name = $2 and data_type like 'timestamp%'`,
         [schema, table],
       );
       const isClock = new Set(clock.rows.map((r) => r.column_name).filter((n) => !RECORD_TIMES.has(n)));
@@ -119,7 +127,8 @@ async function digests(step: string): Promise<void> {
       // without a message id) otherwise come in whatever order the scan finds them.
       const ties = cols.rows.map((_, i) => i + 1).join(', ');
       const r = await c.query({
-        text: `select ${list} from "${schema}".${table} order by ${order}, ${ties}`,
+        // Unqualified: the search_path above holds the schema and its internal one.
+        text: `select ${list} from ${table} order by ${order}, ${ties}`,
         rowMode: 'array',
       });
       const h = createHash('sha256');
@@ -138,4 +147,4 @@ await run(['import', second, '--json', '--no-progress', '--load-id', 'held-2', '
 await digests('second');
 await run(['import', first.path, '--json', '--no-progress', '--load-id', 'held-3']);
 await digests('again');
-await dropSchemas(url, [schema]);
+await dropSchemas(url, [schema, `${schema}_internal`]);
