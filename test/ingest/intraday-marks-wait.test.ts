@@ -71,12 +71,20 @@ describe('an intraday pull leaves its day readable as the last pull left it (sim
 
   const LOCK = `select pg_advisory_lock(hashtext('crs-sync:rollups:' || current_schema()))`;
   const UNLOCK = `select pg_advisory_unlock(hashtext('crs-sync:rollups:' || current_schema()))`;
-  /** The session waiting for the rollups' lock: a load's refresh, once it got there. */
+  /**
+   * The session waiting for this schema's rollups' lock: a load's refresh, once it got there. Only
+   * that key (a bigint lock shows as its high and low 32 bits in classid and objid): other test
+   * files, run at the same time on the same database, wait on their own schemas' locks.
+   */
   const refreshWaiting = async (): Promise<number> => {
     for (let i = 0; i < 1200; i++) {
       const r = await tw.w.pool.query<{ pid: number }>(
-        `select pid from pg_locks where locktype = 'advisory' and not granted and database =
-           (select oid from pg_database where datname = current_database()) limit 1`,
+        `with k as (select hashtext('crs-sync:rollups:' || current_schema())::bigint as key)
+         select l.pid from pg_locks l, k where l.locktype = 'advisory' and not l.granted and l.database =
+           (select oid from pg_database where datname = current_database())
+           and l.objsubid = 1 and l.objid::bigint = (k.key & 4294967295)
+           and l.classid::bigint = ((k.key >> 32) & 4294967295)
+         limit 1`,
       );
       if (r.rows[0]) return r.rows[0].pid;
       await new Promise((ok) => setTimeout(ok, 50));
