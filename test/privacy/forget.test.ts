@@ -199,13 +199,16 @@ describe('crs-sync forget', () => {
     let erasure: Promise<unknown> | undefined;
     try {
       await a.query('begin');
+      const pagePid = (await a.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid;
       await writePageRows(a, page(7));
       erasure = forget(tw.w.pool, { users: [], threads: [thread] }, { reason: 'race' });
       // Until the erasure waits on the page's row lock (not on a clock).
       for (;;) {
+        // Blocked by the page's session, on the statement that deletes the threads.
         const w = await tw.w.pool.query<{ n: number }>(
           `select count(*)::int as n from pg_stat_activity
-            where wait_event_type = 'Lock' and query like '%delete from threads%'`,
+            where $1 = any(pg_blocking_pids(pid)) and query like '%delete from threads%'`,
+          [pagePid],
         );
         if (w.rows[0]!.n > 0) break;
         await new Promise((r) => setTimeout(r, 20));
