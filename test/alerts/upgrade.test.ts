@@ -1,16 +1,12 @@
-import { promises as fs, readdirSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import path from 'node:path';
-import { sql } from 'kysely';
-import { FileMigrationProvider, Migrator } from 'kysely/migration';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AlertPayload } from '../../src/alerts/message.ts';
 import { type AlertSettings, runAlertPass } from '../../src/alerts/monitor.ts';
 import { targetOf } from '../../src/alerts/webhook.ts';
 import { createLogger } from '../../src/log.ts';
-import { migrateToLatest, migrationFolder } from '../../src/warehouse/migrator.ts';
-import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
+import { migrateToLatest } from '../../src/warehouse/migrator.ts';
+import { createTestWarehouse, migrateToBefore, type TestWarehouse } from '../helpers/warehouse.ts';
 
 /**
  * A deployment that ran alerts before the deployment's settings were stored and drift became one
@@ -39,20 +35,7 @@ describe('upgrading a deployment that has alerted before', () => {
     await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
     url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook/secret`;
     tw = await createTestWarehouse({ prefix: 'alertup', migrate: false });
-    const names = readdirSync(migrationFolder)
-      .filter((f) => f.endsWith('.ts'))
-      .map((f) => f.slice(0, -3))
-      .sort();
-    const before = names[names.indexOf(MIGRATION) - 1];
-    expect(before).toBeDefined();
-    await sql`create schema if not exists ${sql.id(tw.schema)}`.execute(tw.w.db);
-    const migrator = new Migrator({
-      db: tw.w.db,
-      provider: new FileMigrationProvider({ fs, path, migrationFolder }),
-      migrationTableSchema: tw.schema,
-    });
-    const res = await migrator.migrateTo(before!);
-    expect(res.error).toBeUndefined();
+    await migrateToBefore(tw, MIGRATION);
   });
   afterAll(async () => {
     receiver?.closeAllConnections();

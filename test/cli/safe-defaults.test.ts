@@ -1,11 +1,9 @@
 import { execFile } from 'node:child_process';
-import { promises as fs, mkdtempSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { FileMigrationProvider, Migrator } from 'kysely/migration';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { migrationFolder } from '../../src/warehouse/migrator.ts';
-import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
+import { createTestWarehouse, migrateToBefore, type TestWarehouse } from '../helpers/warehouse.ts';
 
 /**
  * Defaults for a deployment nobody watches, met as its operator meets them: the real `crs-sync`
@@ -109,17 +107,9 @@ describe('commands that only read, on a schema behind the code', () => {
   beforeAll(async () => {
     tw = await createTestWarehouse({ prefix: 'tsafer', migrate: false });
     absent = await createTestWarehouse({ prefix: 'tsafea', migrate: false });
-    const migrator = new Migrator({
-      db: tw.w.db,
-      provider: new FileMigrationProvider({ fs, path, migrationFolder }),
-      migrationTableSchema: tw.schema,
-    });
-    await tw.w.pool.query(`create schema if not exists "${tw.schema}"`);
-    const all = await migrator.getMigrations();
-    last = all[all.length - 1]?.name ?? '';
     // Every migration but the last: the schema of the version before this one.
-    const r = await migrator.migrateTo(all[all.length - 2]?.name ?? '');
-    if (r.error) throw r.error;
+    const all = await migrateToBefore(tw);
+    last = all[all.length - 1] ?? '';
     applied = await migrationNames(tw);
   });
   afterAll(async () => {

@@ -1,14 +1,11 @@
-import { promises as fs } from 'node:fs';
-import path from 'node:path';
 import { Readable } from 'node:stream';
-import { FileMigrationProvider, Migrator } from 'kysely/migration';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDayLoad } from '../../src/common/load-target.ts';
 import { runLoad } from '../../src/ingest/merge/load.ts';
 import { rejectDigest } from '../../src/ingest/merge/pending.ts';
 import { createLogger } from '../../src/log.ts';
-import { migrateToLatest, migrationFolder } from '../../src/warehouse/migrator.ts';
-import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
+import { migrateToLatest } from '../../src/warehouse/migrator.ts';
+import { createTestWarehouse, migrateToBefore, type TestWarehouse } from '../helpers/warehouse.ts';
 
 /**
  * The migration to one open reject per line, over a quarantine as the release before it left
@@ -22,17 +19,7 @@ let tw: TestWarehouse;
 
 beforeAll(async () => {
   tw = await createTestWarehouse({ prefix: 'rejmig', migrate: false });
-  const migrator = new Migrator({
-    db: tw.w.db,
-    provider: new FileMigrationProvider({ fs, path, migrationFolder }),
-    migrationTableSchema: tw.schema,
-  });
-  await tw.w.pool.query(`create schema if not exists "${tw.schema}"`);
-  const all = (await migrator.getMigrations()).map((m) => m.name);
-  const before = all[all.indexOf(MIGRATION) - 1];
-  if (!before) throw new Error(`${MIGRATION} is not among the migrations`);
-  const r = await migrator.migrateTo(before);
-  if (r.error) throw r.error;
+  await migrateToBefore(tw, MIGRATION);
 });
 
 afterAll(async () => {
