@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -18,6 +18,7 @@ import { type Simulator, startSimulator } from '../../src/simulator/index.ts';
 import { openWarehouse } from '../../src/warehouse/db.ts';
 import { rateBudgetOnPool } from '../../src/warehouse/rate-budget.ts';
 import { acceptSchemaDrift } from '../../src/warehouse/schema-drift.ts';
+import { cliSync } from '../helpers/cli.ts';
 import { PINNED, runningClock } from '../helpers/clock.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 
@@ -430,14 +431,8 @@ describe('webhook alerts', () => {
   });
 
   describe('the CLI', () => {
-    const cli = (args: string[], env: Record<string, string>) => {
-      const r = spawnSync(process.execPath, [path.join(root, 'bin/crs-sync.js'), ...args], {
-        env: { ...process.env, LOG_LEVEL: 'silent', ...env },
-        encoding: 'utf8',
-        cwd: mkdtempSync(path.join(tmpdir(), 'crs-alerts-')),
-      });
-      return { code: r.status, stdout: r.stdout, stderr: r.stderr };
-    };
+    const cli = (args: string[], env: Record<string, string>) =>
+      cliSync(args, { env, tmpPrefix: 'crs-alerts-' });
 
     it('when CRS_ALERT_WEBHOOK_URL holds a malformed URL, then exit 2 lists it with the other problems and shows no URL', () => {
       const r = cli(['alerts', 'test'], {

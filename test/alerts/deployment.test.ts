@@ -1,9 +1,5 @@
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { Writable } from 'node:stream';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { AlertPayload } from '../../src/alerts/message.ts';
@@ -11,6 +7,7 @@ import { type AlertSettings, createAlertChecker, runAlertPass } from '../../src/
 import { createLogger } from '../../src/log.ts';
 import { openWarehouse, type Warehouse } from '../../src/warehouse/db.ts';
 import { healthViewFreshness, readFreshness } from '../../src/warehouse/read/freshness.ts';
+import { cliSync } from '../helpers/cli.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 
 /**
@@ -19,7 +16,6 @@ import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts
  * day. Real PostgreSQL, a real local receiver, the real CLI.
  */
 
-const root = path.resolve(import.meta.dirname, '..', '..');
 const silent = createLogger({ level: 'silent', pretty: false });
 const H = 3600;
 
@@ -105,14 +101,8 @@ describe('alerts across a deployment', () => {
        on conflict (day) do update set status = 'complete'`,
       [from, to],
     );
-  const cli = (tw: TestWarehouse, args: string[], env: Record<string, string> = {}) => {
-    const r = spawnSync(process.execPath, [path.join(root, 'bin/crs-sync.js'), ...args], {
-      env: { ...process.env, LOG_LEVEL: 'silent', DATABASE_URL: tw.url, CRS_SCHEMA: tw.schema, ...env },
-      encoding: 'utf8',
-      cwd: mkdtempSync(path.join(tmpdir(), 'crs-alerts-')),
-    });
-    return { code: r.status, stdout: r.stdout, stderr: r.stderr };
-  };
+  const cli = (tw: TestWarehouse, args: string[], env: Record<string, string> = {}) =>
+    cliSync(args, { env: { DATABASE_URL: tw.url, CRS_SCHEMA: tw.schema, ...env }, tmpPrefix: 'crs-alerts-' });
   const messages = (kind: string) =>
     taken.filter((t) => t.payload.event.kind === kind).map((t) => [t.receiver, t.payload.event.state]);
   const incidentRows = async (tw: TestWarehouse, kind: string) =>

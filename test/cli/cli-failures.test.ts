@@ -1,10 +1,11 @@
-import { execFile, spawn, spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cliClean } from '../helpers/cli.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 
 /**
@@ -23,21 +24,7 @@ interface Result {
 }
 
 function run(args: string[], env: Record<string, string | undefined> = {}): Promise<Result> {
-  const cwd = mkdtempSync(path.join(tmpdir(), 'crs-cli-fail-'));
-  const base: Record<string, string | undefined> = { ...process.env, LOG_LEVEL: 'warn' };
-  // The test process's own warehouse and service settings must not leak into a case.
-  for (const k of Object.keys(base)) if (k.startsWith('CRS_') || k === 'DATABASE_URL') delete base[k];
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [bin, ...args],
-      { cwd, env: { ...base, ...env }, timeout: 90_000 },
-      (err, stdout, stderr) => {
-        const code = err && typeof err.code === 'number' ? err.code : err ? null : 0;
-        resolve({ code, stdout, stderr });
-      },
-    );
-  });
+  return cliClean(args, { env, tmpPrefix: 'crs-cli-fail-' });
 }
 
 /** What a user sees: stderr without the JSON log lines. */

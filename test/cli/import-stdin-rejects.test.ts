@@ -1,4 +1,3 @@
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -7,20 +6,14 @@ import { openDayLoad } from '../../src/common/load-target.ts';
 import { runLoad } from '../../src/ingest/merge/load.ts';
 import { createLogger } from '../../src/log.ts';
 import { markDayRunning } from '../../src/warehouse/ledger.ts';
+import { cliSync } from '../helpers/cli.ts';
 import { makeRecords, toJsonl } from '../helpers/export-lines.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 
-const root = path.resolve(import.meta.dirname, '..', '..');
 const log = createLogger({ level: 'silent', pretty: false });
 
 function cli(args: string[], env: Record<string, string>, input?: string) {
-  const r = spawnSync(process.execPath, [path.join(root, 'bin/crs-sync.js'), ...args], {
-    env: { ...process.env, LOG_LEVEL: 'silent', ...env },
-    encoding: 'utf8',
-    cwd: mkdtempSync(path.join(tmpdir(), 'crs-cli-')),
-    ...(input === undefined ? {} : { input }),
-  });
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+  return cliSync(args, { env, ...(input === undefined ? {} : { input }) });
 }
 
 /** A table row of the import summary, as `label  value`. */

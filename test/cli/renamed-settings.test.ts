@@ -1,8 +1,8 @@
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cliSync } from '../helpers/cli.ts';
 import { type FakeRecord, makeRecords, toJsonl } from '../helpers/export-lines.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 
@@ -10,15 +10,9 @@ import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts
  * A renamed setting as an operator meets it: the real CLI importing into a real Postgres schema,
  * with the old name, the new one, and both.
  */
-const root = path.resolve(import.meta.dirname, '..', '..');
 
 function cli(args: string[], env: Record<string, string>) {
-  const r = spawnSync(process.execPath, [path.join(root, 'bin/crs-sync.js'), ...args], {
-    env: { ...process.env, LOG_LEVEL: 'warn', ...env },
-    encoding: 'utf8',
-    cwd: mkdtempSync(path.join(tmpdir(), 'crs-renamed-')),
-  });
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+  return cliSync(args, { env, logLevel: 'warn', tmpPrefix: 'crs-renamed-' });
 }
 
 /** A day's file whose first record carries a field the contract does not know. */

@@ -1,8 +1,6 @@
-import { execFile } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cliClean } from '../helpers/cli.ts';
 import { createTestWarehouse, migrateToBefore, type TestWarehouse } from '../helpers/warehouse.ts';
 
 /**
@@ -11,8 +9,7 @@ import { createTestWarehouse, migrateToBefore, type TestWarehouse } from '../hel
  * a command that only reads never changes the schema, and an expected warning stays one readable
  * line.
  */
-const root = path.resolve(import.meta.dirname, '..', '..');
-const bin = path.join(root, 'bin', 'crs-sync.js');
+const _root = path.resolve(import.meta.dirname, '..', '..');
 const STACK_LINE = /^\s+at /m;
 
 interface Result {
@@ -22,21 +19,7 @@ interface Result {
 }
 
 function run(args: string[], env: Record<string, string | undefined> = {}): Promise<Result> {
-  const cwd = mkdtempSync(path.join(tmpdir(), 'crs-safe-'));
-  const base: Record<string, string | undefined> = { ...process.env, LOG_LEVEL: 'warn' };
-  // The test process's own warehouse and service settings must not leak into a case.
-  for (const k of Object.keys(base)) if (k.startsWith('CRS_') || k === 'DATABASE_URL') delete base[k];
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [bin, ...args],
-      { cwd, env: { ...base, ...env }, timeout: 90_000 },
-      (err, stdout, stderr) => {
-        const code = err && typeof err.code === 'number' ? err.code : err ? null : 0;
-        resolve({ code, stdout, stderr });
-      },
-    );
-  });
+  return cliClean(args, { env, tmpPrefix: 'crs-safe-' });
 }
 
 const service = { CRS_BASE_URL: 'http://127.0.0.1:1', CRS_SERVICE_ACCOUNT_TOKEN: 'x.y.z' };

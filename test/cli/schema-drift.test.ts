@@ -1,9 +1,9 @@
-import { spawnSync } from 'node:child_process';
 import { copyFileSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDashboard } from '../../src/dashboard/server.ts';
+import { cliSync } from '../helpers/cli.ts';
 import { type FakeRecord, makeRecords, toJsonl } from '../helpers/export-lines.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 
@@ -11,15 +11,9 @@ import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts
  * Schema drift of the export as a user meets it: files imported with the real CLI into a real
  * Postgres schema, then `crs-sync schema changes`, `schema accept` and `rejects replay`.
  */
-const root = path.resolve(import.meta.dirname, '..', '..');
 
 function cli(args: string[], env: Record<string, string | undefined>) {
-  const r = spawnSync(process.execPath, [path.join(root, 'bin/crs-sync.js'), ...args], {
-    env: { ...process.env, LOG_LEVEL: 'silent', ...env },
-    encoding: 'utf8',
-    cwd: mkdtempSync(path.join(tmpdir(), 'crs-drift-')),
-  });
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+  return cliSync(args, { env, tmpPrefix: 'crs-drift-' });
 }
 
 interface DriftJson {

@@ -1,20 +1,16 @@
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
 import type { ServerResponse } from 'node:http';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { sql } from 'kysely';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createServiceClient } from '../../src/api/index.ts';
 import { createEnrichOps } from '../../src/enrich/index.ts';
 import { captureLog, options, SECRETS } from '../api/helpers/client-setup.ts';
 import { type ScriptedServer, sendJson, startScriptedServer } from '../api/helpers/scripted-server.ts';
+import { cliSync } from '../helpers/cli.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 
 /**
  * Enrichment against a scripted service over real HTTP and a real Postgres schema.
  */
-const root = path.resolve(import.meta.dirname, '..', '..');
 const uuid = (n: number, prefix = 'a') => `${prefix.repeat(8)}-0000-4000-8000-${String(n).padStart(12, '0')}`;
 const T1 = uuid(1, 'b');
 const T2 = uuid(2, 'b');
@@ -173,12 +169,8 @@ const db = () => tw.w.db;
 
 /** The real CLI against the test's warehouse; it must exit 0. */
 function cli(args: string[]): string {
-  const r = spawnSync(process.execPath, [path.join(root, 'bin/crs-sync.js'), ...args], {
-    env: { ...process.env, LOG_LEVEL: 'silent', DATABASE_URL: tw.url, CRS_SCHEMA: tw.schema },
-    encoding: 'utf8',
-    cwd: mkdtempSync(path.join(tmpdir(), 'crs-enrich-')),
-  });
-  expect({ status: r.status, stderr: r.stderr }).toMatchObject({ status: 0 });
+  const r = cliSync(args, { env: { DATABASE_URL: tw.url, CRS_SCHEMA: tw.schema }, tmpPrefix: 'crs-enrich-' });
+  expect({ status: r.code, stderr: r.stderr }).toMatchObject({ status: 0 });
   return r.stdout;
 }
 

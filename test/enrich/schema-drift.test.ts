@@ -1,13 +1,10 @@
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServiceClient } from '../../src/api/index.ts';
 import { createEnrichOps } from '../../src/enrich/index.ts';
 import { type Simulator, startSimulator } from '../../src/simulator/index.ts';
 import { captureLog, simulatorOptions } from '../api/helpers/client-setup.ts';
+import { cliSync } from '../helpers/cli.ts';
 import { PINNED, runningClock } from '../helpers/clock.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 
@@ -16,7 +13,6 @@ import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts
  * entry, artifact and thread-list entry (fault `new-field`), enrichment into a real Postgres
  * schema, and the real CLI listing what it noticed.
  */
-const root = path.resolve(import.meta.dirname, '..', '..');
 let sim: Simulator;
 let tw: TestWarehouse;
 
@@ -47,12 +43,11 @@ interface DriftJson {
 
 /** The real CLI against `on` (default: the first test's warehouse); exits 0 or the test fails. */
 function cli(args: string[], on: TestWarehouse = tw, extra: Record<string, string> = {}): string {
-  const r = spawnSync(process.execPath, [path.join(root, 'bin/crs-sync.js'), ...args], {
-    env: { ...process.env, LOG_LEVEL: 'silent', DATABASE_URL: on.url, CRS_SCHEMA: on.schema, ...extra },
-    encoding: 'utf8',
-    cwd: mkdtempSync(path.join(tmpdir(), 'crs-drift-')),
+  const r = cliSync(args, {
+    env: { DATABASE_URL: on.url, CRS_SCHEMA: on.schema, ...extra },
+    tmpPrefix: 'crs-drift-',
   });
-  expect({ status: r.status, stderr: r.stderr }).toMatchObject({ status: 0 });
+  expect({ status: r.code, stderr: r.stderr }).toMatchObject({ status: 0 });
   return r.stdout;
 }
 

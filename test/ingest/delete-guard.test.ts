@@ -1,4 +1,3 @@
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -16,6 +15,7 @@ import { loadExportDay } from '../../src/ingest/source/export-day.ts';
 import { importFile } from '../../src/ingest/source/import-file.ts';
 import { createLogger } from '../../src/log.ts';
 import { type Simulator, startSimulator } from '../../src/simulator/index.ts';
+import { cliSync } from '../helpers/cli.ts';
 import { PINNED, runningClock } from '../helpers/clock.ts';
 import { makeRecords, toJsonl } from '../helpers/export-lines.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
@@ -27,7 +27,6 @@ import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts
  */
 
 const log = createLogger({ level: 'silent', pretty: false });
-const root = path.resolve(import.meta.dirname, '..', '..');
 const SEED = 11;
 
 interface Answer {
@@ -41,12 +40,7 @@ function idOf(line: string): string {
 }
 
 function cli(args: string[], env: Record<string, string>) {
-  const r = spawnSync(process.execPath, [path.join(root, 'bin/crs-sync.js'), ...args], {
-    env: { ...process.env, LOG_LEVEL: 'silent', ...env },
-    encoding: 'utf8',
-    cwd: mkdtempSync(path.join(tmpdir(), 'crs-cli-')),
-  });
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+  return cliSync(args, { env });
 }
 
 describe('deletion safeguard', () => {

@@ -1,9 +1,5 @@
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServiceClient } from '../../src/api/index.ts';
 import { closedDayLoad } from '../../src/common/load-target.ts';
@@ -11,6 +7,7 @@ import { parseConfig } from '../../src/config.ts';
 import { loadExportDay } from '../../src/ingest/source/export-day.ts';
 import { createLogger } from '../../src/log.ts';
 import { type Simulator, startSimulator } from '../../src/simulator/index.ts';
+import { cliSync } from '../helpers/cli.ts';
 import { PINNED, runningClock } from '../helpers/clock.ts';
 import { makeRecords, toJsonl } from '../helpers/export-lines.ts';
 import { tempFiles } from '../helpers/load-files.ts';
@@ -24,7 +21,6 @@ import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts
  */
 
 const log = createLogger({ level: 'silent', pretty: false });
-const root = path.resolve(import.meta.dirname, '..', '..');
 const SEED = 23;
 // The smallest limit the configuration takes above the 64 KiB prefix.
 const MAX_LINE = String(64 * 1024);
@@ -36,12 +32,7 @@ function overLong(line: string): string {
 }
 
 function cli(args: string[], env: Record<string, string>) {
-  const r = spawnSync(process.execPath, [path.join(root, 'bin/crs-sync.js'), ...args], {
-    env: { ...process.env, LOG_LEVEL: 'silent', ...env },
-    encoding: 'utf8',
-    cwd: mkdtempSync(path.join(tmpdir(), 'crs-cli-')),
-  });
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+  return cliSync(args, { env });
 }
 
 describe('an over-long line with its Message ID beyond the kept prefix', () => {

@@ -1,9 +1,5 @@
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import type { Worker } from '@temporalio/worker';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { dayWorkflowId } from '../../contract/workflows.ts';
@@ -17,6 +13,7 @@ import { pipelineMetricsText } from '../../src/metrics/pipeline.ts';
 import { type Simulator, type SimulatorOptions, startSimulator } from '../../src/simulator/index.ts';
 import { readStatus } from '../../src/warehouse/read/status.ts';
 import { syncIntraday, syncWindow } from '../../workflows/index.ts';
+import { cliSync } from '../helpers/cli.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 import { until } from './days.ts';
 import { connectHarness, createTestWorker, type TemporalHarness } from './harness.ts';
@@ -31,7 +28,6 @@ import { expectedRows, warehouseRows } from './truth.ts';
  */
 
 const log = createLogger({ level: 'silent', pretty: false });
-const root = path.resolve(import.meta.dirname, '..', '..');
 
 // Each test waits out one or two of the load's real retry intervals (5 s, 10 s) besides its loads.
 describe('a day load that fails and is retried (simulator, Postgres, dev server, webhook)', {
@@ -105,14 +101,8 @@ describe('a day load that fails and is retried (simulator, Postgres, dev server,
       return undefined;
     }
   };
-  const cli = (args: string[]) => {
-    const r = spawnSync(process.execPath, [path.join(root, 'bin/crs-sync.js'), ...args], {
-      env: { ...process.env, LOG_LEVEL: 'silent', DATABASE_URL: tw.url, CRS_SCHEMA: tw.schema },
-      encoding: 'utf8',
-      cwd: mkdtempSync(path.join(tmpdir(), 'crs-retries-')),
-    });
-    return { code: r.status, stdout: r.stdout, stderr: r.stderr };
-  };
+  const cli = (args: string[]) =>
+    cliSync(args, { env: { DATABASE_URL: tw.url, CRS_SCHEMA: tw.schema }, tmpPrefix: 'crs-retries-' });
   const failedLoads = async () => {
     const m = /^crs_sync_day_loads_total\{outcome="failed"\} (\d+)$/m.exec(await pipelineMetricsText());
     return Number(m?.[1]);
