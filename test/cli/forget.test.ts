@@ -1,8 +1,8 @@
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cliSync } from '../helpers/cli.ts';
 import { makeRecords, toJsonl } from '../helpers/export-lines.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 
@@ -11,16 +11,7 @@ import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts
  * erasure, the list of erasures (never the id), and the same file imported again.
  */
 
-const root = path.resolve(import.meta.dirname, '..', '..');
-
-function cli(args: string[], env: Record<string, string>) {
-  const r = spawnSync(process.execPath, [path.join(root, 'bin/crs-sync.js'), ...args], {
-    env: { ...process.env, LOG_LEVEL: 'silent', ...env },
-    encoding: 'utf8',
-    cwd: mkdtempSync(path.join(tmpdir(), 'crs-cli-')),
-  });
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
-}
+const cli = (args: string[], env: Record<string, string>) => cliSync(args, { env });
 
 describe('crs-sync forget', () => {
   let tw: TestWarehouse;
