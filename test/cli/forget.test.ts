@@ -8,7 +8,7 @@ import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts
 
 /**
  * `crs-sync forget` as a data team meets it: a file imported with the real CLI, a dry run, the
- * erasure, the list of erasures (never the id), and the same file imported again.
+ * erasure and the list of erasures (never the id).
  */
 
 const cli = (args: string[], env: Record<string, string>) => cliSync(args, { env });
