@@ -99,6 +99,7 @@ export const SYSTEM: readonly string[] = [
   'test/metrics/worker-metrics.test.ts',
   'test/ops/one-machine.test.ts',
   'test/ops/webhook-receiver.test.ts',
+  'test/privacy/dbt.test.ts',
   'test/simulator/cli.test.ts',
   'test/temporal/abandoned.test.ts',
   'test/temporal/activities.test.ts',
