@@ -19,6 +19,11 @@ export interface BiShape {
   days: number;
   users: number;
   lastDay: string;
+  /**
+   * Every this many threads belong to user 0, besides its hashed share: one heavy user of about
+   * 1/heavyEvery of the rows (bench/forget-scale.ts erases it). Unset: users evenly spread.
+   */
+  heavyEvery?: number;
 }
 
 export const MESSAGES_PER_THREAD = 8;
@@ -28,8 +33,12 @@ const id = (prefix: string, n: string) =>
   `('${prefix}-0000-4000-8000-' || lpad(to_hex(${n}), 12, '0'))::uuid`;
 const MID = (i: string) => id('00000000', i);
 const TID = (i: string) => id('10000000', `(${i}) / ${MESSAGES_PER_THREAD}`);
-const UID = (i: string, users: number) =>
-  id('20000000', `((((${i}) / ${MESSAGES_PER_THREAD}) * 2654435761::bigint) % ${users})`);
+/** The user of thread `j`: spread by a multiplicative hash, or user 0 for the heavy user's threads. */
+const userOf = (j: string, s: BiShape) =>
+  s.heavyEvery
+    ? `case when (${j}) % ${s.heavyEvery} = 0 then 0 else ((${j}) * 2654435761::bigint) % ${s.users} end`
+    : `((${j}) * 2654435761::bigint) % ${s.users}`;
+const UID = (i: string, s: BiShape) => id('20000000', userOf(`(${i}) / ${MESSAGES_PER_THREAD}`, s));
 
 function firstDay(s: BiShape): string {
   const d = new Date(`${s.lastDay}T00:00:00Z`);
@@ -71,7 +80,7 @@ export async function generateWarehouse(
     await c.query(
       `insert into analytics_messages (message_id, thread_id, user_id, message_time, message_date, input,
          response, extra, record_hash, line_hash, response_chars, _source_line, _load_id, _deleted_at)
-       select ${MID('i')}, ${TID('i')}, ${UID('i', s.users)}, x.t, (x.t at time zone 'UTC')::date,
+       select ${MID('i')}, ${TID('i')}, ${UID('i', s)}, x.t, (x.t at time zone 'UTC')::date,
               'question ' || i, x.r, null, md5(i::text), null, length(btrim(x.r, E' \\t\\n\\r\\f\\x0B')), i,
               'bench-bi', case when i % 200 = 7 then now() end
        from generate_series(${a}::bigint, ${b}::bigint) i
@@ -107,7 +116,7 @@ export async function generateWarehouse(
   await c.query(
     `insert into threads (thread_id, thread_name, user_id, first_message_at, last_message_at, message_count,
        enrich_status, enrich_requested_at, enriched_at, history_count, _load_id)
-     select ${id('10000000', 'j')}, 'Thread ' || j, ${id('20000000', `((j * 2654435761::bigint) % ${s.users})`)},
+     select ${id('10000000', 'j')}, 'Thread ' || j, ${id('20000000', userOf('j', s))},
             ${t(`j * ${MESSAGES_PER_THREAD}`)}, ${t(`j * ${MESSAGES_PER_THREAD} + ${MESSAGES_PER_THREAD - 1}`)},
             ${MESSAGES_PER_THREAD},
             case when j % 100 = 0 then 'pending' when j % 333 = 0 then 'failed' else 'done' end,
