@@ -2,6 +2,7 @@ import type { Client } from '@temporalio/client';
 import type { Simulator } from '../../../src/simulator/index.ts';
 import { startBackfill } from '../../../src/temporal/runs.ts';
 import type { Warehouse } from '../../../src/warehouse/db.ts';
+import { type Erased, isErased } from './erased.ts';
 import { type ExportProxy, parsedId, startExportProxy } from './export-proxy.ts';
 
 /**
@@ -41,6 +42,8 @@ export async function lateIdPhase(o: {
   sim: Simulator;
   client: Client;
   day: string;
+  /** What `crs-sync forget` erased: the grown line is one of a record kept. */
+  erased: Erased;
   startWorker: (env: Record<string, string>) => void;
 }): Promise<string[]> {
   const proxy = await startExportProxy(o.sim.baseUrl);
@@ -62,9 +65,12 @@ async function runLateIdStep(o: {
   client: Client;
   proxy: ExportProxy;
   day: string;
+  erased: Erased;
 }): Promise<string[]> {
   const diffs: string[] = [];
-  const lines = o.sim.truth.exportDayLines(o.day).filter((l) => l.startsWith('{"Input":"'));
+  const lines = o.sim.truth
+    .exportDayLines(o.day)
+    .filter((l) => l.startsWith('{"Input":"') && !isErased(o.erased, JSON.parse(l)));
   const line = lines[Math.floor(lines.length / 2)];
   if (line === undefined) return [`late id ${o.day}: the day has no record to grow`];
   const id = (JSON.parse(line) as Record<string, string>)['Message ID']!.toLowerCase();
