@@ -250,6 +250,25 @@ describe('crs-sync forget', () => {
     expect(await mentions(user)).toEqual({});
   });
 
+  it('when an over-long line of an erased user is loaded, its ids beyond the kept prefix, then it is suppressed, and its message id is in no table', async () => {
+    const id = uuidFrom('forget:long');
+    // Input first: the ids lie beyond the 64 KiB the quarantine keeps of an over-long line.
+    const long = JSON.stringify({ ...records[0], 'Message ID': id, Input: 'long words '.repeat(10_000) });
+    expect(long.indexOf(user)).toBeGreaterThan(64 * 1024);
+    const limited = parseConfig({
+      CRS_BATCH_SIZE: '13',
+      CRS_LOAD_PARTITIONS: '2',
+      CRS_MAX_LINE_BYTES: '70000',
+    });
+    const s = await importFile(tw.w, limited, log, {
+      file: file(toJsonl([long])),
+      loadId: 'long-after-forget',
+    });
+    expect(s).toMatchObject({ rowsRead: 1, rejected: 0, suppressed: 1 });
+    expect(await mentions(id)).toEqual({});
+    expect(await mentions(user)).toEqual({});
+  });
+
   it('when a user is forgotten while a load of their lines runs, then no row of them is left', async () => {
     const big = makeRecords(3000, { seed: 'forget-race', threads: 40 });
     const victim = big[0]!['User ID'];

@@ -7,7 +7,9 @@ import { runCli } from './cli.ts';
  * days and the injector strikes, `crs-sync forget --user ID` or `--thread ID` runs as a separate
  * process, as an operator would, at seeded moments, users and threads in turn. An attempt the
  * faults break (a warehouse restart, a terminated session: the injector takes the erasure's
- * sessions for the loader's or the enricher's) is run again, as an operator would. Every later
+ * sessions for the loader's or the enricher's) is run again, as an operator would. Half of the
+ * erasures (seeded) meet a fault of their own: the erasure's session is terminated as soon as it
+ * is seen inside its transaction, which must then leave nothing half done; the rerun erases. Every later
  * load (the passes still running, the clean pass, the later steps' re-pulls, imports and the
  * intraday pulls of the open day) must drop the erased records; the comparison expects them
  * nowhere (compare.ts, erased.ts).
@@ -30,13 +32,15 @@ export interface ForgetReport {
   erasures: ErasureDone[];
   /** Erasures that failed every attempt, with the last words of the last one (differences). */
   failed: string[];
+  /** Attempts whose session the lane terminated inside the erasure's transaction. */
+  killedMidErasure: number;
 }
 
 /** Attempts of one erasure before it counts as failed; a warehouse restart lasts seconds. */
 const ATTEMPTS = 30;
 
 export function newForgetReport(planned: number): ForgetReport {
-  return { planned, erasures: [], failed: [] };
+  return { planned, erasures: [], failed: [], killedMidErasure: 0 };
 }
 
 /**
@@ -53,6 +57,11 @@ export async function forgetLane(o: {
   report: ForgetReport;
   began: number;
   over: () => boolean;
+  /**
+   * Terminates the sessions of an erasure under way (its statements); the number terminated.
+   * Tried every few ms while the first attempt of a seeded half of the erasures runs.
+   */
+  killErasure: () => Promise<number>;
   log: (line: string) => void;
 }): Promise<void> {
   const rand = new Rng(o.seed ^ 0x6f726774);
@@ -61,7 +70,7 @@ export async function forgetLane(o: {
   const threads = new Set<string>();
   if (records.length === 0) return;
   for (let i = 0; i < o.report.planned && !o.over(); i++) {
-    await sleep(i === 0 ? rand.range(2000, 6000) : rand.range(3000, 10_000));
+    await sleep(i === 0 ? rand.range(2000, 6000) : rand.range(3000, 20_000));
     if (o.over()) break;
     const kind = i % 2 === 0 ? 'user' : 'thread';
     // Drawn until one fits (reading a thread's history costs: not every record is tried).
@@ -81,8 +90,23 @@ export async function forgetLane(o: {
     (kind === 'user' ? users : threads).add(id);
     let last = '';
     let attempts = 0;
+    const strikeFirst = rand.chance(0.5);
     for (; attempts < ATTEMPTS; attempts++) {
-      const res = await runCli(o.cliEnv, ['forget', `--${kind}`, id, '--reason', `chaos ${i + 1}`, '--json']);
+      const run = runCli(o.cliEnv, ['forget', `--${kind}`, id, '--reason', `chaos ${i + 1}`, '--json']);
+      if (attempts === 0 && strikeFirst) {
+        let ended = false;
+        void run.finally(() => {
+          ended = true;
+        });
+        while (!ended) {
+          if ((await o.killErasure()) > 0) {
+            o.report.killedMidErasure++;
+            break;
+          }
+          await sleep(20);
+        }
+      }
+      const res = await run;
       if (res.code === 0) {
         const rows = Object.values((JSON.parse(res.out) as { rows: Record<string, number> }).rows).reduce(
           (a, b) => a + b,

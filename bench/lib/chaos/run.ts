@@ -109,6 +109,9 @@ export const FAULT_KINDS: ChaosFault[] = [
 // Which sessions are the loader's and which the enricher's: by the statement they run or ran last.
 const LOADER_SQL = /analytics_messages|load_seen|load_checkpoints|load_day_counts|crs_stage|copy /;
 const ENRICHER_SQL = /thread_messages|citations|artifacts|threads/;
+// An erasure's session inside its transaction: its lock, its temporary tables, its deletes.
+const ERASURE_SQL =
+  /share row exclusive|fg_ids|fg_threads|fg_messages|privacy_erasures \(|privacy_suppressions \(/;
 
 export interface ChaosReport {
   seed: number;
@@ -407,6 +410,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
         report: forget,
         began: chaosBegan,
         over: () => chaosDone,
+        killErasure: () => cluster!.terminate(ERASURE_SQL),
         log,
       }).catch((err: unknown) => {
         forget.failed.push(`forget lane: ${(err as Error).message}`);
@@ -494,11 +498,17 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
         `comparing (erased records expected absent: ${erased().messages.size})`,
     );
     const comparison = await compareWithTruth(w, sim, days, erased());
+    // The last day, or the last one holding an erased record: its over-long line is grown too.
+    const gone = erased();
+    const lateDay =
+      days.findLast((d) =>
+        sim!.truth.exportDay(d).some((r) => gone.messages.has(r['Message ID'].toLowerCase())),
+      ) ?? to;
     const lateId = await lateIdPhase({
       w,
       sim,
       client,
-      day: to,
+      day: lateDay,
       erased: erased(),
       startWorker: (extra) => workers.push(startWorker(extra)),
     });
@@ -658,7 +668,8 @@ export function formatReport(r: ChaosReport): string {
     `forget: ${f.erasures.length} of ${f.planned} erasures (${byKind('user')} users, ${byKind('thread')} threads) ` +
       `at ${f.erasures.map((e) => `${Math.round(e.atMs / 1000)} s`).join(', ') || 'none'} of the chaos phase; ` +
       `${f.erasures.reduce((n, e) => n + e.rows, 0)} rows erased; ` +
-      `${f.erasures.reduce((n, e) => n + e.attempts - 1, 0)} attempt(s) the faults broke, run again; ` +
+      `${f.erasures.reduce((n, e) => n + e.attempts - 1, 0)} attempt(s) the faults broke, run again ` +
+      `(${f.killedMidErasure} killed inside the erasure's transaction on purpose); ` +
       `${f.failed.length} failed for good`,
   );
   lines.push(
