@@ -1,3 +1,4 @@
+import pg from 'pg';
 import type { Simulator } from '../../../src/simulator/index.ts';
 import { Rng } from '../../../src/simulator/prng.ts';
 import { runCli } from './cli.ts';
@@ -7,9 +8,10 @@ import { runCli } from './cli.ts';
  * days and the injector strikes, `crs-sync forget --user ID` or `--thread ID` runs as a separate
  * process, as an operator would, at seeded moments, users and threads in turn. An attempt the
  * faults break (a warehouse restart, a terminated session: the injector takes the erasure's
- * sessions for the loader's or the enricher's) is run again, as an operator would. Half of the
- * erasures (seeded) meet a fault of their own: the erasure's session is terminated as soon as it
- * is seen inside its transaction, which must then leave nothing half done; the rerun erases. Every later
+ * sessions for the loader's or the enricher's) is run again, as an operator would. The first
+ * erasure and a seeded half of the others meet a fault of their own: the erasure's session is
+ * terminated as soon as it is seen inside its transaction, which must then leave nothing half
+ * done; the rerun erases. Every later
  * load (the passes still running, the clean pass, the later steps' re-pulls, imports and the
  * intraday pulls of the open day) must drop the erased records; the comparison expects them
  * nowhere (compare.ts, erased.ts).
@@ -32,15 +34,25 @@ export interface ForgetReport {
   erasures: ErasureDone[];
   /** Erasures that failed every attempt, with the last words of the last one (differences). */
   failed: string[];
-  /** Attempts whose session the lane terminated inside the erasure's transaction. */
+  /**
+   * First attempts watched to be killed (the first erasure's, a seeded half of the others'), and
+   * those whose session the lane terminated inside the erasure's transaction (the others ended
+   * before it was seen).
+   */
+  watched: number;
   killedMidErasure: number;
 }
+
+// An erasure's session inside its transaction: its lock, its temporary tables, its deletes, its
+// own bookkeeping (a load's statements name none of these).
+const ERASURE_SQL =
+  /share row exclusive|fg_ids|fg_threads|fg_messages|privacy_erasures \(|privacy_suppressions \(/;
 
 /** Attempts of one erasure before it counts as failed; a warehouse restart lasts seconds. */
 const ATTEMPTS = 30;
 
 export function newForgetReport(planned: number): ForgetReport {
-  return { planned, erasures: [], failed: [], killedMidErasure: 0 };
+  return { planned, erasures: [], failed: [], watched: 0, killedMidErasure: 0 };
 }
 
 /**
@@ -57,11 +69,8 @@ export async function forgetLane(o: {
   report: ForgetReport;
   began: number;
   over: () => boolean;
-  /**
-   * Terminates the sessions of an erasure under way (its statements); the number terminated.
-   * Tried every few ms while the first attempt of a seeded half of the erasures runs.
-   */
-  killErasure: () => Promise<number>;
+  /** The warehouse, to terminate an erasure's session from. */
+  url: string;
   log: (line: string) => void;
 }): Promise<void> {
   const rand = new Rng(o.seed ^ 0x6f726774);
@@ -90,21 +99,12 @@ export async function forgetLane(o: {
     (kind === 'user' ? users : threads).add(id);
     let last = '';
     let attempts = 0;
-    const strikeFirst = rand.chance(0.5);
+    const strikeFirst = i === 0 || rand.chance(0.5);
     for (; attempts < ATTEMPTS; attempts++) {
       const run = runCli(o.cliEnv, ['forget', `--${kind}`, id, '--reason', `chaos ${i + 1}`, '--json']);
       if (attempts === 0 && strikeFirst) {
-        let ended = false;
-        void run.finally(() => {
-          ended = true;
-        });
-        while (!ended) {
-          if ((await o.killErasure()) > 0) {
-            o.report.killedMidErasure++;
-            break;
-          }
-          await sleep(20);
-        }
+        o.report.watched++;
+        if (await killInside(o.url, run)) o.report.killedMidErasure++;
       }
       const res = await run;
       if (res.code === 0) {
@@ -128,6 +128,38 @@ export async function forgetLane(o: {
       o.report.erasures.push({ kind, id, atMs: Date.now() - o.began, attempts, rows: 0 });
       o.report.failed.push(`forget --${kind} ${id}: failed ${attempts} times, last: ${last}`);
     }
+  }
+}
+
+/**
+ * Terminates the erasure's session as soon as it is seen inside its transaction, polling while
+ * `run` (the CLI) lasts; whether it did. One connection for the whole watch: an erasure's
+ * transaction may last only tens of ms.
+ */
+async function killInside(url: string, run: Promise<unknown>): Promise<boolean> {
+  let ended = false;
+  void run.finally(() => {
+    ended = true;
+  });
+  const c = new pg.Client({ connectionString: url, application_name: 'crs-chaos' });
+  // The server may be down (a restart fault): then nothing is terminated.
+  c.on('error', () => {});
+  try {
+    await c.connect();
+    while (!ended) {
+      const r = await c.query<{ n: number }>(
+        `select count(*) filter (where pg_terminate_backend(pid))::int as n from pg_stat_activity
+          where application_name like 'crs-sync%' and state <> 'idle' and query ~* $1`,
+        [ERASURE_SQL.source],
+      );
+      if ((r.rows[0]?.n ?? 0) > 0) return true;
+      await sleep(5);
+    }
+    return false;
+  } catch {
+    return false;
+  } finally {
+    await c.end().catch(() => {});
   }
 }
 

@@ -109,9 +109,6 @@ export const FAULT_KINDS: ChaosFault[] = [
 // Which sessions are the loader's and which the enricher's: by the statement they run or ran last.
 const LOADER_SQL = /analytics_messages|load_seen|load_checkpoints|load_day_counts|crs_stage|copy /;
 const ENRICHER_SQL = /thread_messages|citations|artifacts|threads/;
-// An erasure's session inside its transaction: its lock, its temporary tables, its deletes.
-const ERASURE_SQL =
-  /share row exclusive|fg_ids|fg_threads|fg_messages|privacy_erasures \(|privacy_suppressions \(/;
 
 export interface ChaosReport {
   seed: number;
@@ -410,7 +407,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
         report: forget,
         began: chaosBegan,
         over: () => chaosDone,
-        killErasure: () => cluster!.terminate(ERASURE_SQL),
+        url: cluster.url,
         log,
       }).catch((err: unknown) => {
         forget.failed.push(`forget lane: ${(err as Error).message}`);
@@ -669,7 +666,7 @@ export function formatReport(r: ChaosReport): string {
       `at ${f.erasures.map((e) => `${Math.round(e.atMs / 1000)} s`).join(', ') || 'none'} of the chaos phase; ` +
       `${f.erasures.reduce((n, e) => n + e.rows, 0)} rows erased; ` +
       `${f.erasures.reduce((n, e) => n + e.attempts - 1, 0)} attempt(s) the faults broke, run again ` +
-      `(${f.killedMidErasure} killed inside the erasure's transaction on purpose); ` +
+      `(${f.killedMidErasure} of ${f.watched} watched killed inside the erasure's transaction on purpose); ` +
       `${f.failed.length} failed for good`,
   );
   lines.push(
