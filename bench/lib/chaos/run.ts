@@ -497,10 +497,10 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     const comparison = await compareWithTruth(w, sim, days, erased());
     // The last day, or the last one holding an erased record: its over-long line is grown too.
     const gone = erased();
-    const lateDay =
-      days.findLast((d) =>
-        sim!.truth.exportDay(d).some((r) => gone.messages.has(r['Message ID'].toLowerCase())),
-      ) ?? to;
+    const holdsErased = (d: string) =>
+      sim!.truth.exportDay(d).some((r) => gone.messages.has(r['Message ID'].toLowerCase()));
+    const lateDay = days.findLast(holdsErased) ?? to;
+    log(`chaos: late id on ${lateDay}${holdsErased(lateDay) ? ", an erased record's line grown too" : ''}`);
     const lateId = await lateIdPhase({
       w,
       sim,
@@ -650,7 +650,7 @@ export function formatReport(r: ChaosReport): string {
     lines.push(`${pad(t, 18)} ${pad(String(n), 14)} ${r.comparison.differences[t]?.length ?? 0}`);
   }
   lines.push(`${pad('deleted by faults', 18)} ${pad('', 14)} ${r.deletedByFaults.length}`);
-  lines.push(`${pad('late id (1 line)', 18)} ${pad('', 14)} ${r.lateId.length}`);
+  lines.push(`${pad('late id', 18)} ${pad('', 14)} ${r.lateId.length}`);
   const h = r.heldSeen;
   lines.push(
     `${pad('held, seen again', 18)} ${pad(`${h.rounds} rounds`, 14)} ${h.deletedInSource.length + h.problems.length}`,
