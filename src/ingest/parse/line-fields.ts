@@ -3,11 +3,13 @@ import { uuidForm } from './uuid-form.ts';
 /**
  * The two fields a quarantined line is known by, `Message ID` (its row is not deleted for its
  * absence, finalize.ts) and `Message Time` (the reject's `day`), read from the line's bytes as
- * they stream past, piece by piece, holding nothing of the line but the two values. The splitter
+ * they stream past, piece by piece, holding nothing of the line but the values read. The splitter
  * runs it only over a line longer than the limit, which it never holds whole: the export writes
  * `Input` and `Response` first, so both fields may lie far beyond the kept prefix. The id of every
  * other export or file reject is read by it too, from the line's bytes (one rule for
  * `rejected_records.message_id`); their day stays `dayOfRaw`'s (pending.ts), by the same rule.
+ * `User ID` and `Thread ID` are read the same way as the id: an over-long line of an erased user
+ * or thread is dropped by them (merge.ts), its kept prefix naming neither.
  *
  * How strict, and why:
  * - Only the keys of the line's own object count (depth 1): strings are followed with their
