@@ -3,7 +3,7 @@ import { parseArgs } from 'node:util';
 import { formatReport, runChaos } from './lib/chaos/run.ts';
 
 /**
- * npm run chaos [-- --days 7 --records-per-day 2000 --workers 3 --faults-per-kind 20 --held-rounds 20 --intraday-pulls 6 --respell 0.05 --seed N --minutes 30 --json PATH]
+ * npm run chaos [-- --days 7 --records-per-day 2000 --workers 3 --faults-per-kind 20 --held-rounds 20 --intraday-pulls 6 --respell 0.05 --forget 4 --seed N --minutes 30 --json PATH]
  * The seed comes from --seed, else CHAOS_SEED, else is drawn (and printed, to replay the run).
  * Exits 1 on any difference with the ground truth, a failed day of the clean pass, or a worker
  * death the injector did not cause.
@@ -31,6 +31,11 @@ clean pass, or a worker death the injector did not cause.
   --respell P           share of the export's records written in another spelling JSON.parse reads
                         as the same record (a decoy id first, escaped keys or id), all through the
                         run (default 0.05; 1: every line)
+  --forget N            erasures during the faulted passes (default 4): at seeded moments
+                        \`crs-sync forget --user ID\` or \`--thread ID\` (in turn) runs as a separate
+                        process, again when a fault breaks it; afterwards no table of the schema
+                        or its internal one may name an erased user, thread or record, and the
+                        rest must equal the ground truth without them
   --minutes M           stop injecting after M minutes even if a quota is not met (default 30)
   --seed N              replay a run's injector schedule (default: CHAOS_SEED, else drawn and printed)
   --json PATH           also write the whole report, every difference included
@@ -51,6 +56,7 @@ const { values } = parseArgs({
     'intraday-pulls': { type: 'string', default: '6' },
     seed: { type: 'string' },
     respell: { type: 'string', default: '0.05' },
+    forget: { type: 'string', default: '4' },
     minutes: { type: 'string', default: '30' },
     json: { type: 'string' },
   },
@@ -93,6 +99,7 @@ const report = await runChaos({
   heldRounds: int('held-rounds', values['held-rounds'], 0),
   respell: share('respell', values.respell),
   intradayPulls: int('intraday-pulls', values['intraday-pulls'], 1),
+  forget: int('forget', values.forget, 0),
   minutes: Number(values.minutes),
   log: (line) => process.stderr.write(`${line}\n`),
 });

@@ -1,8 +1,10 @@
 import type { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { compareWithTruth, diffRows, type Row, wronglyDeleted } from '../../bench/lib/chaos/compare.ts';
+import { type Erased, erasedInTruth } from '../../bench/lib/chaos/erased.ts';
 import { shiftDay } from '../../src/common/civil-date.ts';
 import { type Simulator, startSimulator } from '../../src/simulator/index.ts';
+import { forget } from '../../src/warehouse/privacy/forget.ts';
 import { syncWindow } from '../../workflows/index.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 import { connectHarness, createTestWorker, type TemporalHarness } from '../temporal/harness.ts';
@@ -62,6 +64,7 @@ describe('the chaos comparison against the ground truth (simulator, Postgres, de
         'analytics_messages',
         'artifacts',
         'citations',
+        'erased',
         'rejected_records',
         'rollups',
         'sync_days',
@@ -147,6 +150,136 @@ describe('the chaos comparison against the ground truth (simulator, Postgres, de
     expect(c.differences.sync_days).toHaveLength(1);
     expect(c.differences.sync_days?.[0]).toMatch(
       new RegExp(`^sync_days ${days[0]}: rows_rejected is \\d+, expected \\d+$`),
+    );
+  });
+});
+
+/**
+ * The same, after `crs-sync forget`: the comparison is told what was erased (erasedInTruth), and
+ * must then take the erased records as absent by right, not report them, while any table that
+ * still names an erased id is reported.
+ */
+describe('the chaos comparison after erasures (simulator, Postgres, dev server)', () => {
+  const NOW = '2025-08-10T12:00:00Z';
+  const days = [shiftDay('2025-08-10', -2), shiftDay('2025-08-10', -1)];
+  let h: TemporalHarness;
+  let tw: TestWarehouse;
+  let sim: Simulator;
+  let worker: Worker;
+  let user = '';
+  let thread = '';
+  let erased: Erased;
+  const q = async <T extends Row>(text: string, values: unknown[] = []) =>
+    (await tw.w.pool.query<T>(text, values)).rows;
+  const sync = (workflowId: string) =>
+    h.client.workflow.execute(syncWindow, {
+      taskQueue: h.taskQueue,
+      workflowId,
+      args: [{ kind: 'manual', from: days[0], to: days[1], enrich: true }],
+    });
+
+  beforeAll(async () => {
+    h = await connectHarness('compare');
+    tw = await createTestWarehouse({ prefix: 'tcmperased' });
+    sim = await startSimulator({
+      port: 0,
+      now: () => new Date(NOW),
+      seed: 78,
+      days: days.length,
+      recordsPerDay: 25,
+      faults: 'poison=0.05,poison-history=0.2',
+    });
+    worker = await createTestWorker(h, {
+      warehouse: tw.w,
+      env: { ...sim.env(), CRS_RATE_LIMIT_RPS: '1000' },
+    });
+    // One worker run for both syncs: a worker runs once.
+    await worker.runUntil(async () => {
+      await sync('compare-erased-first');
+      // A user, and a thread of another user whose history the service serves (so the erasure
+      // takes enrichment's rows too), erased as an operator would; then the days loaded again, as
+      // the chaos run's clean pass loads them after its erasures.
+      const records = days.flatMap((d) => sim.truth.exportDay(d));
+      const withHistory = records.filter(
+        (r) =>
+          sim.truth.threadHistory(r['Thread ID']) !== undefined && !sim.truth.isRestricted(r['Thread ID']),
+      );
+      user = withHistory[0]!['User ID'].toLowerCase();
+      thread = withHistory.find((r) => r['User ID'].toLowerCase() !== user)!['Thread ID'].toLowerCase();
+      await forget(tw.w.pool, { users: [user], threads: [thread] }, { reason: 'compare test' });
+      await sync('compare-erased-again');
+    });
+    erased = erasedInTruth(sim, [user], [thread]);
+  });
+
+  afterAll(async () => {
+    await sim?.close();
+    await tw?.dispose();
+    await h?.close();
+  });
+
+  it('when the erased users and threads are absent everywhere, then nothing is reported, and the ledger counts their lines as suppressed', async () => {
+    expect(erased.messages.size).toBeGreaterThan(0);
+    expect(erased.threads.size).toBeGreaterThan(1);
+    const c = await compareWithTruth(tw.w, sim, days, erased);
+    expect(c.differences).toEqual(Object.fromEntries(Object.keys(c.differences).map((t) => [t, []])));
+    expect(c.compared.erased).toBe(erased.users.size + erased.threads.size + erased.messages.size);
+    // Absent by right only because they were erased: told nothing, the comparison misses them.
+    const blind = await compareWithTruth(tw.w, sim, days);
+    expect(blind.differences.analytics_messages).toEqual(
+      expect.arrayContaining([...erased.messages].map((m) => `analytics_messages ${m}: missing`)),
+    );
+    expect(blind.differences.sync_days).not.toEqual([]);
+  });
+
+  it('when a row of an erased user, a history entry of an erased thread and a quarantined line naming the user are still there, then each is reported in its table and as an erased id still held', async () => {
+    const message = [...erased.messages][0]!;
+    const userThread = [...erased.threads].find((t) => t !== thread)!;
+    const [kept] = await q<{ id: string }>(
+      'select message_id::text as id from analytics_messages order by message_id limit 1',
+    );
+    // A row of the erased user back in the export rows, as a load that missed the suppression would write it.
+    await q(
+      `insert into analytics_messages (message_id, thread_id, user_id, message_time, message_date, input, response,
+                                       extra, record_hash, _source_line, _load_id, response_chars)
+       select $2, $3, $4, message_time, message_date, input, response, extra, record_hash,
+              _source_line, _load_id, response_chars
+       from analytics_messages where message_id = $1`,
+      [kept!.id, message, userThread, user],
+    );
+    // A history entry of the erased thread, as an enrichment page that missed it would write it.
+    const entry = '00000000-0000-4000-8000-0000000e7a5e';
+    await q(
+      `insert into thread_messages (message_id, thread_id, position, role, text, raw) values ($1, $2, 0, 'user', 'hi', '{}')`,
+      [entry, thread],
+    );
+    // A quarantined line naming the user (upper case) only in its raw bytes, in the internal schema.
+    await q(
+      `insert into rejected_records (_load_id, source, raw, raw_bytes, error_code, error_detail)
+       values ('compare-test', 'export', 'a cut line', $1, 'bad_json', 'cut')`,
+      [Buffer.from(`{"User ID":"${user.toUpperCase()}","Inp`)],
+    );
+
+    const c = await compareWithTruth(tw.w, sim, days, erased);
+    expect(c.differences.analytics_messages).toEqual([`analytics_messages ${message}: not in the service`]);
+    expect(c.differences.thread_messages).toEqual([`thread_messages ${entry}: not in the service`]);
+    expect(c.differences.rejected_records).toEqual([
+      expect.stringMatching(/^rejected_records export : unexpected a cut line/),
+    ]);
+    const held = c.differences.erased ?? [];
+    expect(held).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(
+          new RegExp(`^erased message ${message}: still in .*analytics_messages \\(1 row\\)`),
+        ),
+        expect.stringMatching(new RegExp(`^erased user ${user}: still in .*analytics_messages \\(1 row\\)`)),
+        expect.stringMatching(new RegExp(`^erased user ${user}: still in .*rejected_records \\(1 row\\)`)),
+        expect.stringMatching(new RegExp(`^erased thread ${thread}: still in .*thread_messages \\(1 row\\)`)),
+      ]),
+    );
+    // One line per erased id written back, and no other.
+    expect(held.map((l) => l.split(' ')[2]).sort()).toEqual(
+      [message, user, thread, userThread].map((id) => `${id}:`).sort(),
     );
   });
 });

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { tablesNaming } from '../../bench/lib/chaos/erased.ts';
 import { parseConfig } from '../../src/config.ts';
 import { importFile } from '../../src/ingest/source/import-file.ts';
 import { createLogger } from '../../src/log.ts';
@@ -29,25 +30,9 @@ const userThreads = [...new Set(records.filter((r) => r['User ID'] === user).map
 const raceThread = records.find((r) => r['User ID'] === otherUser)!['Thread ID'];
 const forgottenThreads = new Set([...userThreads, raceThread]);
 
-/** Rows of every table of the schema and its internal one whose text mentions `id` (any case), by table. */
+/** Rows of every table of the schema and its internal one that name `id` (any case, any column), by table. */
 async function mentions(id: string): Promise<Record<string, number>> {
-  const tables = await tw.w.pool.query<{ s: string; t: string }>(
-    `select table_schema as s, table_name as t from information_schema.tables
-      where table_schema in ($1::text, $1::text || '_internal') and table_type = 'BASE TABLE'`,
-    [tw.schema],
-  );
-  expect(tables.rows.map((r) => r.t)).toEqual(
-    expect.arrayContaining(['rejected_records', 'analytics_messages']),
-  );
-  const out: Record<string, number> = {};
-  for (const { s, t } of tables.rows) {
-    const r = await tw.w.pool.query<{ n: number }>(
-      `select count(*)::int as n from ${s}.${t} x where strpos(lower(x::text), $1) > 0`,
-      [id.toLowerCase()],
-    );
-    if ((r.rows[0]?.n ?? 0) > 0) out[t] = r.rows[0]!.n;
-  }
-  return out;
+  return (await tablesNaming(tw.w.pool, tw.schema, [id])).get(id.toLowerCase()) ?? {};
 }
 
 async function count(sql: string, values: unknown[] = []): Promise<number> {
@@ -262,6 +247,25 @@ describe('crs-sync forget', () => {
     });
     const s = await importFile(tw.w, config, log, { file: file(toJsonl([bad])), loadId: 'bad-after-forget' });
     expect(s).toMatchObject({ rowsRead: 1, rejected: 0, suppressed: 1 });
+    expect(await mentions(user)).toEqual({});
+  });
+
+  it('when an over-long line of an erased user is loaded, its ids beyond the kept prefix, then it is suppressed, and its message id is in no table', async () => {
+    const id = uuidFrom('forget:long');
+    // Input first: the ids lie beyond the 64 KiB the quarantine keeps of an over-long line.
+    const long = JSON.stringify({ ...records[0], 'Message ID': id, Input: 'long words '.repeat(10_000) });
+    expect(long.indexOf(user)).toBeGreaterThan(64 * 1024);
+    const limited = parseConfig({
+      CRS_BATCH_SIZE: '13',
+      CRS_LOAD_PARTITIONS: '2',
+      CRS_MAX_LINE_BYTES: '70000',
+    });
+    const s = await importFile(tw.w, limited, log, {
+      file: file(toJsonl([long])),
+      loadId: 'long-after-forget',
+    });
+    expect(s).toMatchObject({ rowsRead: 1, rejected: 0, suppressed: 1 });
+    expect(await mentions(id)).toEqual({});
     expect(await mentions(user)).toEqual({});
   });
 

@@ -10,6 +10,7 @@ import {
   STATE_QUERY_NAMES,
 } from '../../../src/warehouse/read/index.ts';
 import { beginReadSnapshot, endReadSnapshot } from '../../../src/warehouse/read/snapshot.ts';
+import { type Erased, erasedStillHeld, isErased, NOTHING_ERASED } from './erased.ts';
 
 /**
  * The warehouse against the simulator's ground truth, row by row: every table the connector
@@ -89,12 +90,18 @@ export async function wronglyDeleted(w: Warehouse, sim: Simulator, days: string[
 
 /**
  * The rows the service's export of the days holds now, by message id, in the shape
- * warehouseMessages reads: every column from the export, and live.
+ * warehouseMessages reads: every column from the export, and live; without the records of erased
+ * users and threads, which no load may write again.
  */
-export function expectedMessages(sim: Simulator, days: string[]): Map<string, Row> {
+export function expectedMessages(
+  sim: Simulator,
+  days: string[],
+  erased: Erased = NOTHING_ERASED,
+): Map<string, Row> {
   const out = new Map<string, Row>();
   for (const day of days) {
     for (const r of sim.truth.exportDay(day)) {
+      if (isErased(erased, r)) continue;
       const extra = Object.fromEntries(Object.entries(r).filter(([k]) => !SPEC_KEYS.has(k)));
       out.set(r['Message ID'].toLowerCase(), {
         thread_id: r['Thread ID'].toLowerCase(),
@@ -128,7 +135,17 @@ export async function warehouseMessages(w: Warehouse, day?: string): Promise<Map
   );
 }
 
-export async function compareWithTruth(w: Warehouse, sim: Simulator, days: string[]): Promise<Comparison> {
+/**
+ * `erased`: what `crs-sync forget` erased during the run. Its records are expected absent (not
+ * differences), the ledger is expected to count their lines as suppressed, and every table that
+ * still names one of its ids is a difference (the `erased` table of the comparison).
+ */
+export async function compareWithTruth(
+  w: Warehouse,
+  sim: Simulator,
+  days: string[],
+  erased: Erased = NOTHING_ERASED,
+): Promise<Comparison> {
   const differences: Record<string, string[]> = {};
   const compared: Record<string, number> = {};
   const diff = (t: string) => {
@@ -137,7 +154,9 @@ export async function compareWithTruth(w: Warehouse, sim: Simulator, days: strin
   };
 
   // ---- analytics rows: every column from the export, and the deleted flag ----
-  const expectedMsgs = expectedMessages(sim, days);
+  const expectedMsgs = expectedMessages(sim, days, erased);
+  // Only the threads of rows kept: an erased thread, its history, citations and artifacts are
+  // expected nowhere.
   const threadIds = new Set([...expectedMsgs.values()].map((r) => r.thread_id as string));
   compared.analytics_messages = expectedMsgs.size;
   diffRows('analytics_messages', expectedMsgs, await warehouseMessages(w), diff('analytics_messages'));
@@ -253,16 +272,26 @@ export async function compareWithTruth(w: Warehouse, sim: Simulator, days: strin
   );
 
   // ---- the ledger: each day complete, its counts those of the (clean) last load ----
+  // The lines of erased records are read and suppressed: neither loaded nor deleted.
   const expDays = new Map<string, Row>();
   for (const day of days) {
-    const rows = new Set(sim.truth.exportDay(day).map((r) => r['Message ID'].toLowerCase())).size;
+    const records = sim.truth.exportDay(day);
+    const kept = records.filter((r) => !isErased(erased, r));
+    const rows = new Set(kept.map((r) => r['Message ID'].toLowerCase())).size;
     const rejected = sim.truth.poisonLines(day).filter((l) => l.trim() !== '').length;
-    expDays.set(day, { status: 'complete', rows_loaded: rows, rows_rejected: rejected, rows_deleted: 0 });
+    expDays.set(day, {
+      status: 'complete',
+      rows_loaded: rows,
+      rows_rejected: rejected,
+      rows_suppressed: records.length - kept.length,
+      rows_deleted: 0,
+    });
   }
   const dayRows = await q<Row & { day: string }>(
     w,
     `select day::text as day, status, (rows_inserted + rows_updated + rows_unchanged)::int as rows_loaded,
-            rows_rejected::int as rows_rejected, rows_deleted::int as rows_deleted from sync_days`,
+            rows_rejected::int as rows_rejected, rows_suppressed::int as rows_suppressed,
+            rows_deleted::int as rows_deleted from sync_days`,
   );
   compared.sync_days = expDays.size;
   diffRows('sync_days', expDays, new Map(dayRows.map(({ day, ...r }) => [day, r])), diff('sync_days'));
@@ -312,6 +341,10 @@ export async function compareWithTruth(w: Warehouse, sim: Simulator, days: strin
   // ---- what readers show: the rollups (or the mixed forms) against the raw tables ----
   diff('rollups').push(...(await readersAgainstRaw(w, 'after the clean pass')));
   compared.rollups = Object.keys(RAW_DASHBOARD_QUERIES).length - STATE_QUERY_NAMES.length;
+
+  // ---- what was erased: no table of either schema names an erased user, thread or record ----
+  diff('erased').push(...(await erasedStillHeld(w.pool, w.schema, erased)));
+  compared.erased = erased.users.size + erased.threads.size + erased.messages.size;
   return { compared, differences };
 }
 

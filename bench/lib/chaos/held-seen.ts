@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -7,6 +6,7 @@ import type { Simulator } from '../../../src/simulator/index.ts';
 import { Rng } from '../../../src/simulator/prng.ts';
 import { startBackfill } from '../../../src/temporal/runs.ts';
 import type { Warehouse } from '../../../src/warehouse/db.ts';
+import { runCli } from './cli.ts';
 import { wronglyDeleted } from './compare.ts';
 import { type ExportProxy, parsedId, startExportProxy } from './export-proxy.ts';
 
@@ -46,7 +46,6 @@ export interface HeldSeenReport {
 }
 
 const TASK_QUEUE = 'crs-chaos-held';
-const root = path.resolve(import.meta.dirname, '..', '..', '..');
 
 /**
  * The export without the records of `ids` (any case, any spelling the export wrote them in: a
@@ -61,27 +60,6 @@ function without(text: string, ids: Set<string>): string {
       return id === undefined || !ids.has(id);
     })
     .join('\n');
-}
-
-/** The CLI as a separate process, as an operator runs it. */
-function runCli(env: Record<string, string>, args: string[]): Promise<{ code: number | null; out: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [path.join(root, 'bin', 'crs-sync.js'), ...args], {
-      cwd: root,
-      env,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    let err = '';
-    child.stdout.setEncoding('utf8').on('data', (d: string) => {
-      out += d;
-    });
-    child.stderr.setEncoding('utf8').on('data', (d: string) => {
-      err += d;
-    });
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, out: code === 0 ? out : `${out}${err}`.slice(-800) }));
-  });
 }
 
 /**

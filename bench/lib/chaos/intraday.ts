@@ -7,6 +7,7 @@ import type { Warehouse } from '../../../src/warehouse/db.ts';
 import { getWatermark } from '../../../src/warehouse/ledger.ts';
 import { syncIntraday } from '../../../workflows/index.ts';
 import { diffRows, expectedMessages, type Row, readersAgainstRaw, warehouseMessages } from './compare.ts';
+import type { Erased } from './erased.ts';
 
 /**
  * The chaos run's intraday step, last of the run: the open UTC day pulled several times as the
@@ -89,6 +90,8 @@ export interface IntradayStep {
   simFaults: (kind: FaultKind | undefined) => void;
   simCount: (kind: FaultKind) => number;
   retryDb: <T>(fn: () => Promise<T>) => Promise<T>;
+  /** What `crs-sync forget` erased, as the truth is now: its records are expected in no pull. */
+  erased: () => Erased;
   log: (line: string) => void;
 }
 
@@ -253,7 +256,7 @@ interface Checked {
 /** After an open-day pull: the export so far, rows kept after upstream deletes, nothing deleted. */
 async function checkOpen(o: IntradayStep, seen: Map<string, Row>, now: string): Promise<Checked> {
   const differences: string[] = [];
-  const expected = expectedMessages(o.sim, [o.openDay]);
+  const expected = expectedMessages(o.sim, [o.openDay], o.erased());
   const actual = await warehouseMessages(o.w, o.openDay);
   // The rows the export no longer holds: kept live when an earlier check saw them and their
   // thread is gone upstream; anything else is a difference (diffRows reports it).
@@ -289,7 +292,7 @@ async function checkOpen(o: IntradayStep, seen: Map<string, Row>, now: string): 
 /** After the closed-day pull: exact, the rows of deleted threads marked deleted, and complete. */
 async function checkClosed(o: IntradayStep): Promise<Checked> {
   const differences: string[] = [];
-  const expected = expectedMessages(o.sim, [o.openDay]);
+  const expected = expectedMessages(o.sim, [o.openDay], o.erased());
   const actual = await warehouseMessages(o.w, o.openDay);
   const gone = new Map<string, Row>();
   for (const [id, row] of actual) if (!expected.has(id)) gone.set(id, { ...row, deleted: true });

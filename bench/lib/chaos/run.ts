@@ -12,6 +12,8 @@ import { backfillWorkflowId, startBackfill } from '../../../src/temporal/runs.ts
 import { openWarehouse, type Warehouse } from '../../../src/warehouse/db.ts';
 import { migrateToLatest } from '../../../src/warehouse/migrator.ts';
 import { type Comparison, compareWithTruth, wronglyDeleted } from './compare.ts';
+import { erasedInTruth, erasedStillHeld } from './erased.ts';
+import { type ForgetReport, forgetLane, newForgetReport } from './forget.ts';
 import { type HeldSeenReport, heldSeenPhase } from './held-seen.ts';
 import { INTRADAY_SIM_WINDOWS, type IntradayReport, intradayPhase } from './intraday.ts';
 import { lateIdPhase } from './late-id.ts';
@@ -55,6 +57,11 @@ export interface ChaosOptions {
    * (the simulator's `respell`), all through the run; default 0.05.
    */
   respell?: number;
+  /**
+   * Erasures (`crs-sync forget`, users and threads in turn) at seeded moments of the chaos phase
+   * (forget.ts); the phase lasts until they are made. Default 4.
+   */
+  forget?: number;
   /** Least pause between two of the harness's own faults (the most is three times it); default 2 s. */
   paceMs?: number;
   /** Progress lines (stderr in the CLI); silent without one. */
@@ -108,8 +115,11 @@ export interface ChaosReport {
   options: Omit<ChaosOptions, 'log'>;
   days: string[];
   injected: Partial<Record<ChaosFault, number>>;
-  /** Kinds below their quota when the chaos phase ended (only when `minutes` ran out first). */
-  shortOfQuota: ChaosFault[];
+  /**
+   * Kinds below their quota when the chaos phase ended (only when `minutes` ran out first);
+   * `forget` when fewer erasures than asked were made.
+   */
+  shortOfQuota: (ChaosFault | 'forget')[];
   /** How long the chaos phase took, in ms (it ends on the quotas, or at `minutes`). */
   chaosPhaseMs: number;
   comparison: Comparison;
@@ -122,6 +132,13 @@ export interface ChaosReport {
   heldSeen: HeldSeenReport;
   /** What the intraday step found (intraday.ts); its differences count. */
   intraday: IntradayReport;
+  /** The erasures of the chaos phase (forget.ts); those that failed for good count as differences. */
+  forget: ForgetReport;
+  /**
+   * After the last step: each erased user, thread or record id a table of either schema still
+   * names (differences; the comparison after the clean pass checks the same in its `erased` row).
+   */
+  erasedAtEnd: string[];
   /** Days a backfill pass reported failed (over all passes), and the distinct reasons. */
   daysFailed: number;
   failures: string[];
@@ -268,6 +285,15 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       return proc;
     };
     for (let i = 0; i < opts.workers; i++) workers.push(startWorker());
+    // What the CLI needs to reach the warehouse and the service, as an operator's shell has it.
+    const cliEnv: Record<string, string> = {
+      PATH: process.env.PATH ?? '',
+      HOME: process.env.HOME ?? '',
+      ...simEnv,
+      DATABASE_URL: cluster.url,
+      CRS_SCHEMA: schema,
+      LOG_LEVEL: 'warn',
+    };
 
     const simCount = (k: FaultKind) => sim!.faultCounts()[k] ?? 0;
     const count = (k: ChaosFault): number =>
@@ -367,9 +393,25 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
         });
       }
     };
+    const forget = newForgetReport(opts.forget ?? 4);
+    const forgetsLeft = () => forget.erasures.length < forget.planned;
     const injector = Promise.all([
       lane(HARNESS_FAULTS, new Rng(rng.word()), opts.paceMs ?? 2000, 3 * (opts.paceMs ?? 2000)),
       lane(Object.keys(SIM_WINDOWS) as FaultKind[], new Rng(rng.word()), 1000, 3000),
+      // A third lane: the operator's erasures, while the passes load and the faults strike.
+      forgetLane({
+        sim,
+        days,
+        seed: opts.seed,
+        cliEnv,
+        report: forget,
+        began: chaosBegan,
+        over: () => chaosDone,
+        url: cluster.url,
+        log,
+      }).catch((err: unknown) => {
+        forget.failed.push(`forget lane: ${(err as Error).message}`);
+      }),
     ]);
     try {
       do {
@@ -404,12 +446,15 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
           failures.add(`pass ${passes}: ${(err as Error).message}${cause ? `: ${cause}` : ''}`);
         }
         log(`chaos: pass ${passes} done; ${FAULT_KINDS.map((k) => `${k} ${count(k)}`).join(', ')}`);
-      } while (short().length > 0 && Date.now() < deadline);
+      } while ((short().length > 0 || forgetsLeft()) && Date.now() < deadline);
     } finally {
       chaosDone = true;
       await injector;
     }
-    const shortOfQuota = short();
+    const shortOfQuota: ChaosReport['shortOfQuota'] = [
+      ...short(),
+      ...(forgetsLeft() ? ['forget' as const] : []),
+    ];
     const chaosPhaseMs = Date.now() - chaosBegan;
     log(
       `chaos: chaos phase over after ${passes} pass(es), ${Math.round(chaosPhaseMs / 1000)} s` +
@@ -437,12 +482,31 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       failures.add(`clean pass: ${(err as Error).message}: ${cause}`);
     }
     log(`chaos: clean pass done (${backfillWorkflowId(from, to)})`);
-    const comparison = await compareWithTruth(w, sim, days);
+    // What the erasures took, read from the truth as it is when asked: the open day's records
+    // grow as the intraday step moves the clock.
+    const erased = () =>
+      erasedInTruth(
+        sim!,
+        forget.erasures.filter((e) => e.kind === 'user').map((e) => e.id),
+        forget.erasures.filter((e) => e.kind === 'thread').map((e) => e.id),
+      );
+    log(
+      `chaos: ${forget.erasures.length} erasure(s) made; ` +
+        `comparing (erased records expected absent: ${erased().messages.size})`,
+    );
+    const comparison = await compareWithTruth(w, sim, days, erased());
+    // The last day, or the last one holding an erased record: its over-long line is grown too.
+    const gone = erased();
+    const holdsErased = (d: string) =>
+      sim!.truth.exportDay(d).some((r) => gone.messages.has(r['Message ID'].toLowerCase()));
+    const lateDay = days.findLast(holdsErased) ?? to;
+    log(`chaos: late id on ${lateDay}${holdsErased(lateDay) ? ", an erased record's line grown too" : ''}`);
     const lateId = await lateIdPhase({
       w,
       sim,
       client,
-      day: to,
+      day: lateDay,
+      erased: erased(),
       startWorker: (extra) => workers.push(startWorker(extra)),
     });
     const heldSeen = await heldSeenPhase({
@@ -452,14 +516,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       days,
       rounds: opts.heldRounds ?? 20,
       seed: opts.seed,
-      cliEnv: {
-        PATH: process.env.PATH ?? '',
-        HOME: process.env.HOME ?? '',
-        ...simEnv,
-        DATABASE_URL: cluster.url,
-        CRS_SCHEMA: schema,
-        LOG_LEVEL: 'warn',
-      },
+      cliEnv,
       startWorker: (extra) => workers.push(startWorker(extra)),
       log,
     });
@@ -486,8 +543,11 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       },
       simCount,
       retryDb,
+      erased,
       log,
     });
+    // Last: after every re-pull, import and intraday pull, no table names what was erased.
+    const erasedAtEnd = await retryDb(() => erasedStillHeld(w!.pool, schema, erased()));
     // Every day_failed page must name a day a pass saw fail: a retry in progress is not a failure.
     const paged = await retryDb(() =>
       w!.pool.query<{ day: string }>(
@@ -504,7 +564,9 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       lateId.length +
       heldSeen.deletedInSource.length +
       heldSeen.problems.length +
-      intraday.differences.length;
+      intraday.differences.length +
+      forget.failed.length +
+      erasedAtEnd.length;
     return {
       seed: opts.seed,
       options: rest,
@@ -518,6 +580,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       lateId,
       heldSeen,
       intraday,
+      forget,
+      erasedAtEnd,
       daysFailed,
       failures: [...failures],
       cleanPassFailedDays,
@@ -586,14 +650,25 @@ export function formatReport(r: ChaosReport): string {
     lines.push(`${pad(t, 18)} ${pad(String(n), 14)} ${r.comparison.differences[t]?.length ?? 0}`);
   }
   lines.push(`${pad('deleted by faults', 18)} ${pad('', 14)} ${r.deletedByFaults.length}`);
-  lines.push(`${pad('late id (1 line)', 18)} ${pad('', 14)} ${r.lateId.length}`);
+  lines.push(`${pad('late id', 18)} ${pad('', 14)} ${r.lateId.length}`);
   const h = r.heldSeen;
   lines.push(
     `${pad('held, seen again', 18)} ${pad(`${h.rounds} rounds`, 14)} ${h.deletedInSource.length + h.problems.length}`,
   );
   const d = r.intraday;
   lines.push(`${pad('intraday pulls', 18)} ${pad(String(d.rowsCompared), 14)} ${d.differences.length}`);
+  lines.push(`${pad('erased, at the end', 18)} ${pad('', 14)} ${r.erasedAtEnd.length}`);
   lines.push('');
+  const f = r.forget;
+  const byKind = (k: string) => f.erasures.filter((e) => e.kind === k).length;
+  lines.push(
+    `forget: ${f.erasures.length} of ${f.planned} erasures (${byKind('user')} users, ${byKind('thread')} threads) ` +
+      `at ${f.erasures.map((e) => `${Math.round(e.atMs / 1000)} s`).join(', ') || 'none'} of the chaos phase; ` +
+      `${f.erasures.reduce((n, e) => n + e.rows, 0)} rows erased; ` +
+      `${f.erasures.reduce((n, e) => n + e.attempts - 1, 0)} attempt(s) the faults broke, run again ` +
+      `(${f.killedMidErasure} of ${f.watched} watched killed inside the erasure's transaction on purpose); ` +
+      `${f.failed.length} failed for good`,
+  );
   lines.push(
     `held, then seen again: ${h.rounds} rounds (${Object.entries(h.byReload)
       .map(([k, n]) => `${k} ${n}`)
@@ -632,6 +707,8 @@ export function formatReport(r: ChaosReport): string {
     ...r.heldSeen.deletedInSource,
     ...r.heldSeen.problems,
     ...r.intraday.differences,
+    ...r.forget.failed,
+    ...r.erasedAtEnd,
     ...Object.values(r.comparison.differences).flat(),
   ].slice(0, 20);
   if (samples.length > 0) lines.push('', 'first differences:', ...samples.map((s) => `  ${s}`));

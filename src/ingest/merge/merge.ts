@@ -246,8 +246,9 @@ const UUID_IN_TEXT = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{1
 
 /**
  * The batch's rejects without those whose line names an erased user or thread anywhere in its
- * text (a line is quarantined before its fields are known to be what they claim): those are read
- * and suppressed, never written to the quarantine.
+ * text (a line is quarantined before its fields are known to be what they claim), or, for an
+ * over-long line, in the ids read from the whole line beyond its kept prefix: those are read and
+ * suppressed, never written to the quarantine.
  */
 function dropSuppressed(
   rejects: PendingReject[],
@@ -255,17 +256,20 @@ function dropSuppressed(
   counts: BatchCounts,
 ): PendingReject[] {
   if (suppression.empty || rejects.length === 0) return rejects;
-  return rejects.filter((r) => {
+  const drop = (r: PendingReject): boolean => {
+    if (suppression.drops(r.userId, r.threadId)) return true;
     const text = r.rawBytes ? r.rawBytes.toString('latin1') : r.raw;
     for (const m of text.matchAll(UUID_IN_TEXT)) {
-      if (suppression.has('user', m[0]) || suppression.has('thread', m[0])) {
-        counts.rowsRead++;
-        counts.suppressed++;
-        if (r.day !== null) bump(counts.days, r.day, 5);
-        return false;
-      }
+      if (suppression.has('user', m[0]) || suppression.has('thread', m[0])) return true;
     }
-    return true;
+    return false;
+  };
+  return rejects.filter((r) => {
+    if (!drop(r)) return true;
+    counts.rowsRead++;
+    counts.suppressed++;
+    if (r.day !== null) bump(counts.days, r.day, 5);
+    return false;
   });
 }
 

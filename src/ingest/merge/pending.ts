@@ -81,6 +81,12 @@ export interface PendingReject {
   /** The line's `Message ID` where it can be read (line-fields.ts): its row is not deleted for its absence. */
   messageId: string | null;
   /**
+   * An over-long line's `User ID` and `Thread ID`, read from the whole line (its kept prefix may
+   * not hold them): the load drops the line when either was erased (merge.ts).
+   */
+  userId?: string | null;
+  threadId?: string | null;
+  /**
    * What makes it the same line for the quarantine, with its source and day (`rejectDigest`):
    * a line read again by a later load of its day is the same reject, counted, not a new one.
    */
@@ -228,6 +234,7 @@ export function lineReject(
     rawLength: line.byteLength,
     day: exportDay ?? dayOfTimeValue(read.messageTime),
     messageId: read.messageId,
+    ...(problem === 'line_too_long' ? { userId: line.userId ?? null, threadId: line.threadId ?? null } : {}),
     digest: rejectDigest(
       bytes,
       problem === 'line_too_long' ? { length: line.byteLength, messageId: read.messageId } : undefined,

@@ -3,11 +3,13 @@ import { uuidForm } from './uuid-form.ts';
 /**
  * The two fields a quarantined line is known by, `Message ID` (its row is not deleted for its
  * absence, finalize.ts) and `Message Time` (the reject's `day`), read from the line's bytes as
- * they stream past, piece by piece, holding nothing of the line but the two values. The splitter
+ * they stream past, piece by piece, holding nothing of the line but the values read. The splitter
  * runs it only over a line longer than the limit, which it never holds whole: the export writes
  * `Input` and `Response` first, so both fields may lie far beyond the kept prefix. The id of every
  * other export or file reject is read by it too, from the line's bytes (one rule for
  * `rejected_records.message_id`); their day stays `dayOfRaw`'s (pending.ts), by the same rule.
+ * `User ID` and `Thread ID` are read the same way as the id: an over-long line of an erased user
+ * or thread is dropped by them (merge.ts), its kept prefix naming neither.
  *
  * How strict, and why:
  * - Only the keys of the line's own object count (depth 1): strings are followed with their
@@ -29,9 +31,11 @@ import { uuidForm } from './uuid-form.ts';
 
 const ID_KEY = Buffer.from('Message ID', 'latin1');
 const TIME_KEY = Buffer.from('Message Time', 'latin1');
+const USER_KEY = Buffer.from('User ID', 'latin1');
+const THREAD_KEY = Buffer.from('Thread ID', 'latin1');
 /** Bytes of a value kept: a UUID written wholly in `\uXXXX` escapes takes 216, a time more. */
 const CAPTURE = 512;
-/** Bytes of a key kept: `Message Time` written wholly in `\uXXXX` escapes. */
+/** Bytes of a key kept: `Message Time` (the longest key read) written wholly in `\uXXXX` escapes. */
 const KEY_CAPTURE = 6 * TIME_KEY.length;
 
 const QUOTE = 34;
@@ -56,10 +60,12 @@ const AFTER = 8;
 const NESTED = 9;
 const DONE = 10;
 
-// Which of the two fields the key just read names.
+// Which of the fields the key just read names.
 const NONE = 0;
 const ID = 1;
 const TIME = 2;
+const USER = 3;
+const THREAD = 4;
 
 function isSpace(c: number): boolean {
   return c === 32 || c === 9 || c === 13;
@@ -70,6 +76,13 @@ export interface LineFields {
   messageId: string | null;
   /** The line's `Message Time` as written, or null. */
   messageTime: string | null;
+  /**
+   * The line's `User ID` and `Thread ID`, read as its `Message ID` is (the scanner only; a line
+   * read by JSON.parse has no need of them): an over-long line whose kept prefix does not name
+   * them is dropped by them when the user or thread was erased (`crs-sync forget`).
+   */
+  userId?: string | null;
+  threadId?: string | null;
 }
 
 export class LineFieldScanner {
@@ -93,6 +106,8 @@ export class LineFieldScanner {
   private valueEscaped = false;
   private id: string | null = null;
   private time: string | null = null;
+  private user: string | null = null;
+  private thread: string | null = null;
   // skipString's search positions in `piece`.
   private piece: Uint8Array | null = null;
   private nextQuote = -2;
@@ -111,7 +126,7 @@ export class LineFieldScanner {
 
   /** What the line said, as far as it was read. */
   result(): LineFields {
-    return { messageId: this.id, messageTime: this.time };
+    return { messageId: this.id, messageTime: this.time, userId: this.user, threadId: this.thread };
   }
 
   /** One byte outside any string of a value, at depth 1 (or before the object). */
@@ -225,13 +240,30 @@ export class LineFieldScanner {
     if (this.keyLen > KEY_CAPTURE) return NONE;
     if (!this.keyEscaped) {
       const k = this.key.subarray(0, this.keyLen);
-      return k.equals(ID_KEY) ? ID : k.equals(TIME_KEY) ? TIME : NONE;
+      return k.equals(ID_KEY)
+        ? ID
+        : k.equals(TIME_KEY)
+          ? TIME
+          : k.equals(USER_KEY)
+            ? USER
+            : k.equals(THREAD_KEY)
+              ? THREAD
+              : NONE;
     }
     const k = decoded(this.key, this.keyLen);
-    return k === null ? -1 : k === 'Message ID' ? ID : k === 'Message Time' ? TIME : NONE;
+    if (k === null) return -1;
+    return k === 'Message ID'
+      ? ID
+      : k === 'Message Time'
+        ? TIME
+        : k === 'User ID'
+          ? USER
+          : k === 'Thread ID'
+            ? THREAD
+            : NONE;
   }
 
-  /** The text of the id's or the time's value, captured while at most CAPTURE bytes. */
+  /** The text of an id's or the time's value, captured while at most CAPTURE bytes. */
   private readValue(b: Uint8Array, i: number): number {
     const n = b.length;
     while (i < n) {
@@ -261,10 +293,14 @@ export class LineFieldScanner {
 
   /** The value of the key just read: null when it was not a plain string. */
   private keyRead(v: string | null): void {
-    if (this.target === ID) {
+    if (this.target === TIME) this.time = v;
+    else if (this.target !== NONE) {
       const form = v === null ? 0 : uuidForm(v);
-      this.id = v === null || form === 0 ? null : form === 2 ? v.toLowerCase() : v;
-    } else if (this.target === TIME) this.time = v;
+      const id = v === null || form === 0 ? null : form === 2 ? v.toLowerCase() : v;
+      if (this.target === ID) this.id = id;
+      else if (this.target === USER) this.user = id;
+      else this.thread = id;
+    }
     this.target = NONE;
   }
 

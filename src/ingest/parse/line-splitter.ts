@@ -25,6 +25,9 @@ export interface SourceLine {
    */
   messageId?: string | null;
   messageTime?: string | null;
+  /** line_too_long only: its `User ID` and `Thread ID`, read the same way (line-fields.ts). */
+  userId?: string | null;
+  threadId?: string | null;
 }
 
 export interface SplitOptions {
