@@ -27,6 +27,7 @@ export const INTEGRATION: readonly string[] = [
   'test/ingest/export-day.test.ts',
   'test/ingest/fuzz/line-reading-load.test.ts',
   'test/ingest/fuzz/loader-fuzz.test.ts',
+  'test/ingest/fuzz/suppression-load.test.ts',
   'test/ingest/import-concurrent-writer.test.ts',
   'test/ingest/import-merge-paths.test.ts',
   'test/ingest/import.test.ts',
