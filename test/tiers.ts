@@ -17,6 +17,7 @@ export const INTEGRATION: readonly string[] = [
   'test/api/shared-budget.test.ts',
   'test/dashboard/not-found.test.ts',
   'test/dashboard/runs.test.ts',
+  'test/dashboard/suppressed.test.ts',
   'test/enrich/db-faults.test.ts',
   'test/enrich/page-group-commit.test.ts',
   'test/enrich/poison-entries.test.ts',
