@@ -360,8 +360,10 @@ export async function suppressionRounds(
     const loadId = `supp-${round}`;
     // A load that fails once cut (no reopen), is resumed after the erasure; else cut and reopened now and then.
     const failing = round > 0 && rng.chance(0.25);
+    // A failing load's cut falls on a piece the source yields (they start every 4 lines), or
+    // the load would end whole.
     const cut = failing
-      ? { at: rng.int(lines.length), reopens: 0 }
+      ? { at: Math.min(rng.int(lines.length), 4 * Math.floor((lines.length - 1) / 4)), reopens: 0 }
       : rng.chance(0.25)
         ? { at: rng.int(lines.length), reopens: 2 }
         : null;
