@@ -92,6 +92,48 @@ function describeBudgets(s: WarehouseStatus): string {
     .join('; ');
 }
 
+/**
+ * The recent runs. Their `suppressed` lines (of users and threads `crs-sync forget` erased) get a
+ * column only when one of them has some, as the import's summary shows them: most deployments
+ * never erase anyone.
+ */
+function recentRunsSection(runs: WarehouseStatus['recentRuns']): {
+  title: string;
+  head: string[];
+  rows: (string | number)[][];
+} {
+  const suppressed = runs.some((r) => r.suppressed > 0);
+  return {
+    title: 'Recent runs:',
+    head: [
+      'load id',
+      'kind',
+      'status',
+      'window',
+      'read',
+      'inserted',
+      'updated',
+      'rejected',
+      ...(suppressed ? ['suppressed'] : []),
+      'deleted',
+      'started (UTC)',
+    ],
+    rows: runs.map((r) => [
+      r.loadId,
+      r.kind,
+      r.status,
+      r.window ?? '',
+      r.rowsRead,
+      r.inserted,
+      r.updated,
+      r.rejected,
+      ...(suppressed ? [r.suppressed] : []),
+      r.deleted,
+      utc(r.startedAt),
+    ]),
+  };
+}
+
 /** The tables of the status, in the order shown. Long: one entry per table, each its title, head and rows. */
 function sections(s: WarehouseStatus): { title: string; head: string[]; rows: (string | number)[][] }[] {
   return [
@@ -152,33 +194,7 @@ function sections(s: WarehouseStatus): { title: string; head: string[]; rows: (s
       head: ['day', 'load id', 'why'],
       rows: s.incompleteExports.map((d) => [d.day, d.loadId ?? '', (d.reason ?? '').slice(0, 100)]),
     },
-    {
-      title: 'Recent runs:',
-      head: [
-        'load id',
-        'kind',
-        'status',
-        'window',
-        'read',
-        'inserted',
-        'updated',
-        'rejected',
-        'deleted',
-        'started (UTC)',
-      ],
-      rows: s.recentRuns.map((r) => [
-        r.loadId,
-        r.kind,
-        r.status,
-        r.window ?? '',
-        r.rowsRead,
-        r.inserted,
-        r.updated,
-        r.rejected,
-        r.deleted,
-        utc(r.startedAt),
-      ]),
-    },
+    recentRunsSection(s.recentRuns),
     {
       title: 'Quarantine (rejected_records; closed: dismissed, or gone from a complete load of the day):',
       head: ['source', 'error code', 'open', 'replayed', 'closed'],

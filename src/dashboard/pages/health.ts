@@ -1,7 +1,7 @@
 /** The sync health page: is the warehouse current, and what needs attention. */
 
 import * as Q from '../../warehouse/read/index.ts';
-import { esc, figure, int, section, table, time } from '../html.ts';
+import { type Column, esc, figure, int, section, table, time } from '../html.ts';
 import type { DayRange } from '../range.ts';
 import { get, type PageDef } from './shared.ts';
 
@@ -213,6 +213,15 @@ function backlogPart(backlog: Q.EnrichmentBacklog): string {
   return out.join('\n');
 }
 
+/**
+ * Lines dropped because `crs-sync forget` erased their user or thread: a column only when a row
+ * has some (most deployments never erase anyone); the section's JSON always has the figure.
+ */
+function suppressedColumn<T extends { suppressed: number }>(rows: T[]): Column<T>[] {
+  if (!rows.some((x) => x.suppressed > 0)) return [];
+  return [{ title: 'Suppressed', key: 'suppressed', cell: (x) => int(x.suppressed), numeric: true }];
+}
+
 function recentRunsPart(runs: Q.RecentRun[]): string {
   const out: string[] = [];
   out.push(
@@ -237,6 +246,7 @@ function recentRunsPart(runs: Q.RecentRun[]): string {
           { title: 'Inserted', key: 'inserted', cell: (x) => int(x.inserted), numeric: true },
           { title: 'Updated', key: 'updated', cell: (x) => int(x.updated), numeric: true },
           { title: 'Rejected', key: 'rejected', cell: (x) => int(x.rejected), numeric: true },
+          ...suppressedColumn(runs),
           { title: 'Deleted', key: 'deleted', cell: (x) => int(x.deleted), numeric: true },
           { title: 'Started (UTC)', key: 'startedAt', cell: (x) => time(x.startedAt) },
           { title: 'Error', key: 'error', cell: (x) => `<span class="err">${esc(x.error ?? '')}</span>` },
@@ -279,6 +289,7 @@ function ledgerDaysPart(days: Q.LedgerDay[], range: DayRange): string {
           { title: 'Inserted', key: 'inserted', cell: (x) => int(x.inserted), numeric: true },
           { title: 'Updated', key: 'updated', cell: (x) => int(x.updated), numeric: true },
           { title: 'Rejected', key: 'rejected', cell: (x) => int(x.rejected), numeric: true },
+          ...suppressedColumn(days),
           { title: 'Deleted', key: 'deleted', cell: (x) => int(x.deleted), numeric: true },
           { title: 'Attempts', key: 'attempts', cell: (x) => int(x.attempts), numeric: true },
         ],

@@ -15,6 +15,7 @@ import {
 } from '../../warehouse/load/batch.ts';
 import { addDayCounts, advanceCheckpoint, type DayCounts } from '../../warehouse/load/checkpoints.ts';
 import { beginLoad, commitLoad, rollbackLoad } from '../../warehouse/load/transaction.ts';
+import { uuidsIn } from '../../warehouse/privacy/keyed-id.ts';
 import { clearLoadedText } from '../../warehouse/privacy/retention.ts';
 import { Suppression } from '../../warehouse/privacy/suppression.ts';
 import { addBatchDrift, type DriftCount } from '../../warehouse/schema-drift.ts';
@@ -242,13 +243,11 @@ function suppressed(row: RowKey, suppression: Suppression, counts: BatchCounts):
   return true;
 }
 
-const UUID_IN_TEXT = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi;
-
 /**
  * The batch's rejects without those whose line names an erased user or thread anywhere in its
- * text (a line is quarantined before its fields are known to be what they claim), or, for an
- * over-long line, in the ids read from the whole line beyond its kept prefix: those are read and
- * suppressed, never written to the quarantine.
+ * text, plainly or with JSON escapes (a line is quarantined before its fields are known to be
+ * what they claim), or, for an over-long line, in the ids read from the whole line beyond its
+ * kept prefix: those are read and suppressed, never written to the quarantine.
  */
 function dropSuppressed(
   rejects: PendingReject[],
@@ -259,8 +258,8 @@ function dropSuppressed(
   const drop = (r: PendingReject): boolean => {
     if (suppression.drops(r.userId, r.threadId)) return true;
     const text = r.rawBytes ? r.rawBytes.toString('latin1') : r.raw;
-    for (const m of text.matchAll(UUID_IN_TEXT)) {
-      if (suppression.has('user', m[0]) || suppression.has('thread', m[0])) return true;
+    for (const id of uuidsIn(text)) {
+      if (suppression.has('user', id) || suppression.has('thread', id)) return true;
     }
     return false;
   };

@@ -3,6 +3,7 @@ import type pg from 'pg';
 import { CrsError } from '../../errors.ts';
 import { openCheckpointRows } from '../../warehouse/load/checkpoints.ts';
 import { lookupCommittedRows } from '../../warehouse/load/lookups.ts';
+import { Suppression } from '../../warehouse/privacy/suppression.ts';
 import type { SourceLine } from '../parse/line-splitter.ts';
 import type { Partition } from './partition.ts';
 
@@ -49,15 +50,34 @@ export async function verifySkipped(p: Partition, loadId: string): Promise<numbe
   );
   const cur = new Map(found.map((f) => [f.id, f]));
   let remerged = 0;
+  let suppression: Suppression | undefined;
   for (const row of rows) {
     const c = cur.get(row.messageId);
     const held = c !== undefined && !c.d && (c.h === row.recordHash || (c.l === loadId && c.s >= row.lineNo));
-    if (!held) {
-      p.readd(row);
-      remerged++;
-    }
+    if (held) continue;
+    // A record of an erased user or thread (`crs-sync forget`) is absent because the earlier
+    // attempt dropped it (and counted it suppressed) or the erasure removed what it wrote: merged
+    // again it would be counted a second time and written nowhere.
+    suppression ??= await suppressionOf(p.client);
+    if (suppression.drops(row.userId, row.threadId)) continue;
+    p.readd(row);
+    remerged++;
   }
   return remerged;
+}
+
+// Per connection, as the merge keeps it: read again only when an erasure was added.
+const suppressions = new WeakMap<pg.ClientBase, Suppression>();
+
+/**
+ * The suppression list as it is now, without the writers' lock: a record found erased here stays
+ * erased (the list only grows), and one erased after this is dropped by its batch, which reads
+ * the list again under the lock (merge.ts).
+ */
+async function suppressionOf(client: pg.ClientBase): Promise<Suppression> {
+  const s = await Suppression.read(client, suppressions.get(client), { lock: false });
+  suppressions.set(client, s);
+  return s;
 }
 
 /**

@@ -75,7 +75,7 @@ export class LineRouter {
     if (this.seen?.backlogged) await this.seen.room();
     if (line.problem) {
       const rej = lineReject(line, line.problem, this.opts.maxLineBytes, this.opts.day);
-      await this.takeReject(line.lineNo, rej);
+      await this.takeReject(line.lineNo, rej, this.rejectPartition(line.lineNo, undefined));
       return;
     }
     const bytes = line.bytes ?? Buffer.alloc(0);
@@ -111,9 +111,11 @@ export class LineRouter {
     const drifted = lastDrift().length > 0;
     if (!parsed.ok) {
       const day = this.opts.day ?? dayOfRaw(text);
-      if (drifted && parsed.code === 'schema_drift')
-        this.noteDrift(itemAt(this.partitions, line.lineNo % this.partitions.length), line.lineNo, day);
-      await this.takeReject(line.lineNo, textReject(line.lineNo, parsed, text, bytes, day));
+      // The partition the fast path would have sent the line to, open or not (quickId is
+      // undefined while the gate is closed): an earlier attempt committed it there or nowhere.
+      const p = this.rejectPartition(line.lineNo, quickId ?? quickMessageId(bytes));
+      if (drifted && parsed.code === 'schema_drift') this.noteDrift(p, line.lineNo, day);
+      await this.takeReject(line.lineNo, textReject(line.lineNo, parsed, text, bytes, day), p);
       return;
     }
     const rec = parsed.record;
@@ -150,8 +152,7 @@ export class LineRouter {
     if (p.addKnown()) await this.writer.send(p, lineNo);
   }
 
-  private async takeReject(lineNo: number, rej: PendingReject): Promise<void> {
-    const p = itemAt(this.partitions, lineNo % this.partitions.length);
+  private async takeReject(lineNo: number, rej: PendingReject, p: Partition): Promise<void> {
     // Noted whether or not an earlier attempt committed it: the finalize needs every one.
     this.rejectsSeen?.note(rej);
     // Merged by an earlier attempt: a reject is not checked again (nor counted again: its load
@@ -164,6 +165,18 @@ export class LineRouter {
   /** A line's drift into its partition's batch, unless an earlier attempt committed the line (and counted it). */
   private noteDrift(p: Partition, lineNo: number, day: string | null): void {
     if (lineNo > p.committed) p.noteDrift(lineNo, day, lastDrift());
+  }
+
+  /**
+   * A rejected line's partition: by the id the fast path reads from its bytes when there is one,
+   * as the fast path sends it (its merge quarantines it there, merge.ts `decide`), else by its
+   * line number. Never by whether the fast path is open now: a resumed load must find the line
+   * in the partition whose checkpoint covers it, or count it a second time.
+   */
+  private rejectPartition(lineNo: number, quickId: string | undefined): Partition {
+    return quickId === undefined
+      ? itemAt(this.partitions, lineNo % this.partitions.length)
+      : this.partitionOf(quickId);
   }
 
   private partitionOf(messageId: string): Partition {

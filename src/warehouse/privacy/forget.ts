@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { CrsError } from '../../errors.ts';
 import { type Queryable, rowsOf } from '../read/queryable.ts';
 import { refreshRollups } from '../rollups/refresh.ts';
-import { canonicalId, type ErasedKind, keyedId, privacyKey } from './keyed-id.ts';
+import { canonicalId, type ErasedKind, keyedId, privacyKey, uuidsIn } from './keyed-id.ts';
 
 /** Who to erase: users (and with them every thread of theirs) and single threads. */
 export interface ForgetTarget {
@@ -48,6 +48,7 @@ const ERASED: readonly { table: string; where: string }[] = [
     table: 'rejected_records',
     where: `thread_id in (select thread_id from fg_threads)
             or message_id in (select message_id from fg_messages)
+            or id in (select id from fg_rejects)
             or exists (select 1 from fg_ids i
                        where strpos(lower(rejected_records.raw), i.id::text) > 0
                           or position(convert_to(i.id::text, 'UTF8') in rejected_records.raw_bytes) > 0
@@ -95,7 +96,28 @@ async function collect(c: Queryable, users: string[], threads: string[]): Promis
         where user_id = any($1::uuid[]) or thread_id in (select thread_id from fg_threads)`,
     [users],
   );
+  await collectEscapedRejects(c);
   await c.query('analyze fg_ids, fg_threads, fg_messages');
+}
+
+/**
+ * Quarantined lines that name an erased id only with JSON escapes (`"\u0061bc…"`: the id to
+ * JSON.parse and to the service, but not as text to `strpos`), into `fg_rejects`. Lines with an
+ * escape are few; they are read and searched here (`uuidsIn`, as the loader drops them).
+ */
+async function collectEscapedRejects(c: Queryable): Promise<void> {
+  await c.query('create temp table fg_rejects (id bigint primary key) on commit drop');
+  const ids = new Set((await rowsOf<{ id: string }>(c, 'select id::text from fg_ids')).map((r) => r.id));
+  const escaped = await rowsOf<{ id: string; raw: string; b: Buffer | null }>(
+    c,
+    `select id::text, raw, raw_bytes as b from rejected_records
+      where strpos(raw, $1) > 0 or position(convert_to($1, 'UTF8') in raw_bytes) > 0`,
+    ['\\u'],
+  );
+  const named = escaped
+    .filter((r) => uuidsIn(r.b ? r.b.toString('latin1') : r.raw).some((id) => ids.has(id)))
+    .map((r) => r.id);
+  if (named.length > 0) await c.query('insert into fg_rejects select unnest($1::bigint[])', [named]);
 }
 
 /**
@@ -139,6 +161,12 @@ export async function forget(
         );
         rows[table] = Number(r.rows[0]?.n ?? 0);
       }
+      // A pull that failed (or runs) left marks of the threads it wrote waiting for its finalize:
+      // bookkeeping, not data, but it names them. Their day is marked by the deletes above, and
+      // refreshed whole with this erasure.
+      await c.query(
+        'delete from rollup_waiting_threads where thread_id in (select thread_id from fg_threads)',
+      );
       const erasedThreads = Number(
         (await c.query<{ n: string }>('select count(*)::text as n from fg_threads')).rows[0]?.n ?? 0,
       );

@@ -17,6 +17,24 @@ export function canonicalId(id: string): string | undefined {
   return UUID.test(s) ? s : undefined;
 }
 
+const UUID_IN_TEXT = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi;
+const ESCAPE = /\\u([0-9a-fA-F]{4})/g;
+
+/**
+ * Every UUID a line's text names (lower case), read as JSON.parse would too: a quarantined line
+ * may spell an id with `\uXXXX` escapes (`"\u0061bc…"` is `"abc…"` to JSON.parse, and to the
+ * service), so the text is searched again with them decoded. A literal backslash before a `u`
+ * is decoded as well: it may name one id more, which only erases or drops a quarantined line more.
+ */
+export function uuidsIn(text: string): string[] {
+  const out = Array.from(text.matchAll(UUID_IN_TEXT), (m) => m[0].toLowerCase());
+  if (text.includes('\\u')) {
+    const decoded = text.replace(ESCAPE, (_, h: string) => String.fromCharCode(Number.parseInt(h, 16)));
+    for (const m of decoded.matchAll(UUID_IN_TEXT)) out.push(m[0].toLowerCase());
+  }
+  return out;
+}
+
 export function keyedId(key: Buffer, kind: ErasedKind, canonical: string): Buffer {
   return createHmac('sha256', key).update(`${kind}:${canonical}`).digest();
 }

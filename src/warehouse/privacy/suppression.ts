@@ -57,10 +57,15 @@ export class Suppression {
 
   /**
    * Takes the writer's lock and reads the list, reusing `known` while no erasure has been added
-   * since. Must run inside the writer's transaction.
+   * since. Must run inside the writer's transaction, unless `lock` is false: a reader that only
+   * decides what to send to a writer, which reads the list again under the lock.
    */
-  static async read(c: Queryable, known: Suppression = Suppression.NONE): Promise<Suppression> {
-    await c.query('lock table privacy_suppressions in share mode');
+  static async read(
+    c: Queryable,
+    known: Suppression = Suppression.NONE,
+    opts: { lock?: boolean } = {},
+  ): Promise<Suppression> {
+    if (opts.lock !== false) await c.query('lock table privacy_suppressions in share mode');
     const v = await rowsOf<{ version: string }>(
       c,
       'select coalesce(max(id), 0)::text as version from privacy_erasures',

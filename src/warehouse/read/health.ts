@@ -57,6 +57,8 @@ export interface LedgerDay {
   inserted: number;
   updated: number;
   rejected: number;
+  /** Lines dropped because `crs-sync forget` erased their user or thread. */
+  suppressed: number;
   deleted: number;
   attempts: number;
   /** When the day's last load ended (or its last attempt failed). */
@@ -70,7 +72,8 @@ export async function ledgerDays(q: Queryable, r: DayRange): Promise<LedgerDay[]
   return rowsOf<LedgerDay>(
     q,
     `select day::text as day, status, rows_read as "rowsRead", rows_inserted as inserted,
-            rows_updated as updated, rows_rejected as rejected, rows_deleted as deleted, attempts,
+            rows_updated as updated, rows_rejected as rejected, rows_suppressed as suppressed,
+            rows_deleted as deleted, attempts,
             to_char(finished_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "finishedAt",
             to_char(pulled_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "pulledAt"
        from sync_days where day between $1::date and $2::date order by day desc`,

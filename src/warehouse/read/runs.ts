@@ -11,6 +11,8 @@ export interface RecentRun {
   inserted: number;
   updated: number;
   rejected: number;
+  /** Lines dropped because `crs-sync forget` erased their user or thread (read, neither written nor deleted). */
+  suppressed: number;
   deleted: number;
   startedAt: string;
   finishedAt: string | null;
@@ -41,7 +43,8 @@ export async function recentRuns(q: Queryable, opts: RecentRunsOptions = {}): Pr
     q,
     `select r.load_id as "loadId", r.kind, r.status, r.window_start::text as "windowStart",
             r.window_end::text as "windowEnd", r.rows_read as "rowsRead", r.rows_inserted as inserted,
-            r.rows_updated as updated, r.rows_rejected as rejected, r.rows_deleted as deleted,
+            r.rows_updated as updated, r.rows_rejected as rejected, r.rows_suppressed as suppressed,
+            r.rows_deleted as deleted,
             r.started_at as "startedAt", r.finished_at as "finishedAt", l.alive_at as "aliveAt", l.abandoned, r.error
        from sync_runs r join run_liveness l on l.load_id = r.load_id order by r.started_at desc, r.load_id desc limit $1`,
     [opts.limit ?? 15],

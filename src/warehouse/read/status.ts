@@ -349,6 +349,7 @@ async function readRecentRuns(db: Executor): Promise<WarehouseStatus['recentRuns
     inserted: r.inserted,
     updated: r.updated,
     rejected: r.rejected,
+    suppressed: r.suppressed,
     deleted: r.deleted,
     startedAt: r.startedAt,
     finishedAt: r.finishedAt,
