@@ -25,6 +25,7 @@ export const INTEGRATION: readonly string[] = [
   'test/enrich/simulator.test.ts',
   'test/ingest/copy-binary-postgres.test.ts',
   'test/ingest/db-faults.test.ts',
+  'test/ingest/escaped-id-key.test.ts',
   'test/ingest/export-day.test.ts',
   'test/ingest/fuzz/line-reading-load.test.ts',
   'test/ingest/fuzz/loader-fuzz.test.ts',

@@ -1,6 +1,6 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -127,6 +127,14 @@ describe('help on every command', () => {
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/CRS_DASHBOARD_ALLOWED_HOSTS=\S+/);
     expect(r.stdout).toContain('--host 0.0.0.0');
+  });
+
+  it("when the README's settings table is read, then it has CRS_ENV_FILE, the file every command reads first, with the simulator's --env-out that writes one", () => {
+    const readme = readFileSync(path.join(root, 'README.md'), 'utf8');
+    const row = readme.split('\n').find((l) => l.startsWith('| `CRS_ENV_FILE` |'));
+    expect(row, 'a row for CRS_ENV_FILE').toBeDefined();
+    expect(row).toContain('`.env`');
+    expect(row).toContain('--env-out');
   });
 });
 
