@@ -269,6 +269,41 @@ describe('crs-sync forget', () => {
     expect(await mentions(user)).toEqual({});
   });
 
+  // Quarantined before the erasure: the reject keeps 64 KiB of the line, its ids beyond it; the
+  // erasure finds it by the ids the loader read from the whole line.
+  for (const by of ['user', 'thread'] as const) {
+    it(`when an over-long line was quarantined before its ${by} is forgotten, its ids beyond the kept prefix, then the erasure removes it and no table names them`, async () => {
+      const [rec] = makeRecords(1, { seed: `forget-overlong-${by}` });
+      const id = uuidFrom(`forget:overlong:${by}`);
+      const long = JSON.stringify({ ...rec, 'Message ID': id, Input: 'long words '.repeat(10_000) });
+      // Upper-case ids in the line: the erasure matches them in any case.
+      const line = long.replace(rec!['User ID'], rec!['User ID'].toUpperCase());
+      expect(line.toLowerCase().indexOf(rec!['User ID'])).toBeGreaterThan(64 * 1024);
+      expect(line.indexOf(rec!['Thread ID'])).toBeGreaterThan(64 * 1024);
+      expect(line.indexOf(id)).toBeGreaterThan(64 * 1024);
+      const limited = parseConfig({
+        CRS_BATCH_SIZE: '13',
+        CRS_LOAD_PARTITIONS: '2',
+        CRS_MAX_LINE_BYTES: '70000',
+      });
+      const s = await importFile(tw.w, limited, log, {
+        file: file(toJsonl([line])),
+        loadId: `overlong-before-forget-${by}`,
+      });
+      expect(s).toMatchObject({ rowsRead: 1, rejected: 1, suppressed: 0 });
+      expect(await count('select count(*) from rejected_records where message_id = $1', [id])).toBe(1);
+      const target =
+        by === 'user'
+          ? { users: [rec!['User ID']], threads: [] }
+          : { users: [], threads: [rec!['Thread ID']] };
+      const r = await forget(tw.w.pool, target, { reason: `overlong-${by}` });
+      expect(r.rows.rejected_records).toBe(1);
+      expect(await count('select count(*) from rejected_records where message_id = $1', [id])).toBe(0);
+      const erased = by === 'user' ? [rec!['User ID'], rec!['Thread ID'], id] : [rec!['Thread ID'], id];
+      for (const x of erased) expect(await mentions(x), x).toEqual({});
+    });
+  }
+
   it('when a user is forgotten while a load of their lines runs, then no row of them is left', async () => {
     const big = makeRecords(3000, { seed: 'forget-race', threads: 40 });
     const victim = big[0]!['User ID'];
