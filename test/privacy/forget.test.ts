@@ -74,6 +74,14 @@ afterAll(async () => {
 });
 
 describe('crs-sync forget', () => {
+  it('when a line is quarantined, then its reject keeps the user and thread ids it names', async () => {
+    const r = await tw.w.pool.query<{ user_id: string; thread_id: string }>(
+      'select user_id::text, thread_id::text from rejected_records where message_id = $1',
+      [uuidFrom('forget:bad')],
+    );
+    expect(r.rows).toEqual([{ user_id: user, thread_id: records[0]!['Thread ID'] }]);
+  });
+
   it('when a dry run names a user, then it counts their rows and erases nothing', async () => {
     const before = await mentions(user);
     expect(before.analytics_messages).toBe(records.filter((r) => r['User ID'] === user).length);
