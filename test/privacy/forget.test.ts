@@ -312,6 +312,36 @@ describe('crs-sync forget', () => {
     });
   }
 
+  it('when an over-long reject without ids (quarantined before they were kept) is read again by a load, then it gets them and forget finds it', async () => {
+    const [rec] = makeRecords(1, { seed: 'forget-overlong-old' });
+    const id = rec!['Message ID'];
+    const line = JSON.stringify({ ...rec, Input: 'long words '.repeat(10_000) });
+    const limited = parseConfig({
+      CRS_BATCH_SIZE: '13',
+      CRS_LOAD_PARTITIONS: '2',
+      CRS_MAX_LINE_BYTES: '70000',
+    });
+    const path = file(toJsonl([line]));
+    await importFile(tw.w, limited, log, { file: path, loadId: 'overlong-old-1' });
+    // As the migration leaves a row quarantined before it: no ids beyond the message id.
+    await tw.w.pool.query(
+      'update rejected_records set user_id = null, thread_id = null where message_id = $1',
+      [id],
+    );
+    const blind = await forget(tw.w.pool, { users: [rec!['User ID']], threads: [] }, { dryRun: true });
+    expect(blind.rows.rejected_records).toBe(0);
+    await importFile(tw.w, limited, log, { file: path, loadId: 'overlong-old-2' });
+    expect(
+      await count(
+        'select count(*) from rejected_records where message_id = $1 and times_seen = 2 and user_id = $2',
+        [id, rec!['User ID']],
+      ),
+    ).toBe(1);
+    const r = await forget(tw.w.pool, { users: [rec!['User ID']], threads: [] }, { reason: 'overlong-old' });
+    expect(r.rows.rejected_records).toBe(1);
+    for (const x of [rec!['User ID'], rec!['Thread ID'], id]) expect(await mentions(x), x).toEqual({});
+  });
+
   it('when a user is forgotten while a load of their lines runs, then no row of them is left', async () => {
     const big = makeRecords(3000, { seed: 'forget-race', threads: 40 });
     const victim = big[0]!['User ID'];
