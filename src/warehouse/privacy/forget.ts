@@ -88,10 +88,12 @@ async function collect(c: Queryable, users: string[], threads: string[]): Promis
        select t from unnest($2::uuid[]) t
        union select thread_id from analytics_messages where user_id = any($1::uuid[])
        union select thread_id from threads where user_id = any($1::uuid[])
-       union select thread_id from thread_queue where user_id = any($1::uuid[])
-       union select thread_id from rejected_records where user_id = any($1::uuid[]) and thread_id is not null`,
+       union select thread_id from thread_queue where user_id = any($1::uuid[])`,
     [users, threads],
   );
+  // Not the threads a user's quarantined lines name: a line is quarantined before its fields are
+  // known to be what they claim, and its thread may be another person's (the reject itself goes
+  // by its user id).
   // Every thread erased is named in the quarantine's search too (its history rejects name it).
   await c.query(`insert into fg_ids select thread_id, 'thread' from fg_threads on conflict do nothing`);
   await c.query(
