@@ -229,6 +229,11 @@ export interface RejectedRecordsTable {
   received_at: GeneratedTimestamp;
   /** Export and file lines: the line's `Message ID`, where it could be read (the whole line, not only `raw`). */
   message_id: string | null;
+  /**
+   * Export and file lines: the line's `User ID` (as user ids are stored), where it could be read
+   * from the whole line; `thread_id` holds its `Thread ID` so. `crs-sync forget` finds the reject by them.
+   */
+  user_id: string | null;
   /** When it stopped being open (replayed, dismissed or gone): null while open. */
   replayed_at: Timestamp | null;
   replay_result: string | null;

@@ -74,6 +74,14 @@ afterAll(async () => {
 });
 
 describe('crs-sync forget', () => {
+  it('when a line is quarantined, then its reject keeps the user and thread ids it names', async () => {
+    const r = await tw.w.pool.query<{ user_id: string; thread_id: string }>(
+      'select user_id::text, thread_id::text from rejected_records where message_id = $1',
+      [uuidFrom('forget:bad')],
+    );
+    expect(r.rows).toEqual([{ user_id: user, thread_id: records[0]!['Thread ID'] }]);
+  });
+
   it('when a dry run names a user, then it counts their rows and erases nothing', async () => {
     const before = await mentions(user);
     expect(before.analytics_messages).toBe(records.filter((r) => r['User ID'] === user).length);
@@ -267,6 +275,71 @@ describe('crs-sync forget', () => {
     expect(s).toMatchObject({ rowsRead: 1, rejected: 0, suppressed: 1 });
     expect(await mentions(id)).toEqual({});
     expect(await mentions(user)).toEqual({});
+  });
+
+  // Quarantined before the erasure: the reject keeps 64 KiB of the line, its ids beyond it; the
+  // erasure finds it by the ids the loader read from the whole line.
+  for (const by of ['user', 'thread'] as const) {
+    it(`when an over-long line was quarantined before its ${by} is forgotten, its ids beyond the kept prefix, then the erasure removes it and no table names them`, async () => {
+      const [rec] = makeRecords(1, { seed: `forget-overlong-${by}` });
+      const id = uuidFrom(`forget:overlong:${by}`);
+      const long = JSON.stringify({ ...rec, 'Message ID': id, Input: 'long words '.repeat(10_000) });
+      // Upper-case ids in the line: the erasure matches them in any case.
+      const line = long.replace(rec!['User ID'], rec!['User ID'].toUpperCase());
+      expect(line.toLowerCase().indexOf(rec!['User ID'])).toBeGreaterThan(64 * 1024);
+      expect(line.indexOf(rec!['Thread ID'])).toBeGreaterThan(64 * 1024);
+      expect(line.indexOf(id)).toBeGreaterThan(64 * 1024);
+      const limited = parseConfig({
+        CRS_BATCH_SIZE: '13',
+        CRS_LOAD_PARTITIONS: '2',
+        CRS_MAX_LINE_BYTES: '70000',
+      });
+      const s = await importFile(tw.w, limited, log, {
+        file: file(toJsonl([line])),
+        loadId: `overlong-before-forget-${by}`,
+      });
+      expect(s).toMatchObject({ rowsRead: 1, rejected: 1, suppressed: 0 });
+      expect(await count('select count(*) from rejected_records where message_id = $1', [id])).toBe(1);
+      const target =
+        by === 'user'
+          ? { users: [rec!['User ID']], threads: [] }
+          : { users: [], threads: [rec!['Thread ID']] };
+      const r = await forget(tw.w.pool, target, { reason: `overlong-${by}` });
+      expect(r.rows.rejected_records).toBe(1);
+      expect(await count('select count(*) from rejected_records where message_id = $1', [id])).toBe(0);
+      const erased = by === 'user' ? [rec!['User ID'], rec!['Thread ID'], id] : [rec!['Thread ID'], id];
+      for (const x of erased) expect(await mentions(x), x).toEqual({});
+    });
+  }
+
+  it('when an over-long reject without ids (quarantined before they were kept) is read again by a load, then it gets them and forget finds it', async () => {
+    const [rec] = makeRecords(1, { seed: 'forget-overlong-old' });
+    const id = rec!['Message ID'];
+    const line = JSON.stringify({ ...rec, Input: 'long words '.repeat(10_000) });
+    const limited = parseConfig({
+      CRS_BATCH_SIZE: '13',
+      CRS_LOAD_PARTITIONS: '2',
+      CRS_MAX_LINE_BYTES: '70000',
+    });
+    const path = file(toJsonl([line]));
+    await importFile(tw.w, limited, log, { file: path, loadId: 'overlong-old-1' });
+    // As the migration leaves a row quarantined before it: no ids beyond the message id.
+    await tw.w.pool.query(
+      'update rejected_records set user_id = null, thread_id = null where message_id = $1',
+      [id],
+    );
+    const blind = await forget(tw.w.pool, { users: [rec!['User ID']], threads: [] }, { dryRun: true });
+    expect(blind.rows.rejected_records).toBe(0);
+    await importFile(tw.w, limited, log, { file: path, loadId: 'overlong-old-2' });
+    expect(
+      await count(
+        'select count(*) from rejected_records where message_id = $1 and times_seen = 2 and user_id = $2',
+        [id, rec!['User ID']],
+      ),
+    ).toBe(1);
+    const r = await forget(tw.w.pool, { users: [rec!['User ID']], threads: [] }, { reason: 'overlong-old' });
+    expect(r.rows.rejected_records).toBe(1);
+    for (const x of [rec!['User ID'], rec!['Thread ID'], id]) expect(await mentions(x), x).toEqual({});
   });
 
   it('when a user is forgotten while a load of their lines runs, then no row of them is left', async () => {

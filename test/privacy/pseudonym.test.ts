@@ -117,6 +117,39 @@ describe('pseudonymous user ids', () => {
     expect(await mentionsAny([pseudonymOf(KEY, user), user])).toBe(0);
   });
 
+  it('when an over-long line is quarantined under pseudonymize, then its reject keeps the pseudonym, and forget by the plain id removes it and suppresses the line after', async () => {
+    const [rec] = makeRecords(1, { seed: 'pseudonym-overlong' });
+    const user = rec!['User ID'];
+    const id = rec!['Message ID'];
+    // Input first: the ids lie beyond the 64 KiB the quarantine keeps of an over-long line.
+    const line = JSON.stringify({ ...rec, Input: 'long words '.repeat(10_000) });
+    expect(line.indexOf(user)).toBeGreaterThan(64 * 1024);
+    const limited = parseConfig({
+      CRS_BATCH_SIZE: '9',
+      CRS_USER_ID_POLICY: 'pseudonymize',
+      CRS_PSEUDONYM_KEY: KEY,
+      CRS_MAX_LINE_BYTES: '70000',
+    });
+    const longFile = file(toJsonl([line]));
+    const s = await importFile(tw.w, limited, log, { file: longFile, loadId: 'overlong' });
+    expect(s).toMatchObject({ rejected: 1, suppressed: 0 });
+    const kept = await tw.w.pool.query<{ user_id: string; thread_id: string }>(
+      'select user_id::text, thread_id::text from rejected_records where message_id = $1',
+      [id],
+    );
+    expect(kept.rows).toEqual([{ user_id: pseudonymOf(KEY, user), thread_id: rec!['Thread ID'] }]);
+    const r = await forget(
+      tw.w.pool,
+      { users: [user], threads: [] },
+      { storedUserId: storedUserIds(pseudo.userIds) },
+    );
+    expect(r.rows.rejected_records).toBe(1);
+    expect(await mentionsAny([pseudonymOf(KEY, user), user, id, rec!['Thread ID']])).toBe(0);
+    const again = await importFile(tw.w, limited, log, { file: longFile, loadId: 'overlong-after' });
+    expect(again).toMatchObject({ rejected: 0, suppressed: 1 });
+    expect(await mentionsAny([pseudonymOf(KEY, user), user, id])).toBe(0);
+  });
+
   it('when pseudonymize is set without a key, then the configuration is refused', () => {
     expect(() => parseConfig({ CRS_USER_ID_POLICY: 'pseudonymize' })).toThrow(/CRS_PSEUDONYM_KEY: required/);
     expect(() => parseConfig({ CRS_USER_ID_POLICY: 'pseudonymize', CRS_PSEUDONYM_KEY: 'short' })).toThrow(

@@ -206,7 +206,8 @@ export async function mergeBatch(
     const suppression = await suppressionIn(client);
     const finalVersion = decide(rows, state, t, counts, quarantined, suppression);
     if (finalVersion.size > 0) await writeRows(client, rows, finalVersion, stored, t, counts);
-    await writeBookkeeping(client, dropSuppressed(quarantined, suppression, counts), t, counts);
+    const rejects = storedUserIdsOf(quarantined, t.contract.storedUserId);
+    await writeBookkeeping(client, dropSuppressed(rejects, suppression, counts), t, counts);
     await commitLoad(client);
     return counts;
   } catch (err) {
@@ -241,6 +242,19 @@ function suppressed(row: RowKey, suppression: Suppression, counts: BatchCounts):
   counts.suppressed++;
   bump(counts.days, row.messageDate, 5);
   return true;
+}
+
+/**
+ * The rejects with their user ids as the warehouse stores them (CRS_USER_ID_POLICY): so the
+ * suppression list and `crs-sync forget` know them. New objects: a batch retried after a rollback
+ * reads the same rejects again.
+ */
+function storedUserIdsOf(
+  rejects: PendingReject[],
+  stored: ((userId: string) => string) | undefined,
+): PendingReject[] {
+  if (!stored) return rejects;
+  return rejects.map((r) => (r.userId === null ? r : { ...r, userId: stored(r.userId) }));
 }
 
 /**

@@ -81,11 +81,13 @@ export interface PendingReject {
   /** The line's `Message ID` where it can be read (line-fields.ts): its row is not deleted for its absence. */
   messageId: string | null;
   /**
-   * An over-long line's `User ID` and `Thread ID`, read from the whole line (its kept prefix may
-   * not hold them): the load drops the line when either was erased (merge.ts).
+   * The line's `User ID` and `Thread ID` where they can be read, as its `Message ID` is (an
+   * over-long line's from the whole line: its kept prefix may not hold them). The load drops the
+   * line when either was erased (merge.ts), and the quarantine keeps them (`user_id`,
+   * `thread_id`): `crs-sync forget` finds the reject by them.
    */
-  userId?: string | null;
-  threadId?: string | null;
+  userId: string | null;
+  threadId: string | null;
   /**
    * What makes it the same line for the quarantine, with its source and day (`rejectDigest`):
    * a line read again by a later load of its day is the same reject, counted, not a new one.
@@ -199,7 +201,7 @@ export function textReject(
     rawBytes: null,
     rawLength: bytes.length,
     day,
-    messageId: fieldsOfText(text, bytes)?.messageId ?? null,
+    ...idsOf(fieldsOfText(text, bytes)),
     digest: rejectDigest(bytes),
   };
 }
@@ -216,9 +218,14 @@ export function lineReject(
   exportDay: string | null,
 ): PendingReject {
   const bytes = line.rawBytes ?? Buffer.alloc(0);
-  const read =
+  const read: LineFields =
     problem === 'line_too_long'
-      ? { messageId: line.messageId ?? null, messageTime: line.messageTime ?? null }
+      ? {
+          messageId: line.messageId ?? null,
+          messageTime: line.messageTime ?? null,
+          userId: line.userId ?? null,
+          threadId: line.threadId ?? null,
+        }
       : lineFields(bytes);
   return {
     lineNo: line.lineNo,
@@ -233,12 +240,20 @@ export function lineReject(
     rawBytes: bytes,
     rawLength: line.byteLength,
     day: exportDay ?? dayOfTimeValue(read.messageTime),
-    messageId: read.messageId,
-    ...(problem === 'line_too_long' ? { userId: line.userId ?? null, threadId: line.threadId ?? null } : {}),
+    ...idsOf(read),
     digest: rejectDigest(
       bytes,
       problem === 'line_too_long' ? { length: line.byteLength, messageId: read.messageId } : undefined,
     ),
+  };
+}
+
+/** The ids a reject keeps of what was read of its line (none: nothing could be read). */
+function idsOf(read: LineFields | null): Pick<PendingReject, 'messageId' | 'userId' | 'threadId'> {
+  return {
+    messageId: read?.messageId ?? null,
+    userId: read?.userId ?? null,
+    threadId: read?.threadId ?? null,
   };
 }
 
@@ -259,7 +274,7 @@ let lastText: string | null = null;
 let lastFields: LineFields | null = null;
 
 /**
- * A rejected line's `Message ID` and `Message Time` as JSON.parse reads them (the line's own
+ * A rejected line's `Message ID`, `Message Time`, `User ID` and `Thread ID` as JSON.parse reads them (the line's own
  * object, escapes decoded, the last of duplicated keys), when the text is JSON: the parser
  * already judged the line by that reading, and the quarantine must name the record the parser
  * saw (its row is not deleted for its absence). Text that is not JSON: by the byte scanner from
@@ -280,14 +295,22 @@ function parsedFields(text: string): LineFields | null {
   } catch {
     return null;
   }
-  if (typeof v !== 'object' || v === null || Array.isArray(v)) return { messageId: null, messageTime: null };
-  const id = Object.hasOwn(v, 'Message ID') ? (v as Record<string, unknown>)['Message ID'] : undefined;
-  const time = Object.hasOwn(v, 'Message Time') ? (v as Record<string, unknown>)['Message Time'] : undefined;
-  const form = typeof id === 'string' ? uuidForm(id) : 0;
+  if (typeof v !== 'object' || v === null || Array.isArray(v))
+    return { messageId: null, messageTime: null, userId: null, threadId: null };
+  const field = (k: string): unknown => (Object.hasOwn(v, k) ? (v as Record<string, unknown>)[k] : undefined);
+  const time = field('Message Time');
   return {
-    messageId: typeof id !== 'string' || form === 0 ? null : form === 2 ? id.toLowerCase() : id,
+    messageId: uuidOf(field('Message ID')),
     messageTime: typeof time === 'string' ? time : null,
+    userId: uuidOf(field('User ID')),
+    threadId: uuidOf(field('Thread ID')),
   };
+}
+
+/** A value that is a UUID string, lower-case (as line-fields.ts reads one), or null. */
+function uuidOf(id: unknown): string | null {
+  const form = typeof id === 'string' ? uuidForm(id) : 0;
+  return typeof id !== 'string' || form === 0 ? null : form === 2 ? id.toLowerCase() : id;
 }
 
 /** The day of a `Message Time` value read on its own (line-fields.ts), by the rule of `dayOfRaw`. */

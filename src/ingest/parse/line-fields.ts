@@ -9,7 +9,8 @@ import { uuidForm } from './uuid-form.ts';
  * other export or file reject is read by it too, from the line's bytes (one rule for
  * `rejected_records.message_id`); their day stays `dayOfRaw`'s (pending.ts), by the same rule.
  * `User ID` and `Thread ID` are read the same way as the id: an over-long line of an erased user
- * or thread is dropped by them (merge.ts), its kept prefix naming neither.
+ * or thread is dropped by them (merge.ts), its kept prefix naming neither, and the quarantine keeps
+ * them (`rejected_records.user_id`, `thread_id`) for `crs-sync forget` to find the reject by.
  *
  * How strict, and why:
  * - Only the keys of the line's own object count (depth 1): strings are followed with their
@@ -77,9 +78,9 @@ export interface LineFields {
   /** The line's `Message Time` as written, or null. */
   messageTime: string | null;
   /**
-   * The line's `User ID` and `Thread ID`, read as its `Message ID` is (the scanner only; a line
-   * read by JSON.parse has no need of them): an over-long line whose kept prefix does not name
-   * them is dropped by them when the user or thread was erased (`crs-sync forget`).
+   * The line's `User ID` and `Thread ID`, read as its `Message ID` is: a reject is dropped by them
+   * when the user or thread was erased, and kept with them (`crs-sync forget` finds it by them),
+   * an over-long line's kept prefix often naming neither.
    */
   userId?: string | null;
   threadId?: string | null;

@@ -146,23 +146,30 @@ export async function queueThreads(
 // is never sent again (src/ingest/merge/router.ts): a resumed load counts once.
 const REJECTS_SQL = `
   insert into rejected_records as r (_load_id, last_load_id, source, source_name, day, line_no, raw, raw_bytes,
-    raw_length, error_code, error_detail, message_id, line_digest)
-  select $1, $1, $2, $3, x.day, x.line_no, x.raw, x.raw_bytes, x.raw_length, x.code, x.detail, x.message_id, x.digest
+    raw_length, error_code, error_detail, message_id, user_id, thread_id, line_digest)
+  select $1, $1, $2, $3, x.day, x.line_no, x.raw, x.raw_bytes, x.raw_length, x.code, x.detail, x.message_id,
+    x.user_id, x.thread_id, x.digest
   from unnest($4::date[], $5::bigint[], $6::text[], $7::bytea[], $8::bigint[], $9::text[], $10::text[], $11::uuid[],
-    $12::bytea[]) with ordinality as x(day, line_no, raw, raw_bytes, raw_length, code, detail, message_id, digest, n)
+    $12::uuid[], $13::uuid[], $14::bytea[])
+    with ordinality as x(day, line_no, raw, raw_bytes, raw_length, code, detail, message_id, user_id, thread_id, digest, n)
   order by x.n
   on conflict (source, coalesce(day, 'infinity'::date), line_digest) where line_digest is not null and replayed_at is null
   do update set times_seen = r.times_seen + (r.last_load_id is distinct from excluded.last_load_id)::int,
     last_load_id = excluded.last_load_id, last_seen_at = now(), error_code = excluded.error_code,
-    error_detail = excluded.error_detail`;
+    error_detail = excluded.error_detail,
+    -- A reject quarantined before its ids were kept gets them when its line is read again.
+    user_id = coalesce(r.user_id, excluded.user_id), thread_id = coalesce(r.thread_id, excluded.thread_id)`;
 
 // A replay's rejects: rows of its load alone, removed once the replay has noted them
 // (src/ingest/source/replay.ts).
 const REJECTS_PER_LOAD_SQL = `
-  insert into rejected_records (_load_id, source, source_name, day, line_no, raw, raw_bytes, raw_length, error_code, error_detail, message_id)
-  select $1, $2, $3, r.day, r.line_no, r.raw, r.raw_bytes, r.raw_length, r.code, r.detail, r.message_id
-  from unnest($4::date[], $5::bigint[], $6::text[], $7::bytea[], $8::bigint[], $9::text[], $10::text[], $11::uuid[])
-    as r(day, line_no, raw, raw_bytes, raw_length, code, detail, message_id)
+  insert into rejected_records (_load_id, source, source_name, day, line_no, raw, raw_bytes, raw_length, error_code,
+    error_detail, message_id, user_id, thread_id)
+  select $1, $2, $3, r.day, r.line_no, r.raw, r.raw_bytes, r.raw_length, r.code, r.detail, r.message_id, r.user_id,
+    r.thread_id
+  from unnest($4::date[], $5::bigint[], $6::text[], $7::bytea[], $8::bigint[], $9::text[], $10::text[], $11::uuid[],
+    $12::uuid[], $13::uuid[])
+    as r(day, line_no, raw, raw_bytes, raw_length, code, detail, message_id, user_id, thread_id)
   on conflict (_load_id, source, coalesce(source_name, ''), line_no) where line_no is not null do nothing`;
 
 /** A quarantined line as the batch writes it (src/ingest/merge/pending.ts builds them). */
@@ -175,6 +182,12 @@ export interface BatchReject {
   code: string;
   detail: string;
   messageId: string | null;
+  /**
+   * The line's `User ID` (as the warehouse stores user ids) and `Thread ID`, where they can be
+   * read from the whole line: `crs-sync forget` finds the reject by them.
+   */
+  userId: string | null;
+  threadId: string | null;
   /** The line's identity in the quarantine (its source, day and this digest). */
   digest: Buffer;
 }
@@ -200,6 +213,8 @@ function rejectValues(o: RejectOrigin, rejects: readonly BatchReject[]): unknown
     rejects.map((r) => r.code),
     rejects.map((r) => r.detail),
     rejects.map((r) => r.messageId),
+    rejects.map((r) => r.userId),
+    rejects.map((r) => r.threadId),
   ];
 }
 

@@ -29,8 +29,10 @@ export interface ForgetResult {
  * Every table that holds a person's data, with the rows of the erased ones (`fg_messages`,
  * `fg_threads`, `fg_ids`: the temporary tables `collect` fills). The rollups are not here: the
  * raw tables' triggers mark what these deletes touch and the erasure refreshes it in the same
- * transaction. The quarantine is searched by the ids' text too: an export or file line rejected
- * before its ids could be read still names them.
+ * transaction. A quarantined export or file line is found by the ids the loader read from the
+ * whole line (`message_id`, `user_id`, `thread_id`: an over-long line keeps only a prefix in
+ * `raw`, its ids often beyond it), and by the ids' text too: a line whose ids could not be read
+ * (not JSON, an id that is not a UUID), or quarantined before its ids were kept, may still name them.
  */
 const ERASED: readonly { table: string; where: string }[] = [
   // First: an enrichment page in flight holds its thread's row FOR SHARE (enrich-pages.ts), so
@@ -48,6 +50,7 @@ const ERASED: readonly { table: string; where: string }[] = [
     table: 'rejected_records',
     where: `thread_id in (select thread_id from fg_threads)
             or message_id in (select message_id from fg_messages)
+            or user_id in (select id from fg_ids where kind = 'user')
             or id in (select id from fg_rejects)
             or exists (select 1 from fg_ids i
                        where strpos(lower(rejected_records.raw), i.id::text) > 0
@@ -88,6 +91,9 @@ async function collect(c: Queryable, users: string[], threads: string[]): Promis
        union select thread_id from thread_queue where user_id = any($1::uuid[])`,
     [users, threads],
   );
+  // Not the threads a user's quarantined lines name: a line is quarantined before its fields are
+  // known to be what they claim, and its thread may be another person's (the reject itself goes
+  // by its user id).
   // Every thread erased is named in the quarantine's search too (its history rejects name it).
   await c.query(`insert into fg_ids select thread_id, 'thread' from fg_threads on conflict do nothing`);
   await c.query(

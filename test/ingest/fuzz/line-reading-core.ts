@@ -250,8 +250,15 @@ function idOf(v: unknown): string | null {
   return form === 0 ? null : form === 2 ? v.toLowerCase() : v;
 }
 
-/** JSON.parse's reading of a line: its own object's id and time, or null when it is not a JSON object. */
-export function oracle(bytes: Buffer): { messageId: string | null; messageTime: string | null } | null {
+interface Reading {
+  messageId: string | null;
+  messageTime: string | null;
+  userId: string | null;
+  threadId: string | null;
+}
+
+/** JSON.parse's reading of a line: its own object's ids and time, or null when it is not a JSON object. */
+export function oracle(bytes: Buffer): Reading | null {
   if (!isUtf8(bytes)) return null;
   let v: unknown;
   try {
@@ -259,10 +266,13 @@ export function oracle(bytes: Buffer): { messageId: string | null; messageTime: 
   } catch {
     return null;
   }
-  if (typeof v !== 'object' || v === null || Array.isArray(v)) return { messageId: null, messageTime: null };
+  if (typeof v !== 'object' || v === null || Array.isArray(v))
+    return { messageId: null, messageTime: null, userId: null, threadId: null };
   const o = v as Record<string, unknown>;
   return {
     messageId: Object.hasOwn(o, 'Message ID') ? idOf(o['Message ID']) : null,
+    userId: Object.hasOwn(o, 'User ID') ? idOf(o['User ID']) : null,
+    threadId: Object.hasOwn(o, 'Thread ID') ? idOf(o['Thread ID']) : null,
     messageTime:
       Object.hasOwn(o, 'Message Time') && typeof o['Message Time'] === 'string' ? o['Message Time'] : null,
   };
@@ -297,7 +307,12 @@ export function disagreement(c: LineCase, rng: Rng, tally: ReadingTally): string
     at += n;
   }
   const pieces = s.result();
-  if (pieces.messageId !== whole.messageId || pieces.messageTime !== whole.messageTime)
+  if (
+    pieces.messageId !== whole.messageId ||
+    pieces.messageTime !== whole.messageTime ||
+    pieces.userId !== whole.userId ||
+    pieces.threadId !== whole.threadId
+  )
     return `scanner in pieces ${JSON.stringify(pieces)} vs whole ${JSON.stringify(whole)}`;
   const quick = quickMessageId(bytes);
   if (quick !== undefined) tally.quickIds++;
@@ -307,6 +322,9 @@ export function disagreement(c: LineCase, rng: Rng, tally: ReadingTally): string
     return `scanner id ${whole.messageId} vs JSON.parse ${truth.messageId}`;
   if (whole.messageTime !== truth.messageTime)
     return `scanner time ${JSON.stringify(whole.messageTime)} vs JSON.parse ${JSON.stringify(truth.messageTime)}`;
+  // The ids a reject keeps for `crs-sync forget` (rejected_records.user_id, thread_id).
+  if (whole.userId !== truth.userId || whole.threadId !== truth.threadId)
+    return `scanner user/thread ${whole.userId}/${whole.threadId} vs JSON.parse ${truth.userId}/${truth.threadId}`;
   const text = bytes.toString('utf8');
   const parsed = parseRecord(text, { hash: false, fromUtf8: true });
   if (parsed.ok) {
@@ -323,6 +341,8 @@ export function disagreement(c: LineCase, rng: Rng, tally: ReadingTally): string
     const rej = textReject(1, parsed, text, bytes, dayOfRaw(text));
     if (rej.messageId !== truth.messageId)
       return `reject id ${rej.messageId} vs JSON.parse ${truth.messageId}`;
+    if (rej.userId !== truth.userId || rej.threadId !== truth.threadId)
+      return `reject user/thread ${rej.userId}/${rej.threadId} vs JSON.parse ${truth.userId}/${truth.threadId}`;
     const day = dayOfTimeValue(truth.messageTime);
     if (rej.day !== day) return `reject day ${rej.day} vs JSON.parse's time ${truth.messageTime} (${day})`;
   }
