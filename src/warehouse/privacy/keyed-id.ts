@@ -1,4 +1,4 @@
-import { createHmac, randomBytes } from 'node:crypto';
+import { createHmac, type KeyObject, randomBytes } from 'node:crypto';
 import { type Queryable, rowsOf } from '../read/queryable.ts';
 
 /**
@@ -35,7 +35,7 @@ export function uuidsIn(text: string): string[] {
   return out;
 }
 
-export function keyedId(key: Buffer, kind: ErasedKind, canonical: string): Buffer {
+export function keyedId(key: Buffer | KeyObject, kind: ErasedKind, canonical: string): Buffer {
   return createHmac('sha256', key).update(`${kind}:${canonical}`).digest();
 }
 
