@@ -114,6 +114,7 @@ export const SYSTEM: readonly string[] = [
   'test/temporal/heartbeat.test.ts',
   'test/temporal/integration.test.ts',
   'test/temporal/intraday.test.ts',
+  'test/temporal/long-keys-sync.test.ts',
   'test/temporal/replay.test.ts',
   'test/temporal/schedules.test.ts',
   'test/temporal/worker-kill.test.ts',
