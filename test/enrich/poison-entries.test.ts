@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import { sql } from 'kysely';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -8,6 +7,7 @@ import { createEnrichOps } from '../../src/enrich/index.ts';
 import { MAX_DEPTH } from '../../src/enrich/storable.ts';
 import { captureLog, options, SECRETS } from '../api/helpers/client-setup.ts';
 import { type ScriptedServer, startScriptedServer } from '../api/helpers/scripted-server.ts';
+import { noise } from '../helpers/long-key-lines.ts';
 import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts';
 
 /**
@@ -22,16 +22,6 @@ const T1 = uuid(1, 'b');
 
 const entry = (n: number, more = '') =>
   `{"message_id":"${uuid(n)}","role":"assistant","content":"text ${n}","created_at":"2026-01-01T10:00:00Z","citations":[]${more}}`;
-/** `bytes` of ASCII that compression does not shrink much (hex of a sha256 chain). */
-function noise(bytes: number, label: string): string {
-  let out = '';
-  let h = label;
-  while (out.length < bytes) {
-    h = createHash('sha256').update(h).digest('hex');
-    out += h;
-  }
-  return out.slice(0, bytes);
-}
 const deep = (levels: number) => '['.repeat(levels) + ']'.repeat(levels);
 const artifact = (more: string, val = 'v') =>
   `{"output_type":"table","title":"t","citations":[],"val":${JSON.stringify(val)},"resolved_text_objects":true${more}}`;
