@@ -14,17 +14,23 @@ import { canonicalId, type ErasedKind, keyedId, privacyKey } from './keyed-id.ts
  * keeps the list it read until the version moves (one short statement per transaction).
  */
 export class Suppression {
-  static readonly NONE = new Suppression(0, undefined, new Set());
+  static readonly NONE = new Suppression(0, undefined, { user: new Set(), thread: new Set() });
 
   readonly version: number;
   // A KeyObject made once: an HMAC under a Buffer key makes one per call (~10 µs against ~2 µs).
   readonly #key: KeyObject | undefined;
-  readonly #hashes: ReadonlySet<string>;
+  // One set a kind: a list of erased users only (no thread named) then costs a load no hash of
+  // a thread id, which is new on most lines (a user's id repeats and is remembered below).
+  readonly #hashes: Readonly<Record<ErasedKind, ReadonlySet<string>>>;
   // Ids repeat across a day's lines (a user's every message, a thread's): each is hashed once,
   // remembered by the id as given, one map a kind (no key text built per row).
   readonly #seen: Record<ErasedKind, Map<string, boolean>> = { user: new Map(), thread: new Map() };
 
-  private constructor(version: number, key: Buffer | undefined, hashes: ReadonlySet<string>) {
+  private constructor(
+    version: number,
+    key: Buffer | undefined,
+    hashes: Readonly<Record<ErasedKind, ReadonlySet<string>>>,
+  ) {
     this.version = version;
     this.#key = key === undefined ? undefined : createSecretKey(key);
     this.#hashes = hashes;
@@ -32,22 +38,22 @@ export class Suppression {
 
   /** Nothing is suppressed: the writers' checks cost nothing. */
   get empty(): boolean {
-    return this.#hashes.size === 0;
+    return this.size === 0;
   }
 
   get size(): number {
-    return this.#hashes.size;
+    return this.#hashes.user.size + this.#hashes.thread.size;
   }
 
   /** Whether `id` (any case; not a UUID: never) was erased as `kind`. */
   has(kind: ErasedKind, id: string | null | undefined): boolean {
-    if (this.#hashes.size === 0 || this.#key === undefined || id == null) return false;
+    const hashes = this.#hashes[kind];
+    if (hashes.size === 0 || this.#key === undefined || id == null) return false;
     const seen = this.#seen[kind];
     const known = seen.get(id);
     if (known !== undefined) return known;
     const canonical = canonicalId(id);
-    const hit =
-      canonical !== undefined && this.#hashes.has(keyedId(this.#key, kind, canonical).toString('hex'));
+    const hit = canonical !== undefined && hashes.has(keyedId(this.#key, kind, canonical).toString('hex'));
     if (seen.size >= 100_000) seen.clear();
     seen.set(id, hit);
     return hit;
@@ -80,7 +86,8 @@ export class Suppression {
       c,
       'select kind, key_hash from privacy_suppressions',
     );
-    const hashes = new Set(rows.map((r) => r.key_hash.toString('hex')));
+    const hashes = { user: new Set<string>(), thread: new Set<string>() };
+    for (const r of rows) hashes[r.kind].add(r.key_hash.toString('hex'));
     return new Suppression(version, key, hashes);
   }
 }
