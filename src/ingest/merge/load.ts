@@ -17,7 +17,12 @@ import { acceptedDriftPaths } from '../../warehouse/schema-drift.ts';
 import type { DaySummary } from '../finalize/counts.ts';
 import { finalizeLoad, watchesHeld } from '../finalize/finalize.ts';
 import { type SplitStats, splitLines } from '../parse/line-splitter.ts';
-import { type ExportContract, exportContract } from '../parse/record-parser.ts';
+import {
+  EXPORT_CONTRACT,
+  type ExportContract,
+  exportContract,
+  widenContract,
+} from '../parse/record-parser.ts';
 import { BatchWriter } from './batch-writer.ts';
 import { FastPathGate } from './fast-path.ts';
 import { KNOWN_LINES_MAX, type KnownLines, readKnownLines } from './known-lines.ts';
@@ -63,12 +68,22 @@ export interface LoaderSettings {
   parts: number;
   /** CRS_MAX_LINE_BYTES: a longer line is quarantined (its first bytes kept). */
   maxLineBytes: number;
-  /** CRS_RECORD_CONTRACT: `freeze` quarantines records that drift from the contract (default evolve). */
-  schemaContract?: 'evolve' | 'freeze';
-  /** CRS_USER_ID_POLICY: user ids as sent (default) or pseudonymised (src/common/pseudonym.ts). */
+  /**
+   * CRS_USER_ID_POLICY: user ids as sent (default) or pseudonymised (src/common/pseudonym.ts). A
+   * load checks it is the warehouse's before it writes; `contract` stores the ids by it.
+   */
   userIds?: Config['userIds'];
-  /** CRS_TEXT_RETENTION_DAYS: rows of older days are written without their text (none: kept). */
-  textRetentionDays?: number | undefined;
+  /**
+   * The record contract as the config makes it (CRS_RECORD_CONTRACT: `freeze` quarantines records
+   * that drift from it; the user ids as CRS_USER_ID_POLICY stores them), which each load widens by
+   * the drift accepted in the warehouse. Default: evolve, ids as sent.
+   */
+  contract?: ExportContract;
+  /**
+   * The first UTC day whose rows keep their text (CRS_TEXT_RETENTION_DAYS before today): rows of
+   * older days are written without it. None: every text is kept.
+   */
+  textBefore?: string | undefined;
   /** CRS_DELETE_GUARD: percent of a day's live rows above which its deletes are held for review (default 10). */
   deleteGuardPct?: number;
   /** CRS_DELETE_GUARD_LOAD: percent of a multi-day load's live rows above which all its deletes are held (default 2). */
@@ -82,15 +97,22 @@ export interface LoaderSettings {
   knownLinesMax?: number;
 }
 
-/** The loader's settings as the config gives them: the one place a load's settings are read. */
+/**
+ * The loader's settings as the config gives them: the one place a load's settings are read, and
+ * where what they imply is worked out once, as the request is built (the contract, the retention's
+ * first day), so the load is handed values.
+ */
 export function loaderSettings(config: Config): LoaderSettings {
   return {
     batchSize: config.batchSize,
     parts: config.loadConnections,
     maxLineBytes: config.maxLineBytes,
-    schemaContract: config.schemaContract,
     userIds: config.userIds,
-    textRetentionDays: config.textRetentionDays,
+    contract: exportContract({
+      freeze: config.schemaContract === 'freeze',
+      storedUserId: storedUserIds(config.userIds),
+    }),
+    ...(config.textRetentionDays === undefined ? {} : { textBefore: retainedFrom(config.textRetentionDays) }),
     deleteGuardPct: config.deleteGuardPct,
     deleteGuardLoadPct: config.deleteGuardLoadPct,
     knownLinesMax: config.knownLinesMax,
@@ -281,16 +303,15 @@ async function prepareBatches(
   const rejectsSeen = new RejectsSeen(seen);
   const gate = new FastPathGate(20 * req.batchSize * cp.parts, req.fastPath !== false);
   await checkUserIdPolicy(pool, req.userIds ?? { policy: 'keep' });
-  const contract = exportContract({
-    freeze: req.schemaContract === 'freeze',
-    accepted: await acceptedDriftPaths(warehouse.db, 'export'),
-    storedUserId: storedUserIds(req.userIds ?? { policy: 'keep' }),
-  });
+  const contract = widenContract(
+    req.contract ?? EXPORT_CONTRACT,
+    await acceptedDriftPaths(warehouse.db, 'export'),
+  );
   const writer = new BatchWriter({
     target: {
       target,
       contract,
-      ...(req.textRetentionDays === undefined ? {} : { textBefore: retainedFrom(req.textRetentionDays) }),
+      ...(req.textBefore === undefined ? {} : { textBefore: req.textBefore }),
       onSeen: seen ? (id) => seen.add(id) : undefined,
       onReject: (rej) => rejectsSeen.note(rej),
       rejectsPerLoad: req.rejectsPerLoad === true,
