@@ -7,6 +7,7 @@ import { addDayDeletes, recordDayExport, recordDayLoaded } from '../../warehouse
 import {
   analyzeSeen,
   clearHeldDay,
+  closeGoneRejects,
   collectGone,
   countSeen,
   deleteGone,
@@ -16,7 +17,6 @@ import {
   holdGone,
 } from '../../warehouse/load/delete-guard.ts';
 import { beginLoad, commitLoad, rollbackLoad } from '../../warehouse/load/transaction.ts';
-import { closeGoneRejects } from '../../warehouse/quarantine.ts';
 import type { RejectsSeen } from '../merge/rejects-seen.ts';
 import { type DaySummary, summaryOf } from './counts.ts';
 

@@ -15,7 +15,7 @@ import { beginLoad, commitLoad, rollbackLoad } from '../../warehouse/load/transa
 import { refreshRollups } from '../../warehouse/rollups/refresh.ts';
 import { threadTotalsFromRollups } from '../../warehouse/rollups/status.ts';
 import { drainThreadQueue, refreshQueuedThreads } from '../../warehouse/threads.ts';
-import { committedCounts, type DaySummary, summaryOf } from './counts.ts';
+import { committedCounts, type DaySummary } from './counts.ts';
 import { type DeleteStepInput, deleteCompleteDays } from './delete-step.ts';
 
 /**
@@ -39,11 +39,11 @@ export interface FinalizeResult extends Omit<LoadCounts, 'linesRead' | 'bytesRea
 export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<FinalizeResult> {
   const pool = w.pool;
   const t0 = performance.now();
-  const { t, days } = await committedCounts(pool, f.target);
+  const { t, days, exportDay } = await committedCounts(pool, f.target);
   const whole = wholeDaysOf(f.target);
   const complete = whole ? dayRange(whole.from, whole.to) : [];
   const deleted = await deleteCompleteDays(pool, f, complete, days);
-  await settleLoad(pool, f, complete, days);
+  await settleLoad(pool, f, complete, { days, exportDay });
 
   const t1 = performance.now();
   await refreshLoadRollups(pool, f.target, complete);
@@ -81,9 +81,9 @@ async function settleLoad(
   pool: pg.Pool,
   f: FinalizeInput,
   complete: string[],
-  days: Map<string, DaySummary>,
+  { days, exportDay }: { days: Map<string, DaySummary>; exportDay: DaySummary | null },
 ): Promise<void> {
-  if (f.target.kind === 'open-day') await recordOpenDay(pool, summaryOf(days, f.target.day), f);
+  if (f.target.kind === 'open-day' && exportDay) await recordOpenDay(pool, exportDay, f);
   // Held ids of any day this load saw leave the hold, before its seen ids go.
   await settleHeld(pool, f);
   if (f.seen) await clearSeen(pool, loadIdOf(f.target));

@@ -11,7 +11,8 @@ import { type CopyInput, copyIn } from './batch.ts';
  *   finalize checks (`countSeen`) before it trusts it.
  * - `crs_gone`, the session's temporary candidates: the live rows of the load's complete days it
  *   did not see; per day, their count against the day's live rows; then either the day's held set
- *   replaced by them or their soft-delete.
+ *   replaced by them or their soft-delete, and when they were deleted, the day's open rejects of
+ *   lines the load did not quarantine again closed (`rejected_records`).
  * - `held_deletes` (for `crs-sync deletes apply`) against what later loads see: whether a load must
  *   note its ids, the held ids a load saw released, the held days a load may have read unnoted ids
  *   of. The ledger's held figures follow in ledger.ts (`recountHeld`, `requireForce`); listing and
@@ -155,6 +156,28 @@ export async function deleteGone(client: LoaderClient, day: string): Promise<num
     [day],
   );
   return del.rowCount ?? 0;
+}
+
+/**
+ * Closes the open export and file rejects of `day` whose line a complete load of the day
+ * (`loadId`) did not quarantine again, in the caller's transaction: the export no longer holds
+ * the line (the service corrected or dropped it), or holds it in a form that loads now. Either
+ * way nothing is left to replay, and an open reject would keep `open_rejects` above 0 for ever.
+ * A line the load read again is its open reject, whose last load is then this one (one open
+ * reject per line, batch.ts). Returns how many closed.
+ */
+export async function closeGoneRejects(client: LoaderClient, day: string, loadId: string): Promise<number> {
+  const r = await client.query(
+    `update rejected_records r
+        set replayed_at = now(), resolution = 'gone',
+            replay_result = 'closed: not quarantined again by the complete load ' || $2::text || ' of '
+              || $1::text || ' (the line left the export, or loads now)'
+      where r.day = $1::date and r.replayed_at is null and r.source in ('export', 'file')
+        -- One open reject per line: a line this load read again is that reject, its last load this one.
+        and r.last_load_id <> $2`,
+    [day, loadId],
+  );
+  return r.rowCount ?? 0;
 }
 
 // ---- held_deletes against what later loads see ------------------------------------------------
