@@ -8,7 +8,7 @@ import type { Database, Executor } from './types.ts';
  * over all its complete days would, or that quarantined a line whose id could not be read) stores
  * those ids in `held_deletes` instead. An operator reviews them (`crs-sync deletes list`) and
  * applies them (`crs-sync deletes apply`); a later known complete load of the day replaces the set,
- * and any later load that sees a held id takes it out of the set (src/ingest/finalize/held-seen.ts).
+ * and any later load that sees a held id takes it out of the set (src/ingest/finalize/finalize.ts `settleHeld`).
  */
 
 /**

@@ -147,29 +147,3 @@ export async function dismissRejects(
     unknown: ids.filter((id) => !exists.has(id)),
   };
 }
-
-/**
- * Closes the open export and file rejects of `day` whose line a complete load of the day
- * (`loadId`) did not quarantine again, in the caller's transaction: the export no longer holds
- * the line (the service corrected or dropped it), or holds it in a form that loads now. Either
- * way nothing is left to replay, and an open reject would keep `open_rejects` above 0 for ever.
- * A line the load read again is its open reject, whose last load is then this one (one open
- * reject per line, src/warehouse/load/batch.ts). Returns how many closed.
- */
-export async function closeGoneRejects(
-  client: { query(text: string, values: unknown[]): Promise<{ rowCount: number | null }> },
-  day: string,
-  loadId: string,
-): Promise<number> {
-  const r = await client.query(
-    `update rejected_records r
-        set replayed_at = now(), resolution = 'gone',
-            replay_result = 'closed: not quarantined again by the complete load ' || $2::text || ' of '
-              || $1::text || ' (the line left the export, or loads now)'
-      where r.day = $1::date and r.replayed_at is null and r.source in ('export', 'file')
-        -- One open reject per line: a line this load read again is that reject, its last load this one.
-        and r.last_load_id <> $2`,
-    [day, loadId],
-  );
-  return r.rowCount ?? 0;
-}

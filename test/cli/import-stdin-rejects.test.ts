@@ -4,6 +4,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDayLoad } from '../../src/common/load-target.ts';
 import { runLoad } from '../../src/ingest/merge/load.ts';
+import { exportContract } from '../../src/ingest/parse/record-parser.ts';
 import { createLogger } from '../../src/log.ts';
 import { markDayRunning } from '../../src/warehouse/ledger.ts';
 import { cliSync } from '../helpers/cli.ts';
@@ -200,7 +201,7 @@ describe('rejects replay --dry-run, --id, --source', () => {
         (async function* () {
           yield Buffer.from(toJsonl([...exportRecords, driftedExport]));
         })(),
-      schemaContract: 'freeze',
+      contract: exportContract({ freeze: true }),
       batchSize: 100,
       parts: 2,
       maxLineBytes: 1 << 20,

@@ -20,12 +20,13 @@ export interface DaySummary extends Omit<LoadCounts, 'linesRead' | 'bytesRead' |
 
 /**
  * The load's counts summed over its committed checkpoints, and per UTC day (rejects counted on
- * their day where they have one).
+ * their day where they have one); `exportDay`, the summary in `days` of the day a day's load
+ * pulled (null for a file).
  */
 export async function committedCounts(
   pool: pg.Pool,
   target: LoadTarget,
-): Promise<{ t: Sums; days: Map<string, DaySummary> }> {
+): Promise<{ t: Sums; days: Map<string, DaySummary>; exportDay: DaySummary | null }> {
   // An aggregate without group by: always one row.
   const t = (await committedTotals(pool, loadIdOf(target))) ?? { r: 0, i: 0, u: 0, n: 0, j: 0, s: 0 };
   // A line a load quarantines is counted on its day with the checkpoint (merge/merge.ts): the
@@ -35,8 +36,9 @@ export async function committedCounts(
   for (const r of perDay) days.set(r.day, daySummary(r.day, { ...r, r: r.r + r.j }));
   // Every line of a day's export belongs to that day, rejected ones included.
   const day = exportDayOf(target);
-  if (day) days.set(day, daySummary(day, t));
-  return { t, days };
+  const exportDay = day ? daySummary(day, t) : null;
+  if (exportDay) days.set(exportDay.day, exportDay);
+  return { t, days, exportDay };
 }
 
 /** The day's summary in `days`, a zero one put there if the load counted nothing of it. */

@@ -5,17 +5,18 @@ import { exportDayOf, loadIdOf } from '../../common/load-target.ts';
 import { CrsError } from '../../errors.ts';
 import { addDayDeletes, recordDayExport, recordDayLoaded } from '../../warehouse/ledger.ts';
 import {
+  analyzeSeen,
   clearHeldDay,
+  closeGoneRejects,
   collectGone,
+  countSeen,
   deleteGone,
   dropGone,
   goneOfDay,
   goneOfRange,
   holdGone,
-} from '../../warehouse/load/deletes.ts';
-import { analyzeSeen, countSeen } from '../../warehouse/load/seen.ts';
+} from '../../warehouse/load/delete-guard.ts';
 import { beginLoad, commitLoad, rollbackLoad } from '../../warehouse/load/transaction.ts';
-import { closeGoneRejects } from '../../warehouse/quarantine.ts';
 import type { RejectsSeen } from '../merge/rejects-seen.ts';
 import { type DaySummary, summaryOf } from './counts.ts';
 
@@ -38,7 +39,7 @@ export interface DeleteStepInput {
   target: LoadTarget;
   /**
    * Whether `load_seen` holds the ids the source held under the load id: always when the load has
-   * whole days, and when held deletes existed at the load's start (held-seen.ts).
+   * whole days, and when held deletes existed at the load's start (finalize.ts `watchesHeld`).
    */
   seen: boolean;
   /** How many ids the load spilled there (duplicates included), to prove none was lost. */

@@ -3,19 +3,24 @@ import { dayRange } from '../../common/civil-date.ts';
 import type { LoadCounts } from '../../common/counts.ts';
 import { exportDayOf, type LoadTarget, loadIdOf, wholeDaysOf } from '../../common/load-target.ts';
 import type { Warehouse } from '../../warehouse/db.ts';
-import { recordDayExport, recordDayLoaded, recountDayDeletes } from '../../warehouse/ledger.ts';
-import { clearSeen } from '../../warehouse/load/seen.ts';
+import {
+  recordDayExport,
+  recordDayLoaded,
+  recountDayDeletes,
+  recountHeld,
+  requireForce,
+} from '../../warehouse/ledger.ts';
+import { anyHeld, clearSeen, settleHeldSeen } from '../../warehouse/load/delete-guard.ts';
 import { beginLoad, commitLoad, rollbackLoad } from '../../warehouse/load/transaction.ts';
 import { refreshRollups } from '../../warehouse/rollups/refresh.ts';
 import { threadTotalsFromRollups } from '../../warehouse/rollups/status.ts';
 import { drainThreadQueue, refreshQueuedThreads } from '../../warehouse/threads.ts';
-import { committedCounts, type DaySummary, summaryOf } from './counts.ts';
+import { committedCounts, type DaySummary } from './counts.ts';
 import { type DeleteStepInput, deleteCompleteDays } from './delete-step.ts';
-import { settleHeld } from './held-seen.ts';
 
 /**
  * What a load does once every line is merged: soft-deletes rows of complete days that the
- * source no longer holds (delete-step.ts), settles the held deletes it saw (held-seen.ts),
+ * source no longer holds (delete-step.ts), settles the held deletes it saw (`settleHeld`),
  * refreshes the rollups and the queued threads' aggregates and writes the day ledger, from the
  * counts its checkpoints committed (counts.ts). Every step is idempotent, so a load that stopped
  * in here finishes the same when run again.
@@ -34,11 +39,11 @@ export interface FinalizeResult extends Omit<LoadCounts, 'linesRead' | 'bytesRea
 export async function finalizeLoad(w: Warehouse, f: FinalizeInput): Promise<FinalizeResult> {
   const pool = w.pool;
   const t0 = performance.now();
-  const { t, days } = await committedCounts(pool, f.target);
+  const { t, days, exportDay } = await committedCounts(pool, f.target);
   const whole = wholeDaysOf(f.target);
   const complete = whole ? dayRange(whole.from, whole.to) : [];
   const deleted = await deleteCompleteDays(pool, f, complete, days);
-  await settleLoad(pool, f, complete, days);
+  await settleLoad(pool, f, complete, { days, exportDay });
 
   const t1 = performance.now();
   await refreshLoadRollups(pool, f.target, complete);
@@ -76,9 +81,9 @@ async function settleLoad(
   pool: pg.Pool,
   f: FinalizeInput,
   complete: string[],
-  days: Map<string, DaySummary>,
+  { days, exportDay }: { days: Map<string, DaySummary>; exportDay: DaySummary | null },
 ): Promise<void> {
-  if (f.target.kind === 'open-day') await recordOpenDay(pool, summaryOf(days, f.target.day), f);
+  if (f.target.kind === 'open-day' && exportDay) await recordOpenDay(pool, exportDay, f);
   // Held ids of any day this load saw leave the hold, before its seen ids go.
   await settleHeld(pool, f);
   if (f.seen) await clearSeen(pool, loadIdOf(f.target));
@@ -144,5 +149,68 @@ async function recordOpenDay(pool: pg.Pool, summary: DaySummary, f: FinalizeInpu
     await rollbackLoad(c);
     c.release(err as Error);
     throw err;
+  }
+}
+
+/*
+ * Held deletes against what later loads see. A held id is a row one export lacked; any later load
+ * that reads it again (changed or not, complete or not, an import, a sync, a replay; as a record
+ * or as a quarantined line with a readable id) shows the source still holds it, so the load's
+ * finalize takes it out of the held set: `deletes apply` can then never delete it. What a load
+ * cannot prove it did not see (a quarantined line without a readable id) makes the held days it
+ * may belong to need `deletes apply --force`.
+ *
+ * A load notes the ids it sees (`load_seen`) when it has complete days or when `held_deletes` has
+ * rows at its start (`watchesHeld`): a first load of an empty warehouse pays nothing. A load that
+ * did not note them (nothing was held at its start) and finds held rows at its end overlapped the
+ * load that held them: the held days it read rows of need --force.
+ */
+
+/** Whether a load starting now must note the ids it sees (`load_seen`) for the held deletes. */
+export async function watchesHeld(pool: pg.Pool, hasWholeDays: boolean): Promise<boolean> {
+  if (hasWholeDays) return true;
+  return await anyHeld(pool);
+}
+
+/**
+ * After the load's delete step, in one transaction: the held ids it saw (as records or quarantined
+ * lines, `load_seen`) leave the hold; held days it may have read unnoted ids of need --force (of
+ * which it quarantined a line whose id cannot be read; of which, not noting its ids, it read
+ * rows); the ledger's held figures of those days follow. Idempotent (a retried finalize changes
+ * nothing more). A load that did not note its ids releases none: it started with nothing held,
+ * and the held days it read rows of need --force instead.
+ */
+async function settleHeld(pool: pg.Pool, f: FinalizeInput): Promise<void> {
+  const { runId } = f.target;
+  const c = await pool.connect();
+  let broken: Error | undefined;
+  try {
+    await beginLoad(c);
+    const held = await settleHeldSeen(c, {
+      loadKey: loadIdOf(f.target),
+      runId,
+      seen: f.seen,
+      unreadableDays: [...(f.rejects?.unreadableDays ?? [])],
+      unreadableAnyDay: f.rejects?.unreadableAnyDay ?? false,
+      dayless: f.rejects?.dayless ?? false,
+    });
+    await requireForce(
+      c,
+      held.unreadable,
+      `load ${runId} quarantined a line whose message id cannot be read: it may be one of these rows (see crs-sync rejects list)`,
+    );
+    await requireForce(
+      c,
+      held.unnoted,
+      `load ${runId} read rows of this day while its deletes were being held, without noting which: load the day again to settle them`,
+    );
+    await recountHeld(c, [...new Set([...held.released, ...held.unreadable, ...held.unnoted])]);
+    await commitLoad(c);
+  } catch (err) {
+    await rollbackLoad(c);
+    broken = err as Error;
+    throw err;
+  } finally {
+    c.release(broken);
   }
 }

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { KNOWN_LINES_CEILING } from '../../config.ts';
-import { readKnownLineText } from '../../warehouse/load/lookups.ts';
+import { readKnownLineText } from '../../warehouse/load/checkpoints.ts';
 
 /**
  * The lines of the open day the warehouse already holds, by content: the sha1 of each live row's

@@ -8,22 +8,27 @@ import { CrsError, errorMessage, isCrsError } from '../../errors.ts';
 import type { Logger } from '../../log.ts';
 import type { Warehouse } from '../../warehouse/db.ts';
 import { toDbCrsError } from '../../warehouse/db-errors.ts';
+import { type Checkpoints, openCheckpoints } from '../../warehouse/load/checkpoints.ts';
+import { removeDeadSpills } from '../../warehouse/load/delete-guard.ts';
 import { loadLockPrefix, tryLoadLock, unlockLoad } from '../../warehouse/load/lock.ts';
-import { removeDeadSpills } from '../../warehouse/load/seen.ts';
 import { retainedFrom } from '../../warehouse/privacy/retention.ts';
 import { checkUserIdPolicy } from '../../warehouse/privacy/user-ids.ts';
 import { acceptedDriftPaths } from '../../warehouse/schema-drift.ts';
 import type { DaySummary } from '../finalize/counts.ts';
-import { finalizeLoad } from '../finalize/finalize.ts';
-import { watchesHeld } from '../finalize/held-seen.ts';
+import { finalizeLoad, watchesHeld } from '../finalize/finalize.ts';
 import { type SplitStats, splitLines } from '../parse/line-splitter.ts';
-import { type ExportContract, exportContract } from '../parse/record-parser.ts';
+import {
+  EXPORT_CONTRACT,
+  type ExportContract,
+  exportContract,
+  widenContract,
+} from '../parse/record-parser.ts';
 import { BatchWriter } from './batch-writer.ts';
 import { FastPathGate } from './fast-path.ts';
 import { KNOWN_LINES_MAX, type KnownLines, readKnownLines } from './known-lines.ts';
-import { Partition } from './partition.ts';
+import { openPartitions, type Partition } from './partition.ts';
 import { RejectsSeen } from './rejects-seen.ts';
-import { type Checkpoints, LineDigest, openCheckpoints } from './resume.ts';
+import { LineDigest } from './resume.ts';
 import { LineRouter } from './router.ts';
 import { SeenSpill } from './seen-spill.ts';
 
@@ -63,12 +68,22 @@ export interface LoaderSettings {
   parts: number;
   /** CRS_MAX_LINE_BYTES: a longer line is quarantined (its first bytes kept). */
   maxLineBytes: number;
-  /** CRS_RECORD_CONTRACT: `freeze` quarantines records that drift from the contract (default evolve). */
-  schemaContract?: 'evolve' | 'freeze';
-  /** CRS_USER_ID_POLICY: user ids as sent (default) or pseudonymised (src/common/pseudonym.ts). */
+  /**
+   * CRS_USER_ID_POLICY: user ids as sent (default) or pseudonymised (src/common/pseudonym.ts). A
+   * load checks it is the warehouse's before it writes; `contract` stores the ids by it.
+   */
   userIds?: Config['userIds'];
-  /** CRS_TEXT_RETENTION_DAYS: rows of older days are written without their text (none: kept). */
-  textRetentionDays?: number | undefined;
+  /**
+   * The record contract as the config makes it (CRS_RECORD_CONTRACT: `freeze` quarantines records
+   * that drift from it; the user ids as CRS_USER_ID_POLICY stores them), which each load widens by
+   * the drift accepted in the warehouse. Default: evolve, ids as sent.
+   */
+  contract?: ExportContract;
+  /**
+   * The first UTC day whose rows keep their text (CRS_TEXT_RETENTION_DAYS before today): rows of
+   * older days are written without it. None: every text is kept.
+   */
+  textBefore?: string | undefined;
   /** CRS_DELETE_GUARD: percent of a day's live rows above which its deletes are held for review (default 10). */
   deleteGuardPct?: number;
   /** CRS_DELETE_GUARD_LOAD: percent of a multi-day load's live rows above which all its deletes are held (default 2). */
@@ -82,15 +97,22 @@ export interface LoaderSettings {
   knownLinesMax?: number;
 }
 
-/** The loader's settings as the config gives them: the one place a load's settings are read. */
+/**
+ * The loader's settings as the config gives them: the one place a load's settings are read, and
+ * where what they imply is worked out once, as the request is built (the contract, the retention's
+ * first day), so the load is handed values.
+ */
 export function loaderSettings(config: Config): LoaderSettings {
   return {
     batchSize: config.batchSize,
     parts: config.loadConnections,
     maxLineBytes: config.maxLineBytes,
-    schemaContract: config.schemaContract,
     userIds: config.userIds,
-    textRetentionDays: config.textRetentionDays,
+    contract: exportContract({
+      freeze: config.schemaContract === 'freeze',
+      storedUserId: storedUserIds(config.userIds),
+    }),
+    ...(config.textRetentionDays === undefined ? {} : { textBefore: retainedFrom(config.textRetentionDays) }),
     deleteGuardPct: config.deleteGuardPct,
     deleteGuardLoadPct: config.deleteGuardLoadPct,
     knownLinesMax: config.knownLinesMax,
@@ -199,20 +221,46 @@ interface SourceRead {
   /** How many times the source was reopened after a retryable cut. */
   reopens: number;
 }
-
-/** One load under its lock: checkpoints, the batches' writer, partitions, the merge of the source, the finalize. */
+/**
+ * One load under its lock, in three movements: everything it needs opened (`openLoad`), the
+ * source merged (`mergeSource`), then the finalize and the load's summary.
+ */
 async function runLocked(req: LoadRequest, first: pg.PoolClient, started: number): Promise<LoadSummary> {
-  const loadId = loadIdOf(req.target);
-  const cp = await openCheckpoints(req.warehouse.pool, loadId, req.parts);
-  if (cp.resumed) {
-    req.log.info({ loadId, resumedFromLine: cp.resumedFromLine }, 'resuming load from its checkpoint');
-  }
+  const { warehouse, log, target } = req;
+  const loadId = loadIdOf(target);
   const progress = new ProgressReport(req.onProgress);
-  const batches = await prepareBatches(req, cp, progress);
-  const { merging, known } = await openMerging(req, first, cp, batches, progress);
+  const { cp, known, seen, rejectsSeen, merging } = await openLoad(req, first, progress);
+  // What the report reads from once the partitions are open (no batch commits before).
+  progress.watch(merging.partitions, merging.writer);
   await mergeSource(merging);
   progress.report(true);
-  return await finishLoad(req, { cp, batches, known, read: progress.read, started });
+  const merged = Date.now();
+  log.debug(
+    { loadId, elapsedMs: merged - started, knownLines: known?.size, skipped: known?.skipped },
+    'every line merged; finalizing',
+  );
+  const fin = await finalizeLoad(warehouse, {
+    target,
+    seen: seen !== null,
+    ...(seen ? { seenCount: seen.count } : {}),
+    rejects: rejectsSeen,
+    incompleteReason: req.incompleteReason?.() ?? null,
+    deleteGuardPct: req.deleteGuardPct,
+    deleteGuardLoadPct: req.deleteGuardLoadPct,
+    bytes: progress.read.bytesRead,
+    onPhases: (phaseMs) => log.debug({ loadId, phaseMs }, 'finalize phases'),
+  });
+  log.debug({ loadId, finalizeMs: Date.now() - merged }, 'load finalized');
+  return {
+    ...fin,
+    loadId: target.runId,
+    linesRead: progress.read.linesRead,
+    bytesRead: progress.read.bytesRead,
+    resumed: cp.resumed,
+    resumedFromLine: cp.resumedFromLine,
+    reopens: progress.read.reopens,
+    elapsedMs: Date.now() - started,
+  };
 }
 
 /**
@@ -252,144 +300,84 @@ class ProgressReport {
   }
 }
 
-/** What every batch of the load is written with: the ids it notes, the contract, the writer. */
-interface LoadBatchParts {
+/** What a load opened before its first line: where it starts, what it notes, what it merges with. */
+interface OpenLoad {
+  cp: Checkpoints;
+  /** The open day's lines the warehouse holds, skipped by content (known-lines.ts), or null. */
+  known: KnownLines | null;
   /** Where the load notes the ids it reads (complete days, or deletes held at its start), or null. */
   seen: SeenSpill | null;
   rejectsSeen: RejectsSeen;
-  gate: FastPathGate;
-  contract: ExportContract;
-  writer: BatchWriter;
+  merging: Merging;
 }
 
 /**
- * Before the first line: the spills of dead loads removed, whether this load notes its ids, the
- * contract as widened by the drift operators accepted (read once per load), the batch writer.
+ * Everything a load opens before its first line, in order: its checkpoints; the spills of dead
+ * loads removed, and whether it notes its ids; the user id policy checked; the contract as widened
+ * by the drift operators accepted (read once per load); the batch writer; on an intraday pull, the
+ * open day's known lines; last the partitions on their connections, and the router feeding them.
  */
-async function prepareBatches(
-  req: LoadRequest,
-  cp: Checkpoints,
-  progress: ProgressReport,
-): Promise<LoadBatchParts> {
-  const { warehouse, target } = req;
+async function openLoad(req: LoadRequest, first: pg.PoolClient, progress: ProgressReport): Promise<OpenLoad> {
+  const { warehouse, target, log, batchSize } = req;
   const pool = warehouse.pool;
+  const loadId = loadIdOf(target);
+  const cp = await openCheckpoints(pool, loadId, req.parts);
+  if (cp.resumed)
+    log.info({ loadId, resumedFromLine: cp.resumedFromLine }, 'resuming load from its checkpoint');
   // Ids left by loads that died (their lock is gone with their session): nothing else removes them.
   await removeDeadSpills(pool, loadLockPrefix(warehouse.schema));
-  const seen = (await watchesHeld(pool, wholeDaysOf(target) !== null))
-    ? new SeenSpill(pool, loadIdOf(target))
-    : null;
+  const seen = (await watchesHeld(pool, wholeDaysOf(target) !== null)) ? new SeenSpill(pool, loadId) : null;
   const rejectsSeen = new RejectsSeen(seen);
-  const gate = new FastPathGate(20 * req.batchSize * cp.parts, req.fastPath !== false);
+  const gate = new FastPathGate(20 * batchSize * cp.parts, req.fastPath !== false);
   await checkUserIdPolicy(pool, req.userIds ?? { policy: 'keep' });
-  const contract = exportContract({
-    freeze: req.schemaContract === 'freeze',
-    accepted: await acceptedDriftPaths(warehouse.db, 'export'),
-    storedUserId: storedUserIds(req.userIds ?? { policy: 'keep' }),
-  });
+  const contract = widenContract(
+    req.contract ?? EXPORT_CONTRACT,
+    await acceptedDriftPaths(warehouse.db, 'export'),
+  );
   const writer = new BatchWriter({
     target: {
       target,
       contract,
-      ...(req.textRetentionDays === undefined ? {} : { textBefore: retainedFrom(req.textRetentionDays) }),
+      ...(req.textBefore === undefined ? {} : { textBefore: req.textBefore }),
       onSeen: seen ? (id) => seen.add(id) : undefined,
       onReject: (rej) => rejectsSeen.note(rej),
       rejectsPerLoad: req.rejectsPerLoad === true,
     },
-    batchSize: req.batchSize,
+    batchSize,
     gate,
     signal: req.signal,
     onCommit: () => progress.report(),
   });
-  return { seen, rejectsSeen, gate, contract, writer };
-}
-
-/** The open day's known lines, the partitions on their connections and the router feeding them. */
-async function openMerging(
-  req: LoadRequest,
-  first: pg.PoolClient,
-  cp: Checkpoints,
-  b: LoadBatchParts,
-  progress: ProgressReport,
-): Promise<{ merging: Merging; known: KnownLines | null }> {
-  const known = await openDayKnown(req, first, b.seen);
+  // Never where the load notes the ids it reads: a skipped line's id would go unnoted.
+  const knownMax = req.knownLinesMax ?? KNOWN_LINES_MAX;
+  const known =
+    target.kind === 'open-day' && seen === null && knownMax > 0
+      ? await readKnownLines(first, target.day, knownMax)
+      : null;
   // Connected after every query the load makes before its merge: mergeSource releases them, and a
   // query failing before it would have left them held.
-  const partitions = await openPartitions(req.warehouse.pool, first, cp, req.batchSize);
+  const partitions = await openPartitions(pool, first, cp, batchSize);
   // With the day's known lines skipped, the merge sees only new and changed lines: a batch whose
   // lookup found no key is followed by one holding a changed (stored) key, whose COPY without the
   // lookup would fail and run again (~10k rows a day written and rolled back at 1 h). So always look up.
   if (known) for (const p of partitions) p.lookupAlways = true;
-  progress.watch(partitions, b.writer);
-  const router = new LineRouter(partitions, b.writer, b.seen, b.gate, {
-    runId: req.target.runId,
-    batchSize: req.batchSize,
-    maxLineBytes: req.maxLineBytes,
-    day: exportDayOf(req.target),
-    contract: b.contract,
-    known,
-    rejectsSeen: b.rejectsSeen,
-  });
-  const { seen, writer } = b;
   const report = () => progress.report();
-  return { merging: { req, first, partitions, seen, writer, router, read: progress.read, report }, known };
-}
-
-/** Once every line is merged: the finalize, and the load's summary. */
-async function finishLoad(
-  req: LoadRequest,
-  l: {
-    cp: Checkpoints;
-    batches: LoadBatchParts;
-    known: KnownLines | null;
-    read: SourceRead;
-    started: number;
-  },
-): Promise<LoadSummary> {
-  const { warehouse, log, target } = req;
-  const { seen, rejectsSeen } = l.batches;
-  const loadId = loadIdOf(target);
-  const merged = Date.now();
-  log.debug(
-    { loadId, elapsedMs: merged - l.started, knownLines: l.known?.size, skipped: l.known?.skipped },
-    'every line merged; finalizing',
-  );
-  const fin = await finalizeLoad(warehouse, {
-    target,
-    seen: seen !== null,
-    ...(seen ? { seenCount: seen.count } : {}),
-    rejects: rejectsSeen,
-    incompleteReason: req.incompleteReason?.() ?? null,
-    deleteGuardPct: req.deleteGuardPct,
-    deleteGuardLoadPct: req.deleteGuardLoadPct,
-    bytes: l.read.bytesRead,
-    onPhases: (phaseMs) => log.debug({ loadId, phaseMs }, 'finalize phases'),
+  const router = new LineRouter(partitions, writer, seen, gate, {
+    runId: target.runId,
+    batchSize,
+    maxLineBytes: req.maxLineBytes,
+    day: exportDayOf(target),
+    contract,
+    known,
+    rejectsSeen,
   });
-  log.debug({ loadId, finalizeMs: Date.now() - merged }, 'load finalized');
   return {
-    ...fin,
-    loadId: target.runId,
-    linesRead: l.read.linesRead,
-    bytesRead: l.read.bytesRead,
-    resumed: l.cp.resumed,
-    resumedFromLine: l.cp.resumedFromLine,
-    reopens: l.read.reopens,
-    elapsedMs: Date.now() - l.started,
+    cp,
+    known,
+    seen,
+    rejectsSeen,
+    merging: { req, first, partitions, seen, writer, router, read: progress.read, report },
   };
-}
-
-/**
- * The open day's lines the warehouse holds, for an intraday pull to skip (known-lines.ts), or
- * null. Never where the load notes the ids it reads (`seen`: a complete day, or deletes held
- * at its start): a skipped line's id would go unnoted.
- */
-async function openDayKnown(
-  req: LoadRequest,
-  first: pg.PoolClient,
-  seen: SeenSpill | null,
-): Promise<KnownLines | null> {
-  const max = req.knownLinesMax ?? KNOWN_LINES_MAX;
-  if (req.target.kind !== 'open-day' || seen !== null || max === 0) return null;
-  return readKnownLines(first, req.target.day, max);
 }
 
 /** What one run of a load merges with: its partitions, their writer, the router feeding them. */
@@ -440,32 +428,6 @@ async function mergeSource(m: Merging): Promise<void> {
     // A lost connection or a timeout is retryable: run again, the load resumes at its checkpoint.
     throw toDbCrsError(writer.failure, 'LOAD_FAILED', `load ${loadIdOf(req.target)} failed`);
   }
-}
-
-/** One partition per checkpoint row, each on its own connection (the first is the lock's). */
-async function openPartitions(
-  pool: pg.Pool,
-  first: pg.PoolClient,
-  cp: Checkpoints,
-  batchSize: number,
-): Promise<Partition[]> {
-  const partitions: Partition[] = [];
-  try {
-    for (let i = 0; i < cp.parts; i++) {
-      const client = i === 0 ? first : await pool.connect();
-      // Lines spread evenly over the partitions, so equal batches would all fill, and be sent,
-      // at the same moment: the first batches are cut short by steps to stagger them.
-      const limit = Math.max(1, Math.ceil((batchSize * (i + 1)) / cp.parts));
-      partitions.push(new Partition(i, client, cp.committed[i] ?? 0, limit));
-    }
-  } catch (err) {
-    for (const p of partitions) if (p.client !== first) p.client.release();
-    throw new CrsError('DB_UNAVAILABLE', `cannot open warehouse connections: ${errorMessage(err)}`, {
-      retryable: true,
-      cause: err,
-    });
-  }
-  return partitions;
 }
 
 /**

@@ -1,5 +1,7 @@
 import type pg from 'pg';
 import type { DriftNote } from '../../common/schema-drift.ts';
+import { CrsError, errorMessage } from '../../errors.ts';
+import type { Checkpoints } from '../../warehouse/load/checkpoints.ts';
 import { ByteSink } from './copy-binary.ts';
 import type { CheckedRow, LineDrift, PendingReject, PendingRow } from './pending.ts';
 
@@ -140,4 +142,30 @@ export class Partition {
     this.spare = batch.sink;
     return batch;
   }
+}
+
+/** One partition per checkpoint row, each on its own connection (the first is the lock's). */
+export async function openPartitions(
+  pool: pg.Pool,
+  first: pg.PoolClient,
+  cp: Checkpoints,
+  batchSize: number,
+): Promise<Partition[]> {
+  const partitions: Partition[] = [];
+  try {
+    for (let i = 0; i < cp.parts; i++) {
+      const client = i === 0 ? first : await pool.connect();
+      // Lines spread evenly over the partitions, so equal batches would all fill, and be sent,
+      // at the same moment: the first batches are cut short by steps to stagger them.
+      const limit = Math.max(1, Math.ceil((batchSize * (i + 1)) / cp.parts));
+      partitions.push(new Partition(i, client, cp.committed[i] ?? 0, limit));
+    }
+  } catch (err) {
+    for (const p of partitions) if (p.client !== first) p.client.release();
+    throw new CrsError('DB_UNAVAILABLE', `cannot open warehouse connections: ${errorMessage(err)}`, {
+      retryable: true,
+      cause: err,
+    });
+  }
+  return partitions;
 }

@@ -2,8 +2,8 @@ import type { PendingReject } from './pending.ts';
 import type { SeenSpill } from './seen-spill.ts';
 
 /**
- * What a load's quarantined lines tell its delete step and the held deletes (finalize.ts,
- * held-seen.ts): the id of each that has a readable one, noted with the ids of its records
+ * What a load's quarantined lines tell its delete step and the held deletes (finalize.ts
+ * `settleHeld`): the id of each that has a readable one, noted with the ids of its records
  * (`load_seen`: its row is in the source, so not deleted for its absence), and the days of those
  * whose id cannot be read (any row of such a day may be that line's).
  *

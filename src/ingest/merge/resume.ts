@@ -1,38 +1,17 @@
 import { createHash, type Hash, hash } from 'node:crypto';
 import type pg from 'pg';
 import { CrsError } from '../../errors.ts';
-import { openCheckpointRows } from '../../warehouse/load/checkpoints.ts';
-import { lookupCommittedRows } from '../../warehouse/load/lookups.ts';
+import { lookupCommittedRows } from '../../warehouse/load/checkpoints.ts';
 import { Suppression } from '../../warehouse/privacy/suppression.ts';
 import type { SourceLine } from '../parse/line-splitter.ts';
 import type { Partition } from './partition.ts';
 
 /**
- * What lets a load stop anywhere and go on: the checkpoints it resumes from, the check of the
- * lines it skips because an earlier attempt committed them, and the digest that a stream reopened
- * after a cut must repeat.
+ * What lets a load stop anywhere and go on, besides the checkpoints it resumes from
+ * (src/warehouse/load/checkpoints.ts `openCheckpoints`): the check of the lines it skips because
+ * an earlier attempt committed them, and the digest that a stream reopened after a cut must
+ * repeat.
  */
-
-export interface Checkpoints {
-  /** The load's partition count (an existing load keeps its own). */
-  parts: number;
-  /** Per partition, the line up to which it is committed. */
-  committed: number[];
-  resumed: boolean;
-  resumedFromLine: number;
-}
-
-/** The load key's checkpoint rows, created on its first run. */
-export async function openCheckpoints(pool: pg.Pool, loadKey: string, parts: number): Promise<Checkpoints> {
-  const rows = await openCheckpointRows(pool, loadKey, parts);
-  const committed = rows.map((r) => r.lines_committed);
-  return {
-    parts: rows[0]?.parts ?? parts,
-    committed,
-    resumed: committed.some((c) => c > 0),
-    resumedFromLine: Math.min(...committed),
-  };
-}
 
 /**
  * A resumed load skips the lines its checkpoint covers, but the source may have changed since

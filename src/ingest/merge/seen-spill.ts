@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { clearSeen, copySeen } from '../../warehouse/load/seen.ts';
+import { clearSeen, copySeen } from '../../warehouse/load/delete-guard.ts';
 import { COPY_HEADER, COPY_TRAILER } from './copy-binary.ts';
 
 /**

@@ -139,9 +139,19 @@ const KNOWN_EXTRA: ReadonlyArray<[string, number]> = [
 export function exportContract(
   opts: { freeze?: boolean; accepted?: Iterable<string>; storedUserId?: (userId: string) => string } = {},
 ): ExportContract {
-  const extra = new Map(KNOWN_EXTRA);
-  for (const path of opts.accepted ?? []) if (!NAMED_SET.has(path)) extra.set(storedKey(path), T_ANY);
-  return { freeze: opts.freeze === true, extra, storedUserId: opts.storedUserId };
+  const contract = {
+    freeze: opts.freeze === true,
+    extra: new Map(KNOWN_EXTRA),
+    storedUserId: opts.storedUserId,
+  };
+  return widenContract(contract, opts.accepted ?? []);
+}
+
+/** `contract` widened by the accepted paths of `export` drift (as `exportContract` widens its own). */
+export function widenContract(contract: ExportContract, accepted: Iterable<string>): ExportContract {
+  const extra = new Map(contract.extra);
+  for (const path of accepted) if (!NAMED_SET.has(path)) extra.set(storedKey(path), T_ANY);
+  return { ...contract, extra };
 }
 
 /** The type mask the contract knows key `k` of `extra` by, undefined for a key it does not know. */

@@ -2,27 +2,39 @@ import type pg from 'pg';
 import type { LoaderClient } from '../ledger.ts';
 
 /**
- * A load's checkpoints (`load_checkpoints`, one row per key partition: the line up to which the
- * partition is committed, and the counts of its committed batches) and its per-day counts
- * (`load_day_counts`). A batch advances both in its own transaction, with its rows (batch.ts,
- * src/ingest/merge/merge.ts), so they are sums over committed data: a resumed load starts from
- * them, and the finalize reads the load's counts from them.
+ * What a load keeps in the warehouse to go on after a stop, and what it reads back of it outside
+ * its batches:
+ *
+ * - its checkpoints (`load_checkpoints`, one row per key partition: the line up to which the
+ *   partition is committed, and the counts of its committed batches) and its per-day counts
+ *   (`load_day_counts`). A batch advances both in its own transaction, with its rows (batch.ts,
+ *   src/ingest/merge/merge.ts), so they are sums over committed data: a resumed load starts from
+ *   them, and the finalize reads the load's counts from them;
+ * - the stored rows of lines an earlier attempt committed (a resumed load checks them,
+ *   src/ingest/merge/resume.ts), and the open day's lines by content (an intraday pull skips
+ *   them, src/ingest/merge/known-lines.ts).
  */
 
 /** One partition's checkpoint row. */
-export interface CheckpointRow {
+interface CheckpointRow {
   part: number;
   /** The partition count the load was started with (an existing load keeps its own). */
   parts: number;
   lines_committed: number;
 }
 
-/** The load key's checkpoint rows, created on its first run (`parts` of them), in partition order. */
-export async function openCheckpointRows(
-  pool: pg.Pool,
-  loadKey: string,
-  parts: number,
-): Promise<CheckpointRow[]> {
+/** Where a load starts: its checkpoints as the warehouse holds them. */
+export interface Checkpoints {
+  /** The load's partition count (an existing load keeps its own). */
+  parts: number;
+  /** Per partition, the line up to which it is committed. */
+  committed: number[];
+  resumed: boolean;
+  resumedFromLine: number;
+}
+
+/** The load key's checkpoints, its rows created on its first run (`parts` of them). */
+export async function openCheckpoints(pool: pg.Pool, loadKey: string, parts: number): Promise<Checkpoints> {
   await pool.query(
     `insert into load_checkpoints (load_key, part, parts)
      select $1, g, $2 from generate_series(0, $2 - 1) g
@@ -33,7 +45,13 @@ export async function openCheckpointRows(
     'select part, parts, lines_committed from load_checkpoints where load_key = $1 order by part',
     [loadKey],
   );
-  return cp.rows;
+  const committed = cp.rows.map((r) => r.lines_committed);
+  return {
+    parts: cp.rows[0]?.parts ?? parts,
+    committed,
+    resumed: committed.some((c) => c > 0),
+    resumedFromLine: Math.min(...committed),
+  };
 }
 
 const CHECKPOINT_SQL = `
@@ -148,4 +166,53 @@ export async function committedDays(pool: pg.Pool, loadKey: string): Promise<(Su
     [loadKey],
   );
   return perDay.rows;
+}
+
+// ---- read back outside the batches ---------------------------------------------------------
+
+const VERIFY_SQL = `select message_id::text as id, record_hash as h, _deleted_at is not null as d, _load_id as l,
+             _source_line as s from analytics_messages where message_id = any($1::uuid[])`;
+
+/** A stored row as a resumed load checks it: record hash, deleted, the run and line that wrote it. */
+export interface CommittedRow {
+  id: string;
+  h: string;
+  d: boolean;
+  l: string;
+  s: number;
+}
+
+/** The stored rows of `ids` (the keys of skipped lines), deleted ones included. */
+export async function lookupCommittedRows(client: LoaderClient, ids: string[]): Promise<CommittedRow[]> {
+  const found = await client.query<CommittedRow>({ name: 'crs_verify', text: VERIFY_SQL, values: [ids] });
+  return found.rows;
+}
+
+// One row: its line's sha1 (40 hex digits) and the last 8 hex digits of its message id (what
+// `partOf` routes by), as one text for the whole day: no row object per row on the client. Hex
+// text rather than bytea: the server's decode would fail the query on one malformed hash, which
+// the client instead leaves out; a regular expression in the query cost ~3 µs a row.
+const KNOWN_LINES_SQL = `
+  select count(*)::int as n, string_agg(line_hash || right(message_id::text, 8), '') as t
+  from (
+    select line_hash, message_id from analytics_messages
+    where message_date = $1::date and _deleted_at is null and length(line_hash) = 40
+    limit $2
+  ) k`;
+
+/**
+ * At most `limit` live rows of `day` that have a line hash, as `n` rows of 48 hex digits in one
+ * text `t` (the line's sha1, then the id's last 8 hex digits); `t` is null when there are none.
+ */
+export async function readKnownLineText(
+  client: LoaderClient,
+  day: string,
+  limit: number,
+): Promise<{ n: number; t: string | null } | undefined> {
+  const r = await client.query<{ n: number; t: string | null }>({
+    name: 'crs_known_lines',
+    text: KNOWN_LINES_SQL,
+    values: [day, limit],
+  });
+  return r.rows[0];
 }

@@ -3,7 +3,7 @@ import type { LoaderClient } from '../ledger.ts';
 /**
  * The load lock: a session advisory lock on a load's key (in its schema), held by the load's
  * first connection for as long as the load runs (src/ingest/merge/load.ts), so that two
- * processes never run the same load at once. `removeDeadSpills` (seen.ts) reads the same locks to
+ * processes never run the same load at once. `removeDeadSpills` (delete-guard.ts) reads the same locks to
  * tell a running load from a dead one.
  */
 
