@@ -25,10 +25,29 @@ export function dayWorkflowId(day: string): string {
 
 export type SyncKind = 'scheduled' | 'manual' | 'backfill' | 'intraday';
 
-/** The intraday schedule's runs (`crs-sync schedule create --intraday EVERY`). */
-export interface SyncIntradayInput {
-  enrich?: boolean;
+/**
+ * How a run's day loads notice a lost worker and pace their retries; each field defaults to the
+ * day load's own policy (src/common/activity-timeouts.ts). A run passes them on to its day
+ * workflows; the number of attempts and the longest pause between two stay the policy's.
+ */
+export interface LoadTimings {
+  /** How long the load may go without a heartbeat before Temporal retries it elsewhere (default 30s). */
   heartbeatTimeout?: string;
+  /** The first pause between two attempts of the load (default 5s), doubling at each attempt; at most 5 minutes. */
+  retryInterval?: string;
+}
+
+/** The timings set in a run's input, and no other field (a day workflow's input carries them). */
+export function loadTimingsOf(input: LoadTimings): LoadTimings {
+  return {
+    ...(input.heartbeatTimeout ? { heartbeatTimeout: input.heartbeatTimeout } : {}),
+    ...(input.retryInterval ? { retryInterval: input.retryInterval } : {}),
+  };
+}
+
+/** The intraday schedule's runs (`crs-sync schedule create --intraday EVERY`). */
+export interface SyncIntradayInput extends LoadTimings {
+  enrich?: boolean;
   /**
    * The instant the run acts as of (ISO); default the workflow's start time (for a schedule, the
    * scheduled time). Tests and a simulator on another clock set it.
@@ -41,12 +60,10 @@ export interface SyncIntradayInput {
  * the run's id, the same on every retry, so the loader resumes). Histories recorded before load
  * targets hold the day, the run id (as `loadId`) and `partial` instead: `dayLoadOf` reads both.
  */
-export type SyncDayInput = DayWorkflowInput | (RecordedDayLoad & { heartbeatTimeout?: string });
+export type SyncDayInput = DayWorkflowInput | (RecordedDayLoad & LoadTimings);
 
-export interface DayWorkflowInput {
+export interface DayWorkflowInput extends LoadTimings {
   target: DayLoad;
-  /** How long the load may go without a heartbeat before Temporal retries it elsewhere (default 30s). */
-  heartbeatTimeout?: string;
 }
 
 /** What syncDay returns: the figures of the day's load (the loader's counts, under their names). */
@@ -72,7 +89,7 @@ export interface EnrichOptions {
   state?: { afterThreadId: string | null; totals: EnrichCounts; runs: number };
 }
 
-export interface SyncWindowInput {
+export interface SyncWindowInput extends LoadTimings {
   kind: 'scheduled' | 'manual';
   /** Explicit window; when absent it is planned from the ledger (watermark − lookback … yesterday UTC). */
   from?: string;
@@ -80,10 +97,9 @@ export interface SyncWindowInput {
   enrich?: boolean;
   /** Days loaded at once (default 2). */
   concurrency?: number;
-  heartbeatTimeout?: string;
 }
 
-export interface BackfillInput {
+export interface BackfillInput extends LoadTimings {
   from: string;
   to: string;
   /** Days loaded at once (default 4). */
@@ -94,7 +110,6 @@ export interface BackfillInput {
    * handful of history events, so a run stays far below Temporal's history limits; tests set it low.
    */
   daysPerRun?: number;
-  heartbeatTimeout?: string;
   /** Carried over continue-as-new; absent on the first run. */
   state?: BackfillState;
 }

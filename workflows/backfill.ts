@@ -58,7 +58,7 @@ export async function backfill(input: BackfillInput): Promise<SyncResult> {
       const started = await runBounded(
         days,
         input.concurrency ?? 4,
-        (day) => loadDayInto(p, closedDayLoad(runId, day), state.startedAt, input.heartbeatTimeout),
+        (day) => loadDayInto(p, closedDayLoad(runId, day), state.startedAt, input),
         () => workflowInfo().continueAsNewSuggested,
       );
       nextIndex = state.nextIndex + started;

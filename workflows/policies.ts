@@ -1,5 +1,6 @@
 import { proxyActivities, proxyLocalActivities } from '@temporalio/workflow';
 import type { Activities } from '../contract/activities.ts';
+import type { LoadTimings } from '../contract/workflows.ts';
 import {
   ENRICH_HEARTBEAT_TIMEOUT_MS,
   LOAD_HEARTBEAT_TIMEOUT_MS,
@@ -51,14 +52,15 @@ export const upkeep = proxyActivities<Activities>({
  * Retry-After (the activity sets the next retry delay); other transient faults back off to 5
  * minutes, for up to 12 attempts (about an hour of outage; LOAD_RETRY). Between attempts the day
  * stays `running` with its last error; it is marked failed only when the attempts run out or an
- * error no retry can fix ends them (activities/load.ts).
+ * error no retry can fix ends them (activities/load.ts). A run may set its own heartbeat timeout
+ * and first retry interval (LoadTimings); the attempts and the longest pause stay these.
  */
-export function loadProxy(heartbeatTimeout: string | number = LOAD_HEARTBEAT_TIMEOUT_MS) {
+export function loadProxy(timings: LoadTimings = {}) {
   return proxyActivities<Activities>({
     startToCloseTimeout: '6 hours',
-    heartbeatTimeout,
+    heartbeatTimeout: timings.heartbeatTimeout ?? LOAD_HEARTBEAT_TIMEOUT_MS,
     retry: {
-      initialInterval: LOAD_RETRY.initialIntervalMs,
+      initialInterval: timings.retryInterval ?? LOAD_RETRY.initialIntervalMs,
       backoffCoefficient: LOAD_RETRY.backoffCoefficient,
       maximumInterval: LOAD_RETRY.maximumIntervalMs,
       maximumAttempts: LOAD_RETRY.maximumAttempts,

@@ -6,7 +6,7 @@ import {
   WorkflowIdReusePolicy,
 } from '@temporalio/workflow';
 import type { DayLoad } from '../contract/load-target.ts';
-import { type DayResult, dayWorkflowId } from '../contract/workflows.ts';
+import { type DayResult, dayWorkflowId, type LoadTimings, loadTimingsOf } from '../contract/workflows.ts';
 import { lookup, waiting } from './policies.ts';
 import { syncDay } from './sync-day.ts';
 
@@ -26,7 +26,7 @@ const MAX_ATTACH = 3;
  * then loads the day itself (a partial pull deletes nothing, so its result cannot stand for a
  * complete one); an intraday pull that finds a complete load running takes its result.
  */
-export async function runDay(target: DayLoad, since: string, heartbeatTimeout?: string): Promise<DayResult> {
+export async function runDay(target: DayLoad, since: string, timings: LoadTimings = {}): Promise<DayResult> {
   const { day, runId } = target;
   const open = target.kind === 'open-day';
   const workflowId = dayWorkflowId(day);
@@ -36,7 +36,7 @@ export async function runDay(target: DayLoad, since: string, heartbeatTimeout?: 
     try {
       return await executeChild(syncDay, {
         workflowId,
-        args: [{ target, ...(heartbeatTimeout ? { heartbeatTimeout } : {}) }],
+        args: [{ target, ...loadTimingsOf(timings) }],
         // A finished day may be loaded again (late data, an explicit re-run); a running one may not.
         workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE,
         // Cancelling or terminating the parent asks the day to stop cleanly and release the ledger.

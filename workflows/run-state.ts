@@ -1,7 +1,7 @@
 import { isCancellation, rootCause, setCurrentDetails } from '@temporalio/workflow';
 import { addDay } from '../contract/counts.ts';
 import type { DayLoad } from '../contract/load-target.ts';
-import type { SyncProgress } from '../contract/workflows.ts';
+import type { LoadTimings, SyncProgress } from '../contract/workflows.ts';
 import { runDay } from './run-day.ts';
 
 /** Shows a run's progress in the Temporal UI ("current details") from its query state. */
@@ -29,13 +29,13 @@ export async function loadDayInto(
   p: SyncProgress,
   target: DayLoad,
   since: string,
-  heartbeatTimeout: string | undefined,
+  timings: LoadTimings,
 ): Promise<void> {
   const { day } = target;
   p.daysRunning.push(day);
   publish(p);
   try {
-    const r = await runDay(target, since, heartbeatTimeout);
+    const r = await runDay(target, since, timings);
     p.totals = addDay(p.totals, r);
   } catch (err) {
     if (isCancellation(err)) throw err;

@@ -6,7 +6,7 @@ import {
   setHandler,
 } from '@temporalio/workflow';
 import { dayLoadOf } from '../contract/load-target.ts';
-import type { DayProgress, DayResult, SyncDayInput } from '../contract/workflows.ts';
+import { type DayProgress, type DayResult, loadTimingsOf, type SyncDayInput } from '../contract/workflows.ts';
 import { ledger, loadProxy } from './policies.ts';
 import { dayProgressQuery } from './queries.ts';
 
@@ -25,7 +25,7 @@ export async function syncDay(input: SyncDayInput): Promise<DayResult> {
   const progress: DayProgress = { day, runId, phase: 'loading', linesCommitted: 0 };
   setHandler(dayProgressQuery, () => progress);
   setCurrentDetails(`loading ${day} (run ${runId})`);
-  const { loadExportDay } = loadProxy(input.heartbeatTimeout);
+  const { loadExportDay } = loadProxy(loadTimingsOf(input));
   try {
     const counts = await loadExportDay({ target });
     progress.phase = 'done';

@@ -37,10 +37,9 @@ export async function syncIntraday(input: SyncIntradayInput = {}): Promise<SyncR
   });
   return runSkeleton(p, {
     load: async () => {
-      if (pullClosed)
-        await loadDayInto(p, closedDayLoad(p.runId, closed), closedAt.toISOString(), input.heartbeatTimeout);
+      if (pullClosed) await loadDayInto(p, closedDayLoad(p.runId, closed), closedAt.toISOString(), input);
       // No earlier load of the open day stands for this one: `since` is now.
-      await loadDayInto(p, openDayLoad(p.runId, today), at.toISOString(), input.heartbeatTimeout);
+      await loadDayInto(p, openDayLoad(p.runId, today), at.toISOString(), input);
       return true;
     },
     enrichConcurrency:

@@ -32,7 +32,7 @@ export async function syncWindow(input: SyncWindowInput): Promise<SyncResult> {
   return runSkeleton(p, {
     load: async () => {
       await runBounded(plan.days, input.concurrency ?? 2, (day) =>
-        loadDayInto(p, closedDayLoad(p.runId, day), since, input.heartbeatTimeout),
+        loadDayInto(p, closedDayLoad(p.runId, day), since, input),
       );
       return plan.days.length > 0;
     },

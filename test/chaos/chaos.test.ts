@@ -29,6 +29,10 @@ describe('chaos (short run)', () => {
       intradayPulls: 3,
       // A user and a thread, erased while the passes load under faults.
       forget: 2,
+      // A day load struck by a fault is tried again 1 s later, doubling (the policy's 5 s would
+      // leave each pass waiting out 5, 10, 20 s for a worker's next attempt). Twelve attempts
+      // still span about 18 minutes: far longer than any fault, so no retrying day is paged.
+      retryInterval: '1s',
       log: (line) => process.stderr.write(`${line}\n`),
     });
     process.stderr.write(`${formatReport(report)}\n`);

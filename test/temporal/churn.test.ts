@@ -109,8 +109,18 @@ describe('three workers on one task queue (real worker command, simulator, Postg
     const handle = await h.client.workflow.start(backfill, {
       taskQueue: h.taskQueue,
       workflowId: `churn-${seed}`,
-      // A short heartbeat timeout: the killed worker's day load is retried within seconds.
-      args: [{ from, to, concurrency: 3 * DAY_LOADS_PER_WORKER, enrich: true, heartbeatTimeout: '3s' }],
+      // A short heartbeat timeout and first retry interval: the killed worker's day loads are
+      // retried within seconds.
+      args: [
+        {
+          from,
+          to,
+          concurrency: 3 * DAY_LOADS_PER_WORKER,
+          enrich: true,
+          heartbeatTimeout: '3s',
+          retryInterval: '250ms',
+        },
+      ],
     });
     // The kill lands while days load (not in an enrichment batch, whose heartbeat timeout is two
     // minutes), after a quarter of the days are done.

@@ -24,12 +24,14 @@ import { expectedRows, warehouseRows } from './truth.ts';
  * workflows on the dev server, real Postgres, the simulator over HTTP, stopped and started again
  * on its port (an outage: connection refused), the alert monitor checking every 200 ms and posting
  * to a local webhook receiver, `crs-sync status` run as a command. The retries are the day load's
- * own policy (5 s, then 10 s); the HTTP client's own retries are kept to milliseconds.
+ * own policy (5 s, then 10 s) where a test reads its intervals; elsewhere the run sets a shorter
+ * first interval (the workflows' `retryInterval`), the same policy otherwise: 12 attempts,
+ * doubling. The HTTP client's own retries are kept to milliseconds.
  */
 
 const log = createLogger({ level: 'silent', pretty: false });
 
-// Each test waits out one or two of the load's real retry intervals (5 s, 10 s) besides its loads.
+// Each test waits out one or two of the load's retry intervals besides its loads.
 describe('a day load that fails and is retried (simulator, Postgres, dev server, webhook)', {
   timeout: 180_000,
 }, () => {
@@ -107,11 +109,25 @@ describe('a day load that fails and is retried (simulator, Postgres, dev server,
     const m = /^crs_sync_day_loads_total\{outcome="failed"\} (\d+)$/m.exec(await pipelineMetricsText());
     return Number(m?.[1]);
   };
-  const sync = (from: string, to: string) =>
+  /**
+   * A manual sync of the days; `retryInterval` the first pause between two attempts of a day load
+   * (absent: the policy's 5 s). Where a test restarts the service between two attempts while a
+   * worker runs, the pause must outlast that restart: 2 s, then 4 s.
+   */
+  const sync = (from: string, to: string, retryInterval?: string) =>
     h.client.workflow.start(syncWindow, {
       taskQueue: h.taskQueue,
       workflowId: `retries-${++runs}`,
-      args: [{ kind: 'manual', from, to, concurrency: 1, enrich: false }],
+      args: [
+        {
+          kind: 'manual',
+          from,
+          to,
+          concurrency: 1,
+          enrich: false,
+          ...(retryInterval ? { retryInterval } : {}),
+        },
+      ],
     });
 
   beforeAll(async () => {
@@ -162,7 +178,7 @@ describe('a day load that fails and is retried (simulator, Postgres, dev server,
       }
     })();
     try {
-      const run = await sync(d1, d2);
+      const run = await sync(d1, d2, '2s');
       await w.runUntil(async () => {
         await until(async () => held.length > 0, 'the first day to ask for its export');
         held.shift()?.();
@@ -171,7 +187,7 @@ describe('a day load that fails and is retried (simulator, Postgres, dev server,
           'the second day to ask for its export',
         );
         await stopSim();
-        // Two attempts of the second day fail while the service is away (Temporal waits 5 s, then 10 s).
+        // Two attempts of the second day fail while the service is away (Temporal waits 2 s, then 4 s).
         await until(async () => ((await pendingLoad(d2))?.attempt ?? 0) >= 3, 'two failed attempts', 60_000);
         expect((await dayRow(d2))?.status).toBe('running');
         await startSim();
@@ -324,7 +340,7 @@ describe('a day load that fails and is retried (simulator, Postgres, dev server,
     await stopSim();
     const monitor = startAlertMonitor(tw.w.db, settings(), log);
     const w = await worker();
-    const run = await sync(day, day);
+    const run = await sync(day, day, '2s');
     try {
       await w.runUntil(async () => {
         await until(async () => ((await pendingLoad(day))?.attempt ?? 0) >= 3, 'two failed attempts', 60_000);
@@ -386,11 +402,12 @@ describe('a day load that fails and is retried (simulator, Postgres, dev server,
 
   it('when an intraday pull of the open day fails, then the day stays partial with its error, no day_failed opens, and open_day_stale fires only once it has not been pulled for CRS_OPEN_DAY_STALE_AFTER', async () => {
     const today = '2026-11-22';
+    // The worker stops before the service returns, so the retry waits for the next one: 1 s is enough.
     const intraday = (now: string) =>
       h.client.workflow.start(syncIntraday, {
         taskQueue: h.taskQueue,
         workflowId: `retries-intraday-${++runs}`,
-        args: [{ enrich: false, now }],
+        args: [{ enrich: false, now, retryInterval: '1s' }],
       });
     const w0 = await worker();
     await w0.runUntil((await intraday('2026-11-22T12:00:00Z')).result());
@@ -415,7 +432,8 @@ describe('a day load that fails and is retried (simulator, Postgres, dev server,
       pulled_at: pulled!.pulled_at,
       rows_read: pulled!.rows_read,
     });
-    expect(row!.next_attempt_at).not.toBeNull();
+    // The run's retryInterval reached the load's retry policy (the policy's own is 5 s).
+    expect(row!.next_attempt_at!.getTime() - row!.last_error_at!.getTime()).toBe(1_000);
     expect(s.days).toMatchObject({ partial: 1 });
     expect(s.days.failed).toBeUndefined();
     expect(s.partialDays).toEqual([

@@ -79,7 +79,17 @@ describe('a warehouse failover in the middle of a day', () => {
       const handle = await h.client.workflow.start(syncWindow, {
         taskQueue: h.taskQueue,
         workflowId: `failover-${day}-${randomBytes(3).toString('hex')}`,
-        args: [{ kind: 'manual', from: day, to: day, enrich: false, heartbeatTimeout: '5s' }],
+        // The load's next attempt 250 ms after a cut, then 500 ms (the policy's own: 5 s, then 10 s).
+        args: [
+          {
+            kind: 'manual',
+            from: day,
+            to: day,
+            enrich: false,
+            heartbeatTimeout: '5s',
+            retryInterval: '250ms',
+          },
+        ],
       });
       for (const fraction of [0.25, 0.6]) {
         const after = cuts.at(-1)?.attempts ?? 0;

@@ -127,8 +127,11 @@ describe('a worker killed in the middle of a day (real worker command, simulator
     const handle = await h.client.workflow.start(syncWindow, {
       taskQueue: h.taskQueue,
       workflowId: `kill-${day}`,
-      // A short heartbeat timeout: a dead worker's load is retried within seconds.
-      args: [{ kind: 'manual', from: day, to: day, enrich: false, heartbeatTimeout: '3s' }],
+      // A short heartbeat timeout and first retry interval: a dead worker's load is retried within
+      // seconds (the policy's 5 s doubling would wait 75 s in all over the four stops).
+      args: [
+        { kind: 'manual', from: day, to: day, enrich: false, heartbeatTimeout: '3s', retryInterval: '250ms' },
+      ],
     });
 
     const metricsAddress = `127.0.0.1:${await freePort()}`;
@@ -218,8 +221,10 @@ describe('a worker killed in the middle of an intraday pull of the open day (rea
     h.client.workflow.start(syncIntraday, {
       taskQueue: h.taskQueue,
       workflowId: `kill-intraday-${n}`,
-      // A short heartbeat timeout: a dead worker's load is retried within seconds.
-      args: [{ enrich: false, now: new Date(clock).toISOString(), heartbeatTimeout: '3s' }],
+      // A short heartbeat timeout and first retry interval: a dead worker's load is retried within seconds.
+      args: [
+        { enrich: false, now: new Date(clock).toISOString(), heartbeatTimeout: '3s', retryInterval: '250ms' },
+      ],
     });
   const ledger = () =>
     tw.w.db.selectFrom('sync_days').selectAll().where('day', '=', day).executeTakeFirstOrThrow();

@@ -77,6 +77,8 @@ export interface IntradayStep {
   seed: number;
   /** Open-day pulls before the closed-day one. */
   pulls: number;
+  /** The pulls' first pause between two attempts of the load (the workflows' `retryInterval`). */
+  retryInterval?: string;
   /** The open day (the run's UTC day) and the simulated instant the step starts from. */
   openDay: string;
   startMs: number;
@@ -140,7 +142,14 @@ export async function intradayPhase(o: IntradayStep): Promise<IntradayReport> {
         o.client.workflow.start(syncIntraday, {
           taskQueue: o.taskQueue,
           workflowId: `chaos-intraday-${++runs}`,
-          args: [{ enrich: false, now, heartbeatTimeout: '5s' }],
+          args: [
+            {
+              enrich: false,
+              now,
+              heartbeatTimeout: '5s',
+              ...(o.retryInterval ? { retryInterval: o.retryInterval } : {}),
+            },
+          ],
         }),
       );
       let ended = false;

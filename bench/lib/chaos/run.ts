@@ -64,6 +64,11 @@ export interface ChaosOptions {
   forget?: number;
   /** Least pause between two of the harness's own faults (the most is three times it); default 2 s. */
   paceMs?: number;
+  /**
+   * The first pause between two attempts of a day load in the backfill passes and the intraday
+   * pulls (the workflows' `retryInterval`, doubling at each attempt); default the policy's 5 s.
+   */
+  retryInterval?: string;
   /** Progress lines (stderr in the CLI); silent without one. */
   log?: (line: string) => void;
 }
@@ -431,6 +436,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
             concurrency: Math.min(4, opts.days),
             // A dead worker's load is retried within seconds.
             heartbeatTimeout: '5s',
+            ...(opts.retryInterval ? { retryInterval: opts.retryInterval } : {}),
           }),
         );
         try {
@@ -530,6 +536,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       taskQueue,
       seed: opts.seed,
       pulls: opts.intradayPulls ?? 6,
+      ...(opts.retryInterval ? { retryInterval: opts.retryInterval } : {}),
       openDay: isoDay(today),
       startMs: frozen.getTime(),
       setClock: (ms) => {
