@@ -2,6 +2,7 @@ import type pg from 'pg';
 import { CrsError } from '../../errors.ts';
 import { type Queryable, rowsOf } from '../read/queryable.ts';
 import { refreshRollups } from '../rollups/refresh.ts';
+import { eraseRollupsAfter, eraseRollupsBefore } from './forget-rollups.ts';
 import { canonicalId, type ErasedKind, keyedId, privacyKey, uuidsIn } from './keyed-id.ts';
 
 /** Who to erase: users (and with them every thread of theirs) and single threads. */
@@ -21,15 +22,19 @@ export interface ForgetResult {
   /** The named threads and every thread of the named users. */
   threads: number;
   rows: ErasedRows;
-  /** Rollup days and threads recomputed in the erasure's transaction. */
+  /**
+   * Rollup days and threads corrected in the erasure's transaction: the erased threads' rows
+   * removed, the days they were active on corrected (forget-rollups.ts), and any day the refresh
+   * after it recomputed whole.
+   */
   rollups: { days: number; threads: number };
 }
 
 /**
  * Every table that holds a person's data, with the rows of the erased ones (`fg_messages`,
  * `fg_threads`, `fg_ids`: the temporary tables `collect` fills). The rollups are not here: the
- * raw tables' triggers mark what these deletes touch and the erasure refreshes it in the same
- * transaction. A quarantined export or file line is found by the ids the loader read from the
+ * erasure corrects them for the erased threads in the same transaction (forget-rollups.ts), and
+ * refreshes what else the raw tables' triggers marked. A quarantined export or file line is found by the ids the loader read from the
  * whole line (`message_id`, `user_id`, `thread_id`: an over-long line keeps only a prefix in
  * `raw`, its ids often beyond it), and by the ids' text too: a line whose ids could not be read
  * (not JSON, an id that is not a UUID), or quarantined before its ids were kept, may still name them.
@@ -156,10 +161,15 @@ export async function forget(
   const key = await privacyKey(pool, true);
   if (!key) throw new Error('the deployment has no privacy key (privacy_key) and none could be made');
   let result: ForgetResult | undefined;
+  let corrected = { days: 0, threads: 0 };
   const refreshed = await refreshRollups(pool, undefined, {
     first: async (c) => {
       await c.query('lock table privacy_suppressions in share row exclusive mode');
       await collect(c, users, threads);
+      // A warehouse flagged for a rebuild has no rollups to correct: the views read the raw tables.
+      const state = await c.query<{ rebuild_needed: boolean }>('select rebuild_needed from rollup_state');
+      const correct = state.rows[0]?.rebuild_needed === false;
+      if (correct) await eraseRollupsBefore(c);
       const rows: ErasedRows = {};
       for (const { table, where } of ERASED) {
         const r = await c.query<{ n: string }>(
@@ -168,11 +178,12 @@ export async function forget(
         rows[table] = Number(r.rows[0]?.n ?? 0);
       }
       // A pull that failed (or runs) left marks of the threads it wrote waiting for its finalize:
-      // bookkeeping, not data, but it names them. Their day is marked by the deletes above, and
-      // refreshed whole with this erasure.
+      // bookkeeping, not data, but it names them. Their day is left marked by the correction
+      // below, and refreshed whole with this erasure.
       await c.query(
         'delete from rollup_waiting_threads where thread_id in (select thread_id from fg_threads)',
       );
+      if (correct) corrected = await eraseRollupsAfter(c);
       const erasedThreads = Number(
         (await c.query<{ n: string }>('select count(*)::text as n from fg_threads')).rows[0]?.n ?? 0,
       );
@@ -198,7 +209,7 @@ export async function forget(
     },
   });
   if (!result) throw new Error('the erasure did not run');
-  result.rollups = { days: refreshed.days, threads: refreshed.threads };
+  result.rollups = { days: corrected.days + refreshed.days, threads: corrected.threads + refreshed.threads };
   return result;
 }
 
