@@ -23,12 +23,28 @@ import type { Client } from '../rollups/transaction.ts';
  * (a pull's unreleased writes), and a day whose remaining row lost its "User cancelled" history
  * entry with an erased thread.
  *
- * Runs in three steps in the erasure's transaction: `eraseRollupsBefore` reads what the raw rows
- * give before they are deleted, `eraseRollupsAfter` corrects the rollups after, and removes the
- * marks the deletes left on what it corrected. The temporary tables are the erasure's (`fe_*`).
+ * In the erasure's transaction: `eraseRollupsBefore` reads what the raw rows give before they are
+ * deleted, the deletes keep what KEPT_ERASED says, `eraseRollupsAfter` corrects the rollups after
+ * and removes the marks the deletes left on what it corrected. Its temporary tables are `fe_*`.
  */
 
-/** The erased rows' figures per day, and the days to leave to the refresh: before the deletes. */
+/**
+ * What the correction keeps of a table's erased rows, as the erasure deletes them: the "User
+ * cancelled" history entries (by message id), whose remaining export row, if one is left in
+ * another thread, becomes answered (its day is then left to the refresh). `returning` for the
+ * delete's RETURNING, `insert` a statement over its rows `d`.
+ */
+export const KEPT_ERASED: Readonly<Record<string, { returning: string; insert: string }>> = {
+  thread_messages: {
+    returning: 'message_id, is_cancelled',
+    insert: 'insert into fe_cancelled select message_id from d where is_cancelled',
+  },
+};
+
+/**
+ * Before the deletes: the erased rows' figures per day (from `fg_messages`, which collect fills
+ * with what this takes), and the days to leave to the refresh.
+ */
 export async function eraseRollupsBefore(c: Client): Promise<void> {
   // As rawRowsSql and dailyFiguresSql give them: a row is answered unless its response is blank
   // or its history entry (by message id) says "User cancelled".
@@ -36,30 +52,26 @@ export async function eraseRollupsBefore(c: Client): Promise<void> {
     `create temp table fe_figures on commit drop as
      select message_date, count(*)::bigint as messages, count(answered)::bigint as answered,
             coalesce(sum(answered), 0)::bigint as chars
-     from (select a.message_date,
-                  case when a.response_chars = 0 or coalesce(h.is_cancelled, false) then null
-                       else a.response_chars end as answered
-           from fg_messages m join analytics_messages a on a.message_id = m.message_id
-           left join thread_messages h on h.message_id = a.message_id
-           where a._deleted_at is null) x
+     from (select m.message_date,
+                  case when m.response_chars = 0 or coalesce(h.is_cancelled, false) then null
+                       else m.response_chars end as answered
+           from fg_messages m left join thread_messages h on h.message_id = m.message_id
+           where m.live) x
      group by message_date`,
   );
-  // Every day a delete below marks: live or soft-deleted rows.
+  // Every day a delete marks: of live or soft-deleted rows.
   await c.query(
-    `create temp table fe_days on commit drop as
-     select distinct a.message_date as day from fg_messages m join analytics_messages a on a.message_id = m.message_id`,
+    'create temp table fe_days on commit drop as select distinct message_date as day from fg_messages',
   );
-  // Days the arithmetic cannot vouch for. A day marked before, or waiting for its pull's release:
-  // its rollup rows are not its raw rows. A day of a remaining row whose cancelling history entry
-  // belongs to an erased thread: that row becomes answered.
+  // Days the arithmetic cannot vouch for: marked before, or waiting for their pull's release (their
+  // rollup rows are not their raw rows). eraseRollupsAfter adds the days of remaining rows that
+  // lose their cancelling entry.
   await c.query(
     `create temp table fe_whole on commit drop as
      select day from rollup_dirty_days where day in (select day from fe_days)
-     union select day from rollup_waiting_days where day in (select day from fe_days)
-     union select a.message_date from thread_messages h join analytics_messages a on a.message_id = h.message_id
-      where h.thread_id in (select thread_id from fg_threads) and h.is_cancelled
-        and a.thread_id not in (select thread_id from fg_threads) and a._deleted_at is null`,
+     union select day from rollup_waiting_days where day in (select day from fe_days)`,
   );
+  await c.query('create temp table fe_cancelled (message_id uuid) on commit drop');
 }
 
 /**
@@ -71,6 +83,11 @@ export async function eraseRollupsBefore(c: Client): Promise<void> {
  * would pass the same temporary tables around.
  */
 export async function eraseRollupsAfter(c: Client): Promise<{ days: number; threads: number }> {
+  await c.query(
+    `insert into fe_whole select a.message_date from fe_cancelled k
+     join analytics_messages a on a.message_id = k.message_id where a._deleted_at is null`,
+  );
+  await c.query('analyze fe_days, fe_whole, fe_figures');
   // Thread rows of the days: they go, and their firsts, day counts and user rows with them.
   await c.query(
     `create temp table fe_td on commit drop as

@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { CrsError } from '../../errors.ts';
 import { type Queryable, rowsOf } from '../read/queryable.ts';
 import { refreshRollups } from '../rollups/refresh.ts';
-import { eraseRollupsAfter, eraseRollupsBefore } from './forget-rollups.ts';
+import { eraseRollupsAfter, eraseRollupsBefore, KEPT_ERASED } from './forget-rollups.ts';
 import { canonicalId, type ErasedKind, keyedId, privacyKey, uuidsIn } from './keyed-id.ts';
 
 /** Who to erase: users (and with them every thread of theirs) and single threads. */
@@ -82,7 +82,10 @@ function checkedIds(kind: ErasedKind, ids: readonly string[]): string[] {
 async function collect(c: Queryable, users: string[], threads: string[]): Promise<void> {
   await c.query('create temp table fg_ids (id uuid primary key, kind text not null) on commit drop');
   await c.query('create temp table fg_threads (thread_id uuid primary key) on commit drop');
-  await c.query('create temp table fg_messages (message_id uuid primary key) on commit drop');
+  await c.query(
+    `create temp table fg_messages (message_id uuid primary key, message_date date not null,
+       response_chars integer not null, live boolean not null) on commit drop`,
+  );
   await c.query(
     `insert into fg_ids select u, 'user' from unnest($1::uuid[]) u
      union select t, 'thread' from unnest($2::uuid[]) t on conflict do nothing`,
@@ -101,11 +104,12 @@ async function collect(c: Queryable, users: string[], threads: string[]): Promis
   // by its user id).
   // Every thread erased is named in the quarantine's search too (its history rejects name it).
   await c.query(`insert into fg_ids select thread_id, 'thread' from fg_threads on conflict do nothing`);
+  // Every row of a named user is in one of their threads, all in fg_threads. With what the
+  // rollups' correction takes of each (forget-rollups.ts), so the rows are read once.
   await c.query(
     `insert into fg_messages
-       select message_id from analytics_messages
-        where user_id = any($1::uuid[]) or thread_id in (select thread_id from fg_threads)`,
-    [users],
+       select message_id, message_date, response_chars, _deleted_at is null from analytics_messages
+        where thread_id in (select thread_id from fg_threads)`,
   );
   await collectEscapedRejects(c);
   await c.query('analyze fg_ids, fg_threads, fg_messages');
@@ -172,8 +176,12 @@ export async function forget(
       if (correct) await eraseRollupsBefore(c);
       const rows: ErasedRows = {};
       for (const { table, where } of ERASED) {
+        // The correction keeps the "User cancelled" entries that go (KEPT_ERASED).
+        const kept = correct ? KEPT_ERASED[table] : undefined;
         const r = await c.query<{ n: string }>(
-          `with d as (delete from ${table} where ${where} returning 1) select count(*)::text as n from d`,
+          `with d as (delete from ${table} where ${where} returning ${kept?.returning ?? '1'})
+           ${kept ? `, k as (${kept.insert})` : ''}
+           select count(*)::text as n from d`,
         );
         rows[table] = Number(r.rows[0]?.n ?? 0);
       }
