@@ -113,8 +113,22 @@ describe('the rollups an erasure corrects (seeded)', () => {
     const rand = new Rng(SEED);
     const q: Q = (text, values = []) => tw.w.pool.query(text, values);
     for (let t = 0; t < 70; t++) await writeThread(q, rand, t % USERS, DAYS);
+    const lonelyThread = threadNo;
     await writeThread(q, rand, LONELY, [LONELY_DAY]);
     await writeThread(q, rand, LONELY, DAYS);
+    // A "User cancelled" entry filed under the lonely user's thread for another user's answered
+    // row of a day the lonely user has rows on: erased with that thread, the row becomes answered
+    // (its day is recomputed whole, not corrected).
+    const crossed = await q(
+      `insert into thread_messages (message_id, thread_id, position, created_at, is_cancelled, raw)
+       select a.message_id, md5('t' || $1)::uuid, 99, a.message_time, true, '{}' from analytics_messages a
+       where a.user_id <> ${uid(LONELY)} and a.response_chars > 0 and a._deleted_at is null
+         and not exists (select 1 from thread_messages h where h.message_id = a.message_id)
+         and a.message_date in (select message_date from analytics_messages where user_id = ${uid(LONELY)})
+       order by a.message_id limit 1`,
+      [lonelyThread],
+    );
+    expect((crossed as { rowCount: number }).rowCount, 'a crossed entry').toBe(1);
     await refreshRollups(tw.w.pool, undefined, { rebuild: true });
     const lonely = await q(`select 1 from rollup_daily where message_date = $1`, [LONELY_DAY]);
     expect((lonely as { rowCount: number }).rowCount, 'the lonely day has rows').toBe(1);
