@@ -53,13 +53,14 @@ async function writeThread(q: Q, rand: Rng, user: number, days: readonly string[
       [r, t, day, rand.int(1440), chars, rand.chance(0.04)],
     );
     if (rand.chance(0.7)) {
-      // Its history entry, now and then on another day, now and then "User cancelled"; once in a
-      // while filed under another thread (the export's thread and the history's can disagree).
-      const other = rand.chance(0.03) ? rand.int(Math.max(1, threadNo)) : t;
+      // Its history entry, now and then on another day, now and then "User cancelled". (Not filed
+      // under another thread at random: a citation of a thread kept whose entry is erased with
+      // another thread would move to its thread's first day, and no mark names that thread, in
+      // the erasure as in any refresh: the marks of a history delete name the entry's thread.)
       await q(
         `insert into thread_messages (message_id, thread_id, position, created_at, is_cancelled, raw)
          values (md5('m' || $1)::uuid, md5('t' || $2)::uuid, $3, $4::date + interval '5 hours', $5, '{}')`,
-        [r, other, k, rand.chance(0.2) ? rand.pick(DAYS) : day, rand.chance(0.12)],
+        [r, t, k, rand.chance(0.2) ? rand.pick(DAYS) : day, rand.chance(0.12)],
       );
       if (rand.chance(0.6))
         await cite(q, rand, t, `'message', md5('m' || ${r})::text`, `md5('m' || ${r})::uuid`, null);
