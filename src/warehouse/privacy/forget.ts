@@ -43,7 +43,8 @@ const ERASED: readonly { table: string; where: string }[] = [
   // First: an enrichment page in flight holds its thread's row FOR SHARE (enrich-pages.ts), so
   // this waits for it to commit, and the deletes below see what it wrote.
   { table: 'threads', where: 'thread_id in (select thread_id from fg_threads)' },
-  { table: 'analytics_messages', where: 'message_id in (select message_id from fg_messages)' },
+  // By thread, as fg_messages was read: a thread's rows lie together, its message ids do not.
+  { table: 'analytics_messages', where: 'thread_id in (select thread_id from fg_threads)' },
   { table: 'thread_messages', where: 'thread_id in (select thread_id from fg_threads)' },
   { table: 'citations', where: 'thread_id in (select thread_id from fg_threads)' },
   { table: 'artifacts', where: 'thread_id in (select thread_id from fg_threads)' },
