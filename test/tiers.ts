@@ -43,6 +43,7 @@ export const INTEGRATION: readonly string[] = [
   'test/ingest/record-limits.test.ts',
   'test/ingest/record-parser-postgres.test.ts',
   'test/ingest/stream-reopen.test.ts',
+  'test/privacy/forget-rollups.test.ts',
   'test/privacy/forget.test.ts',
   'test/privacy/pseudonym.test.ts',
   'test/privacy/reader.test.ts',
