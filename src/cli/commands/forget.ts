@@ -31,7 +31,7 @@ function printResult(r: ForgetResult, json: boolean | undefined): void {
     r.dryRun
       ? `\ndry run: nothing erased (${who}). Run again without --dry-run to erase them.\n`
       : `\nerasure ${r.erasureId}: ${who} erased; later loads and enrichment drop them ` +
-          `(rollups: ${r.rollups.days} day(s), ${r.rollups.threads} thread(s) recomputed).\n`,
+          `(rollups: ${r.rollups.days} day(s), ${r.rollups.threads} thread(s) corrected).\n`,
   );
 }
 
@@ -98,7 +98,7 @@ export function registerForget(program: Command): void {
     .description(
       'Erase every row of the named users (and all of their threads) or threads: export rows, threads, ' +
         'history, citations, artifacts, the quarantine lines that name them, held deletes; the rollups ' +
-        'are recomputed in the same transaction, so readers see them whole or gone, never half.\n' +
+        'are corrected in the same transaction, so readers see them whole or gone, never half.\n' +
         'The ids go on a suppression list, as a keyed hash (never the plain id): every later import, ' +
         "sync, backfill, intraday pull and rejects replay drops their lines (counted 'suppressed'), and " +
         'enrichment skips their threads. The service keeps its own copy: ask its operator to erase it there.\n' +
