@@ -205,6 +205,10 @@ const envSchema = z.object({
   // Key partitions of one load, each merged on a connection of its own.
   CRS_LOAD_PARTITIONS: intSetting(4, 1, 64),
   CRS_KNOWN_LINES_MAX: intSetting(2_000_000, 0, KNOWN_LINES_CEILING),
+  // The pause before an export stream cut part-way (or answered with an error page) is opened
+  // again within the same attempt; it doubles at each reopen, up to 5 s or this figure if larger.
+  // Five reopens at the default wait 7.75 s in all before the attempt fails to Temporal's retry.
+  CRS_SOURCE_REOPEN_PAUSE: durationSetting('250ms', 1, 60_000),
   // A complete export that would soft-delete more than this percent of a day's live rows has
   // its deletes held for review (a normal day deletes a handful; 100 turns the guard off).
   CRS_DELETE_GUARD: numberSetting(10, { min: 0, max: 100, whole: false }),
@@ -314,6 +318,8 @@ export interface Config {
    * of, to skip the lines the warehouse holds (src/ingest/merge/known-lines.ts); 0 turns the skip off.
    */
   readonly knownLinesMax: number;
+  /** CRS_SOURCE_REOPEN_PAUSE: the first pause before a cut export stream is opened again, doubling. */
+  readonly sourceReopenPauseMs: number;
   /** CRS_DELETE_GUARD: percent of a day's live rows above which its deletes are held. */
   readonly deleteGuardPct: number;
   /** CRS_DELETE_GUARD_LOAD: percent of a multi-day load's live rows above which all its deletes are held. */
@@ -677,6 +683,7 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     batchSize: e.CRS_BATCH_SIZE,
     loadConnections: e.CRS_LOAD_PARTITIONS,
     knownLinesMax: e.CRS_KNOWN_LINES_MAX,
+    sourceReopenPauseMs: e.CRS_SOURCE_REOPEN_PAUSE,
     deleteGuardPct: e.CRS_DELETE_GUARD,
     deleteGuardLoadPct: e.CRS_DELETE_GUARD_LOAD,
     textRetentionDays: e.CRS_TEXT_RETENTION_DAYS,

@@ -9,6 +9,7 @@ import {
   requireSettings,
 } from '../../src/config.ts';
 import { CrsError } from '../../src/errors.ts';
+import { loaderSettings, reopenPause } from '../../src/ingest/merge/load.ts';
 import { createLogger, redactText } from '../../src/log.ts';
 import { parseWorkerSettings } from '../../src/temporal/worker-settings.ts';
 
@@ -239,6 +240,22 @@ describe('numeric settings', () => {
     expect(problemsOf(() => parseConfig({ CRS_KNOWN_LINES_MAX: '50000000' }))[0]).toMatch(
       /^CRS_KNOWN_LINES_MAX:/,
     );
+  });
+
+  it('when CRS_SOURCE_REOPEN_PAUSE is set, then a cut export is reopened after it, doubling up to 5 s (or the pause, if longer); unset, 250 ms', () => {
+    expect(parseConfig({}).sourceReopenPauseMs).toBe(250);
+    expect(parseConfig({ CRS_SOURCE_REOPEN_PAUSE: '20ms' }).sourceReopenPauseMs).toBe(20);
+    expect(parseConfig({ CRS_SOURCE_REOPEN_PAUSE: '2s' }).sourceReopenPauseMs).toBe(2000);
+    expect(problemsOf(() => parseConfig({ CRS_SOURCE_REOPEN_PAUSE: '0ms' }))[0]).toMatch(
+      /^CRS_SOURCE_REOPEN_PAUSE:/,
+    );
+    expect(problemsOf(() => parseConfig({ CRS_SOURCE_REOPEN_PAUSE: '250' }))[0]).toMatch(
+      /^CRS_SOURCE_REOPEN_PAUSE:/,
+    );
+    expect(loaderSettings(parseConfig({ CRS_SOURCE_REOPEN_PAUSE: '20ms' })).reopenPauseMs).toBe(20);
+    // Five reopens at the default: 7.75 s of pauses before the attempt fails to Temporal's retry.
+    expect([0, 1, 2, 3, 4, 5].map((a) => reopenPause(250, a))).toEqual([250, 500, 1000, 2000, 4000, 5000]);
+    expect([0, 1, 2].map((a) => reopenPause(20_000, a))).toEqual([20_000, 20_000, 20_000]);
   });
 
   it('when a line or answer limit would not fit in one string, then it is refused', () => {

@@ -86,6 +86,8 @@ describe('deletion safeguard', () => {
       ...(from === 'hostile' ? { CRS_BASE_URL: hostileUrl } : {}),
       CRS_BATCH_SIZE: '100',
       CRS_RATE_LIMIT_RPS: '1000',
+      // An error page is refused and the export reopened five times: 20 ms apart, doubling.
+      CRS_SOURCE_REOPEN_PAUSE: '20ms',
       ...env,
     });
     const client = createServiceClient(

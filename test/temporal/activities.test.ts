@@ -63,6 +63,8 @@ describe('activities', () => {
       CRS_BATCH_SIZE: '20',
       CRS_LOAD_PARTITIONS: '2',
       CRS_RATE_LIMIT_RPS: '1000',
+      // Five reopens of a cut export 20 ms apart, doubling, not 7.75 s of pauses per attempt.
+      CRS_SOURCE_REOPEN_PAUSE: '20ms',
       ...o.env,
     });
     const client = createServiceClient(

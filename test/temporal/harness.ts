@@ -81,11 +81,14 @@ export async function createTestWorker(
     client?: ServiceClient;
   },
 ): Promise<Worker> {
-  // The test pools hold 10 connections: two day loads of two connections each, and the rest.
+  // The test pools hold 10 connections: two day loads of two connections each, and the rest. A cut
+  // or refused export is reopened after 20 ms, 40 ms, ... (CRS_SOURCE_REOPEN_PAUSE), not 250 ms
+  // doubling: the same five reopens, without waiting 7.75 s for each attempt that gives up.
   const config = parseConfig({
     CRS_SCHEMA: deps.warehouse.schema,
     CRS_LOAD_PARTITIONS: '2',
     CRS_ENRICH_CONCURRENCY: '2',
+    CRS_SOURCE_REOPEN_PAUSE: '20ms',
     ...(deps.env ?? {}),
   });
   const activityDeps: ActivityDeps = {

@@ -95,6 +95,11 @@ export interface LoaderSettings {
    * comparison the tests and the bench make.
    */
   knownLinesMax?: number;
+  /**
+   * CRS_SOURCE_REOPEN_PAUSE: the pause before the first reopen, doubled at each next one up to
+   * REOPEN_PAUSE_CAP_MS (or this pause, if larger). Default 250 ms.
+   */
+  reopenPauseMs?: number;
 }
 
 /**
@@ -116,6 +121,7 @@ export function loaderSettings(config: Config): LoaderSettings {
     deleteGuardPct: config.deleteGuardPct,
     deleteGuardLoadPct: config.deleteGuardLoadPct,
     knownLinesMax: config.knownLinesMax,
+    reopenPauseMs: config.sourceReopenPauseMs,
   };
 }
 
@@ -430,6 +436,14 @@ async function mergeSource(m: Merging): Promise<void> {
   }
 }
 
+const DEFAULT_REOPEN_PAUSE_MS = 250;
+const REOPEN_PAUSE_CAP_MS = 5000;
+
+/** The pause before reopen `attempt + 1`: the first pause, doubled each time, capped. */
+export function reopenPause(firstMs: number, attempt: number): number {
+  return Math.min(firstMs * 2 ** attempt, Math.max(REOPEN_PAUSE_CAP_MS, firstMs));
+}
+
 /**
  * Reads the source into the router, reopening it after a retryable cut (up to maxReopens): a
  * reopened stream starts again from its first line, and the lines already taken (buffered or
@@ -488,7 +502,9 @@ async function readSource(
         { err, attempt: attempt + 1, afterLine: read.linesRead },
         'source stream failed; reopening it',
       );
-      await sleep(Math.min(250 * 2 ** attempt, 5000), undefined, { signal: req.signal });
+      await sleep(reopenPause(req.reopenPauseMs ?? DEFAULT_REOPEN_PAUSE_MS, attempt), undefined, {
+        signal: req.signal,
+      });
     }
   }
 }
