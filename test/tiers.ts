@@ -72,6 +72,7 @@ export const SYSTEM: readonly string[] = [
   'test/alerts/delivery.test.ts',
   'test/alerts/deployment.test.ts',
   'test/api/shared-budget-processes.test.ts',
+  'test/architecture/npm-test.test.ts',
   'test/chaos/chaos.test.ts',
   'test/chaos/compare.test.ts',
   'test/cli/cli-failures.test.ts',

@@ -1,0 +1,94 @@
+// Two commands at once, their output kept apart: `npm test` (scripts/test.ts) runs the system
+// tier beside the unit and integration tiers this way.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import type { Writable } from 'node:stream';
+
+export interface Command {
+  /** What the summary calls it ("system"). */
+  name: string;
+  file: string;
+  args: string[];
+}
+
+export interface Outcome {
+  name: string;
+  /** The process's exit status; 1 when a signal ended it. */
+  code: number;
+  /** vitest's own count line ("Tests  766 passed (766)") without the label, when it printed one. */
+  tests: string | undefined;
+}
+
+// biome-ignore lint/suspicious/noControlCharactersInRegex: ANSI colour codes are what is removed.
+const ANSI = /\u001b\[[0-9;]*m/g;
+
+function exitOf(child: ChildProcess): Promise<number> {
+  return new Promise((resolve) => {
+    child.on('close', (code, signal) => resolve(code ?? (signal ? 1 : 0)));
+  });
+}
+
+/**
+ * Runs `live` and `held` together. `live`'s lines (stdout and stderr) go to `out` as they come;
+ * `held`'s are kept and written whole, framed, as soon as it has ended (lines are written whole,
+ * so the block never splits one of `live`'s). Resolves with both outcomes once both have ended.
+ */
+export async function runBeside(
+  live: Command,
+  held: Command,
+  opts: { cwd: string; env: NodeJS.ProcessEnv; out: Writable },
+): Promise<[Outcome, Outcome]> {
+  const start = (c: Command) =>
+    spawn(c.file, c.args, { cwd: opts.cwd, env: opts.env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const liveChild = start(live);
+  const heldChild = start(held);
+  const counts = new Map<string, string>();
+  const note = (name: string, line: string) => {
+    const m = /^\s*Tests\s+(.+)$/.exec(line.replace(ANSI, ''));
+    if (m?.[1]) counts.set(name, m[1].trim());
+  };
+
+  let kept: string[] | undefined = [];
+  const flush = () => {
+    if (!kept) return;
+    opts.out.write(`\n──── ${held.name} (ran beside ${live.name}) ────\n`);
+    for (const l of kept) opts.out.write(`${l}\n`);
+    opts.out.write(`──── end of ${held.name} ────\n\n`);
+    kept = undefined;
+  };
+  const lines = (child: ChildProcess) =>
+    [child.stdout, child.stderr].map(
+      (s) =>
+        new Promise<void>((resolve) => {
+          if (!s) return resolve();
+          createInterface({ input: s }).on('line', (l) => {
+            if (child === liveChild) {
+              note(live.name, l);
+              opts.out.write(`${l}\n`);
+            } else {
+              note(held.name, l);
+              if (kept) kept.push(l);
+              else opts.out.write(`${l}\n`);
+            }
+          });
+          s.on('close', () => resolve());
+        }),
+    );
+  const liveRead = Promise.all(lines(liveChild));
+  const heldRead = Promise.all(lines(heldChild));
+  const [liveCode, heldCode] = await Promise.all([
+    exitOf(liveChild).then(async (code) => {
+      await liveRead;
+      return code;
+    }),
+    exitOf(heldChild).then(async (code) => {
+      await heldRead;
+      flush();
+      return code;
+    }),
+  ]);
+  return [
+    { name: live.name, code: liveCode, tests: counts.get(live.name) },
+    { name: held.name, code: heldCode, tests: counts.get(held.name) },
+  ];
+}

@@ -1,0 +1,130 @@
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import { describe, expect, it } from 'vitest';
+import { type Command, runBeside } from '../../scripts/lib/beside.ts';
+
+/**
+ * `npm test` runs the system tier beside the unit and integration tiers (scripts/test.ts): two
+ * vitest processes, the first's output streamed, the second's held and printed whole. Here the
+ * two are small node scripts that print like vitest.
+ */
+const root = path.resolve(import.meta.dirname, '..', '..');
+
+function node(name: string, script: string): Command {
+  return { name, file: process.execPath, args: ['-e', script] };
+}
+
+/**
+ * Runs the two, collecting what they print. `when(text, line)` is called on each whole line the
+ * runner writes, so a test can let a script go on at a given point (by creating a file it waits for).
+ */
+async function beside(live: Command, held: Command, when: (line: string) => void = () => {}) {
+  let text = '';
+  const out = new Writable({
+    write(chunk, _enc, done) {
+      text += String(chunk);
+      for (const l of String(chunk).split('\n')) when(l);
+      done();
+    },
+  });
+  const outcomes = await runBeside(live, held, { cwd: root, env: process.env, out });
+  return { outcomes, lines: text.split('\n') };
+}
+
+/** Script text: waits until `file` exists. */
+function waitFor(file: string): string {
+  return `await new Promise((r) => { const t = setInterval(() => { if (fs.existsSync(${JSON.stringify(file)})) { clearInterval(t); r(); } }, 5); });`;
+}
+
+/** Script text: prints `tag from..to-1` on stdout. */
+function print(tag: string, from: number, to: number): string {
+  return `for (let i = ${from}; i < ${to}; i++) console.log('${tag} ' + i);`;
+}
+
+describe('npm test: the system tier beside the others (scripts/lib/beside.ts)', () => {
+  it('when both run, then the held one prints whole, framed, as soon as it ends, between two lines of the live one; every line of each comes once and in order, and vitest counts are taken', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'crs-beside-'));
+    const liveStarted = path.join(dir, 'live-started');
+    const blockSeen = path.join(dir, 'block-seen');
+    try {
+      const { outcomes, lines } = await beside(
+        node(
+          'live',
+          `import fs from 'node:fs'; ${print('live', 0, 3)} ${waitFor(blockSeen)} ${print('live', 3, 6)}
+           console.error('live err'); console.log('      Tests  3 passed | 1 skipped (4)');`,
+        ),
+        node(
+          'held',
+          `import fs from 'node:fs'; ${waitFor(liveStarted)} ${print('held', 0, 6)} console.error('held err');
+           console.log('\u001b[2m      Tests \u001b[22m 5 passed (5)');`,
+        ),
+        (line) => {
+          if (line === 'live 2') writeFileSync(liveStarted, '');
+          if (line === '──── end of held ────') writeFileSync(blockSeen, '');
+        },
+      );
+      expect(outcomes).toEqual([
+        { name: 'live', code: 0, tests: '3 passed | 1 skipped (4)' },
+        { name: 'held', code: 0, tests: '5 passed (5)' },
+      ]);
+      const open = lines.indexOf('──── held (ran beside live) ────');
+      const close = lines.indexOf('──── end of held ────');
+      expect(lines.slice(0, open).filter((l) => l.startsWith('live'))).toEqual([
+        'live 0',
+        'live 1',
+        'live 2',
+      ]);
+      // stdout's and stderr's lines keep their order within each, not between the two pipes.
+      expect(lines.slice(open + 1, close).sort()).toEqual(
+        [
+          'held 0',
+          'held 1',
+          'held 2',
+          'held 3',
+          'held 4',
+          'held 5',
+          'held err',
+          '\u001b[2m      Tests \u001b[22m 5 passed (5)',
+        ].sort(),
+      );
+      expect(lines.slice(open + 1, close).filter((l) => /^held \d/.test(l))).toEqual(
+        Array.from({ length: 6 }, (_, i) => `held ${i}`),
+      );
+      expect(
+        lines
+          .slice(close)
+          .filter((l) => l.startsWith('live'))
+          .sort(),
+      ).toEqual(['live 3', 'live 4', 'live 5', 'live err'].sort());
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('when either fails, then its exit status is its outcome; a held one that ends last prints after the live one', async () => {
+    const failedHeld = await beside(
+      node('live', print('live', 0, 2)),
+      node('held', `setTimeout(() => { ${print('held', 0, 3)} process.exitCode = 3; }, 300);`),
+    );
+    expect(failedHeld.outcomes.map((o) => o.code)).toEqual([0, 3]);
+    const open = failedHeld.lines.indexOf('──── held (ran beside live) ────');
+    expect(failedHeld.lines.slice(0, open).filter((l) => l.startsWith('live'))).toEqual(['live 0', 'live 1']);
+    expect(failedHeld.lines.slice(open + 1, open + 4)).toEqual(['held 0', 'held 1', 'held 2']);
+
+    const failedLive = await beside(node('live', 'process.exit(2)'), node('held', print('held', 0, 1)));
+    expect(failedLive.outcomes.map((o) => o.code)).toEqual([2, 0]);
+    const killed = await beside(node('live', 'process.kill(process.pid, "SIGKILL")'), node('held', ''));
+    expect(killed.outcomes.map((o) => o.code)).toEqual([1, 0]);
+  });
+
+  it('npm test is this runner, and each tier alone is its vitest project', () => {
+    const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as {
+      scripts: Record<string, string>;
+    };
+    expect(pkg.scripts.test).toBe('node scripts/test.ts');
+    for (const tier of ['unit', 'integration', 'system'])
+      expect(pkg.scripts[`test:${tier}`]).toBe(`vitest run --project ${tier}`);
+  });
+});
