@@ -3,7 +3,9 @@ import { defineConfig } from 'vitest/config';
 import { INTEGRATION, SYSTEM } from './test/tiers.ts';
 
 // Three tiers (test/tiers.ts lists the files of the last two; every other test file is a unit
-// test). `npm test` runs all three; `npm run test:unit|test:integration|test:system` one.
+// test). `npm test` (scripts/test.ts) runs all three: the system tier in one vitest process, the
+// other two in another beside it; `npm run test:unit|test:integration|test:system` one; `npx
+// vitest run` all three in one process, the system tier after the others (groupOrder, below).
 const ALL = ['test/**/*.test.ts'];
 const EXCLUDE = ['**/node_modules/**', '**/.git/**'];
 // Unit and integration files mostly wait (on PostgreSQL, on the simulator over HTTP), so two run
@@ -20,8 +22,8 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 120_000,
     reporters: ['default'],
-    // groupOrder: the unit and integration tiers together (the unit files, shorter, mostly end
-    // first), then the system tier.
+    // groupOrder, in one process: the unit and integration tiers together (the unit files,
+    // shorter, mostly end first), then the system tier.
     projects: [
       {
         extends: true,
