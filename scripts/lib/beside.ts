@@ -19,7 +19,7 @@ export interface Outcome {
   tests: string | undefined;
 }
 
-// biome-ignore lint/suspicious/noControlCharactersInRegex: ANSI colour codes are what is removed.
+// ANSI colour codes, removed before a line is matched.
 const ANSI = /\u001b\[[0-9;]*m/g;
 
 function exitOf(child: ChildProcess): Promise<number> {
@@ -36,12 +36,26 @@ function exitOf(child: ChildProcess): Promise<number> {
 export async function runBeside(
   live: Command,
   held: Command,
-  opts: { cwd: string; env: NodeJS.ProcessEnv; out: Writable },
+  opts: {
+    cwd: string;
+    env: NodeJS.ProcessEnv;
+    out: Writable;
+    /** Where SIGINT and SIGTERM arrive (default: this process). */
+    signals?: Pick<NodeJS.Process, 'on' | 'off'>;
+  },
 ): Promise<[Outcome, Outcome]> {
   const start = (c: Command) =>
     spawn(c.file, c.args, { cwd: opts.cwd, env: opts.env, stdio: ['ignore', 'pipe', 'pipe'] });
   const liveChild = start(live);
   const heldChild = start(held);
+  // Ctrl-C or a stop reaches both (a terminal signals the whole group anyway); this process stays
+  // to print what they wrote as they stop, and to give their exit statuses.
+  const forward = (signal: NodeJS.Signals) => {
+    for (const c of [liveChild, heldChild]) if (c.exitCode === null) c.kill(signal);
+  };
+  const signals = opts.signals ?? process;
+  signals.on('SIGINT', forward);
+  signals.on('SIGTERM', forward);
   const counts = new Map<string, string>();
   const note = (name: string, line: string) => {
     const m = /^\s*Tests\s+(.+)$/.exec(line.replace(ANSI, ''));
@@ -76,7 +90,7 @@ export async function runBeside(
     );
   const liveRead = Promise.all(lines(liveChild));
   const heldRead = Promise.all(lines(heldChild));
-  const [liveCode, heldCode] = await Promise.all([
+  const codes = Promise.all([
     exitOf(liveChild).then(async (code) => {
       await liveRead;
       return code;
@@ -87,6 +101,10 @@ export async function runBeside(
       return code;
     }),
   ]);
+  const [liveCode, heldCode] = await codes.finally(() => {
+    signals.off('SIGINT', forward);
+    signals.off('SIGTERM', forward);
+  });
   return [
     { name: live.name, code: liveCode, tests: counts.get(live.name) },
     { name: held.name, code: heldCode, tests: counts.get(held.name) },

@@ -1,8 +1,9 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { EventEmitter } from 'node:events';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { type Command, runBeside } from '../../scripts/lib/beside.ts';
 
 /**
@@ -31,6 +32,18 @@ async function beside(live: Command, held: Command, when: (line: string) => void
   });
   const outcomes = await runBeside(live, held, { cwd: root, env: process.env, out });
   return { outcomes, lines: text.split('\n') };
+}
+
+/** A stream that keeps what is written to it. */
+function collect(): { out: Writable; text: () => string } {
+  let text = '';
+  const out = new Writable({
+    write(chunk, _enc, done) {
+      text += String(chunk);
+      done();
+    },
+  });
+  return { out, text: () => text };
 }
 
 /** Script text: waits until `file` exists. */
@@ -117,6 +130,44 @@ describe('npm test: the system tier beside the others (scripts/lib/beside.ts)', 
     expect(failedLive.outcomes.map((o) => o.code)).toEqual([2, 0]);
     const killed = await beside(node('live', 'process.kill(process.pid, "SIGKILL")'), node('held', ''));
     expect(killed.outcomes.map((o) => o.code)).toEqual([1, 0]);
+  });
+
+  it('when the runner is stopped (SIGTERM, Ctrl-C), then both are stopped with the same signal and what they printed is still shown', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'crs-beside-'));
+    const signals = new EventEmitter();
+    // Each, once it listens for SIGTERM, says so and leaves a file; then waits to be stopped.
+    const waitForever = (tag: string) =>
+      node(
+        tag,
+        `import fs from 'node:fs';
+         process.on('SIGTERM', () => { console.log('${tag} stopped'); process.exit(7); });
+         console.log('${tag} ready'); fs.writeFileSync(${JSON.stringify(path.join(dir, tag))}, '');
+         setInterval(() => {}, 1000);`,
+      );
+    try {
+      const { out, text } = collect();
+      const run = runBeside(waitForever('live'), waitForever('held'), {
+        cwd: root,
+        env: process.env,
+        out,
+        signals: signals as unknown as Pick<NodeJS.Process, 'on' | 'off'>,
+      });
+      await vi.waitFor(() => expect(readdirSync(dir).sort()).toEqual(['held', 'live']), {
+        timeout: 30_000,
+        interval: 20,
+      });
+      signals.emit('SIGTERM', 'SIGTERM');
+      const outcomes = await run;
+      expect(outcomes.map((o) => o.code)).toEqual([7, 7]);
+      expect(
+        text()
+          .split('\n')
+          .filter((l) => /^(live|held) /.test(l))
+          .sort(),
+      ).toEqual(['held ready', 'held stopped', 'live ready', 'live stopped']);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('npm test is this runner, and each tier alone is its vitest project', () => {
