@@ -11,9 +11,8 @@
 // plain `vitest run` with them.
 import { spawn } from 'node:child_process';
 import path from 'node:path';
-import pg from 'pg';
 import { startEmbeddedPostgres } from '../src/warehouse/embedded.ts';
-import { chooseTestDatabase } from '../test/helpers/test-database.ts';
+import { chooseTestDatabase, databaseAnswers } from '../test/helpers/test-database.ts';
 import { type Outcome, runBeside } from './lib/beside.ts';
 
 const root = path.resolve(import.meta.dirname, '..');
@@ -27,23 +26,10 @@ if (args.length > 0) {
   process.exit(await all());
 }
 
-async function answers(url: string): Promise<boolean> {
-  const c = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000 });
-  try {
-    await c.connect();
-    await c.query('select 1');
-    return true;
-  } catch {
-    return false;
-  } finally {
-    await c.end().catch(() => {});
-  }
-}
-
 async function all(): Promise<number> {
   // Both processes use one PostgreSQL: when none answers, the embedded one is started here (each
   // process's global setup would otherwise start its own, in the same folder).
-  const url = await chooseTestDatabase(answers);
+  const url = await chooseTestDatabase(databaseAnswers);
   const embedded = url
     ? undefined
     : await startEmbeddedPostgres({

@@ -1,3 +1,5 @@
+import pg from 'pg';
+
 /**
  * Where tests, the fuzz scripts and the test helpers' measurements make their schemas:
  * `TEST_DATABASE_URL`, else the local server at 127.0.0.1:5432 (database `test`), else (the test
@@ -24,4 +26,18 @@ export async function chooseTestDatabase(
 /** For scripts with no embedded fallback: the one URL they use. */
 export function testDatabaseUrl(env: NodeJS.ProcessEnv = process.env): string {
   return env.TEST_DATABASE_URL || LOCAL_TEST_DATABASE;
+}
+
+/** Whether a PostgreSQL answers at `url` within 2 s (a `select 1`). */
+export async function databaseAnswers(url: string): Promise<boolean> {
+  const c = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000 });
+  try {
+    await c.connect();
+    await c.query('select 1');
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await c.end().catch(() => {});
+  }
 }

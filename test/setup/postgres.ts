@@ -1,7 +1,6 @@
-import pg from 'pg';
 import type { TestProject } from 'vitest/node';
 import { type EmbeddedWarehouse, startEmbeddedPostgres } from '../../src/warehouse/embedded.ts';
-import { chooseTestDatabase } from '../helpers/test-database.ts';
+import { chooseTestDatabase, databaseAnswers } from '../helpers/test-database.ts';
 
 /**
  * One Postgres for the whole test run: TEST_DATABASE_URL, else the local server at
@@ -16,21 +15,8 @@ declare module 'vitest' {
   }
 }
 
-async function answers(url: string): Promise<boolean> {
-  const c = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000 });
-  try {
-    await c.connect();
-    await c.query('select 1');
-    return true;
-  } catch {
-    return false;
-  } finally {
-    await c.end().catch(() => {});
-  }
-}
-
 async function start(): Promise<{ url: string; embedded?: EmbeddedWarehouse }> {
-  const url = await chooseTestDatabase(answers);
+  const url = await chooseTestDatabase(databaseAnswers);
   if (url) return { url };
   const embedded = await startEmbeddedPostgres({
     dir: `${process.cwd()}/.data/test-postgres`,

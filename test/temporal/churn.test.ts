@@ -17,7 +17,7 @@ import { createTestWarehouse, type TestWarehouse } from '../helpers/warehouse.ts
 import { until } from './days.ts';
 import { connectHarness, type TemporalHarness } from './harness.ts';
 
-const DAYS = 60;
+const DAYS = 40;
 const RECORDS_PER_DAY = 40;
 /** The tenant's limit, given to every worker alike: it must hold for all of them together. */
 const TENANT_RPS = 50;
@@ -28,7 +28,7 @@ const seed = testSeed(20261128, 'CHURN_SEED');
 const BUDGET = 'churn';
 
 // The real `crs-sync worker` command in three child processes on one task queue, one SIGKILLed
-// and another added while a 60-day backfill with enrichment runs. The tenant's limit is checked
+// and another added while a 40-day backfill with enrichment runs. The tenant's limit is checked
 // where the workers promise it: the shared budget's grants, as the database recorded them
 // (test/helpers/budget-audit.ts), with no request reaching the service without one. Every request
 // also passes a counting front door, and the simulator counts what arrives: those arrivals are
@@ -100,7 +100,7 @@ describe('three workers on one task queue (real worker command, simulator, Postg
     return Number(r.n);
   }
 
-  it("when one of three workers is SIGKILLed and a fourth added during a 60-day backfill, then all take days, the warehouse equals the service and the budget's grants hold the tenant limit across them", async () => {
+  it("when one of three workers is SIGKILLed and a fourth added during a 40-day backfill, then all take days, the warehouse equals the service and the budget's grants hold the tenant limit across them", async () => {
     const today = frozen.toISOString().slice(0, 10);
     const from = shiftDay(today, -DAYS);
     const to = shiftDay(today, -1);
