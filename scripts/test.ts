@@ -13,7 +13,7 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { startEmbeddedPostgres } from '../src/warehouse/embedded.ts';
 import { chooseTestDatabase, databaseAnswers } from '../test/helpers/test-database.ts';
-import { type Outcome, runBeside } from './lib/beside.ts';
+import { countsOf, type Outcome, runBeside } from './lib/beside.ts';
 
 const root = path.resolve(import.meta.dirname, '..');
 const vitest = path.join(root, 'node_modules', 'vitest', 'vitest.mjs');
@@ -59,6 +59,12 @@ async function all(): Promise<number> {
     const word = (o: Outcome) =>
       `${o.name}: ${o.code === 0 ? 'passed' : `FAILED (exit ${o.code})`}${o.tests ? `, tests ${o.tests}` : ''}`;
     process.stdout.write(`npm test, ${seconds} s. ${outcomes.map(word).join('; ')}\n`);
+    // One plain line of counts over both processes (CI prints it last).
+    const sum = outcomes.map((o) => countsOf(o.tests));
+    const total = (k: 'passed' | 'failed' | 'skipped') => sum.reduce((a, c) => a + c[k], 0);
+    process.stdout.write(
+      `tests: ${total('passed')} passed, ${total('failed')} failed, ${total('skipped')} skipped\n`,
+    );
     return outcomes.find((o) => o.code !== 0)?.code ?? 0;
   } finally {
     await embedded?.stop();

@@ -110,3 +110,9 @@ export async function runBeside(
     { name: held.name, code: heldCode, tests: counts.get(held.name) },
   ];
 }
+
+/** The figures of a vitest count line ("1 failed | 765 passed | 1 skipped (767)"); absent ones are 0. */
+export function countsOf(tests: string | undefined): { passed: number; failed: number; skipped: number } {
+  const n = (word: string) => Number(new RegExp(`(\\d+) ${word}`).exec(tests ?? '')?.[1] ?? 0);
+  return { passed: n('passed'), failed: n('failed'), skipped: n('skipped') + n('todo') };
+}

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { describe, expect, it, vi } from 'vitest';
-import { type Command, runBeside } from '../../scripts/lib/beside.ts';
+import { type Command, countsOf, runBeside } from '../../scripts/lib/beside.ts';
 
 /**
  * `npm test` runs the system tier beside the unit and integration tiers (scripts/test.ts): two
@@ -170,11 +170,25 @@ describe('npm test: the system tier beside the others (scripts/lib/beside.ts)', 
     }
   });
 
+  it("when vitest's count line has failures, skips or todos, then each figure is read, and a missing one is 0", () => {
+    expect(countsOf('1 failed | 765 passed | 1 skipped (767)')).toEqual({
+      passed: 765,
+      failed: 1,
+      skipped: 1,
+    });
+    expect(countsOf('380 passed | 1 skipped | 2 todo (383)')).toEqual({ passed: 380, failed: 0, skipped: 3 });
+    expect(countsOf('5 passed (5)')).toEqual({ passed: 5, failed: 0, skipped: 0 });
+    expect(countsOf(undefined)).toEqual({ passed: 0, failed: 0, skipped: 0 });
+  });
+
   it('npm test is this runner, and each tier alone is its vitest project', () => {
     const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as {
       scripts: Record<string, string>;
     };
     expect(pkg.scripts.test).toBe('node scripts/test.ts');
+    // CI runs it as the README gives it: with arguments it would be one plain `vitest run`.
+    const ci = readFileSync(path.join(root, '.ci', 'run'), 'utf8');
+    expect(ci.split('\n').filter((l) => /^\s*npm test\b/.test(l))).toEqual(['npm test']);
     for (const tier of ['unit', 'integration', 'system'])
       expect(pkg.scripts[`test:${tier}`]).toBe(`vitest run --project ${tier}`);
   });
