@@ -1,5 +1,6 @@
 import { availableParallelism } from 'node:os';
 import { defineConfig } from 'vitest/config';
+import { SystemFirstSequencer } from './test/setup/sequencer.ts';
 import { INTEGRATION, SYSTEM } from './test/tiers.ts';
 
 // Three tiers (test/tiers.ts lists the files of the last two; every other test file is a unit
@@ -22,6 +23,8 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 120_000,
     reporters: ['default'],
+    // The system files that share the CPU best with the other tiers first (test/setup/sequencer.ts).
+    sequence: { sequencer: SystemFirstSequencer },
     // groupOrder, in one process: the unit and integration tiers together (the unit files,
     // shorter, mostly end first), then the system tier.
     projects: [
