@@ -14,7 +14,9 @@ const EXCLUDE = ['**/node_modules/**', '**/.git/**'];
 // group (sequence.groupOrder) at a time and wants one worker count per group: the two tiers share
 // group 0 and this count. Alone with one worker and group 0, the unit tier would be put after
 // every other group (vitest's rule for a sequential project without a groupOrder).
-const WORKERS = Math.max(2, availableParallelism() - 1);
+// CRS_TEST_WORKERS overrides it: `npm test` leaves the system tier, which runs beside these two
+// tiers, a core of its own (scripts/test.ts).
+const WORKERS = Number(process.env.CRS_TEST_WORKERS) || Math.max(2, availableParallelism() - 1);
 
 export default defineConfig({
   test: {

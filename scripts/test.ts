@@ -10,6 +10,7 @@
 // With arguments (`npm test -- test/ingest/import.test.ts`, `npm test -- --project unit`) it is
 // plain `vitest run` with them.
 import { spawn } from 'node:child_process';
+import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import { startEmbeddedPostgres } from '../src/warehouse/embedded.ts';
 import { chooseTestDatabase, databaseAnswers } from '../test/helpers/test-database.ts';
@@ -44,15 +45,19 @@ async function all(): Promise<number> {
     ...(process.stdout.isTTY && !process.env.NO_COLOR ? { FORCE_COLOR: '1' } : {}),
   };
   const started = Date.now();
-  const vitestRun = (name: string, projects: string[]) => ({
+  const vitestRun = (name: string, projects: string[], own: NodeJS.ProcessEnv = {}) => ({
     name,
     file: process.execPath,
     args: [vitest, 'run', ...projects.flatMap((p) => ['--project', p])],
+    env: own,
   });
+  // The system tier's files (one at a time) are the longest part of the run: the other two tiers
+  // get the cores it leaves, so that on 2 cores three test processes do not share two.
+  const beside = String(Math.max(1, availableParallelism() - 1));
   try {
     const outcomes = await runBeside(
       vitestRun('the system tier', ['system']),
-      vitestRun('the unit and integration tiers', ['unit', 'integration']),
+      vitestRun('the unit and integration tiers', ['unit', 'integration'], { CRS_TEST_WORKERS: beside }),
       { cwd: root, env, out: process.stdout },
     );
     const seconds = Math.round((Date.now() - started) / 1000);

@@ -9,6 +9,8 @@ export interface Command {
   name: string;
   file: string;
   args: string[];
+  /** Variables of its own, over `opts.env`. */
+  env?: NodeJS.ProcessEnv;
 }
 
 export interface Outcome {
@@ -45,7 +47,11 @@ export async function runBeside(
   },
 ): Promise<[Outcome, Outcome]> {
   const start = (c: Command) =>
-    spawn(c.file, c.args, { cwd: opts.cwd, env: opts.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    spawn(c.file, c.args, {
+      cwd: opts.cwd,
+      env: { ...opts.env, ...c.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
   const liveChild = start(live);
   const heldChild = start(held);
   // Ctrl-C or a stop reaches both (a terminal signals the whole group anyway); this process stays

@@ -109,7 +109,7 @@ describe('a worker killed in the middle of a day (real worker command, simulator
       now: () => frozen,
       seed: 11,
       days: 4,
-      recordsPerDay: 40_000,
+      recordsPerDay: 20_000,
       faults: 'none',
     });
   });
