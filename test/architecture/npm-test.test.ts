@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { EventEmitter } from 'node:events';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -130,6 +131,39 @@ describe('npm test: the system tier beside the others (scripts/lib/beside.ts)', 
     expect(failedLive.outcomes.map((o) => o.code)).toEqual([2, 0]);
     const killed = await beside(node('live', 'process.kill(process.pid, "SIGKILL")'), node('held', ''));
     expect(killed.outcomes.map((o) => o.code)).toEqual([1, 0]);
+  });
+
+  it('when a command has variables of its own, then its process sees them over the shared ones and the other does not', async () => {
+    const show = "console.log(process.env.CRS_BESIDE_OWN + ' ' + process.env.CRS_BESIDE_SHARED)";
+    const { lines } = await beside(
+      { ...node('live', `console.log('live ' + process.env.CRS_BESIDE_OWN)`), env: {} },
+      { ...node('held', show), env: { CRS_BESIDE_OWN: 'held-only', CRS_BESIDE_SHARED: 'held-value' } },
+    );
+    expect(lines).toContain('live undefined');
+    expect(lines).toContain('held-only held-value');
+  });
+
+  it('when CRS_TEST_WORKERS is set (npm test sets it for the unit and integration tiers), then those two tiers run that many files at a time and the system tier still one', () => {
+    const read = `const c = (await import(${JSON.stringify(path.join(root, 'vitest.config.ts'))})).default;
+      console.log(JSON.stringify(c.test.projects.map((p) => [p.test.name, p.test.maxWorkers ?? null, p.test.fileParallelism ?? true])));`;
+    const projects = (workers: string | undefined) =>
+      JSON.parse(
+        execFileSync(process.execPath, ['--input-type=module', '-e', read], {
+          cwd: root,
+          env: { ...process.env, CRS_TEST_WORKERS: workers },
+          encoding: 'utf8',
+        }),
+      ) as [string, number | null, boolean][];
+    expect(projects('1')).toEqual([
+      ['unit', 1, true],
+      ['integration', 1, true],
+      ['system', null, false],
+    ]);
+    const unset = projects(undefined);
+    expect(unset[0]?.[1]).toBeGreaterThanOrEqual(2);
+    expect(unset[1]?.[1]).toBe(unset[0]?.[1]);
+    const runner = readFileSync(path.join(root, 'scripts', 'test.ts'), 'utf8');
+    expect(runner).toMatch(/CRS_TEST_WORKERS: beside/);
   });
 
   it('when the runner is stopped (SIGTERM, Ctrl-C), then both are stopped with the same signal and what they printed is still shown', async () => {
